@@ -1,0 +1,155 @@
+"""Scaled dot-product attention and multi-head attention (paper section 3.2)."""
+
+import keras
+from keras import ops
+
+# Attention scores are computed in float32 whatever the compute dtype, so a finite large negative
+# hides masked keys without the float16 overflow a -1e9 added to half-precision scores would cause.
+_MASKED_SCORE = -1e9
+
+
+def scaled_dot_product_attention(query, key, value, attention_mask=None, dropout=None,
+                                 training=None):
+    """softmax(Q K^T / sqrt(d_k)) V for every head at once (eq. 1).
+
+    Args:
+        query: [batch, query_length, heads, d_k].
+        key: [batch, key_length, heads, d_k].
+        value: [batch, key_length, heads, d_v].
+        attention_mask: optional boolean tensor broadcastable to [batch, query_length, key_length];
+            True where a query may attend to a key.
+        dropout: optional layer applied to the attention weights (e.g. `keras.layers.Dropout`).
+        training: passed to `dropout`.
+
+    Returns:
+        (output [batch, query_length, heads, d_v], weights [batch, heads, query_length, key_length]).
+        The softmax runs in float32; both results come back in `value`'s dtype.
+    """
+    d_k = query.shape[-1]
+    # Scaling the queries before the product touches [batch, q, heads, d_k] values instead of the
+    # larger [batch, heads, q, k] score tensor.
+    scores = ops.einsum("bqhd,bkhd->bhqk", query * ops.cast(d_k ** -0.5, query.dtype), key)
+    scores = ops.cast(scores, "float32")
+    if attention_mask is not None:
+        mask = ops.expand_dims(ops.cast(attention_mask, "bool"), axis=1)
+        scores = ops.where(mask, scores, _MASKED_SCORE)
+    weights = ops.cast(ops.softmax(scores, axis=-1), value.dtype)
+    if dropout is not None:
+        weights = dropout(weights, training=training)
+    return ops.einsum("bhqk,bkhd->bqhd", weights, value), weights
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head attention (section 3.2.2) with d_k and d_v chosen freely.
+
+    MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V),
+    with W^Q, W^K in R^{d_in x h*d_k}, W^V in R^{d_mem x h*d_v}, W^O in R^{h*d_v x d_out}. The
+    paper's projections have no bias terms, and neither do these.
+
+    Args:
+        num_heads: h.
+        key_dim: d_k, the query/key width of each head.
+        value_dim: d_v, the value width of each head; defaults to `key_dim`.
+        output_dim: width of the output; defaults to the query's last dimension.
+        dropout: dropout rate on the attention weights.
+        kernel_initializer: initializer of the four projection matrices.
+
+    Call arguments:
+        query: [batch, query_length, d_in].
+        memory: [batch, memory_length, d_mem] that keys and values come from; None means the
+            query itself (self-attention).
+        attention_mask: boolean, broadcastable to [batch, query_length, key_length]; True = may
+            attend. With a cache, key_length is the cache length.
+        cache: optional (keys [batch, L, h, d_k], values [batch, L, h, d_v]). With `cache_index`,
+            the query's own keys and values are written at positions
+            [cache_index, cache_index + query_length) and the query attends over all L positions
+            (self-attention during incremental decoding; mask the unwritten ones). Without
+            `cache_index`, the cache holds precomputed keys and values of the memory
+            (encoder-decoder attention) and `memory` is ignored.
+        cache_index: scalar int, where the new keys and values go.
+        return_attention_scores: also return the weights [batch, h, query_length, key_length].
+
+    Returns:
+        output [batch, query_length, d_out]; `(output, cache)` when a cache is given; the
+        attention weights appended last when `return_attention_scores`.
+
+    Example:
+    >>> layer = MultiHeadAttention(num_heads=2, key_dim=16, value_dim=8)
+    >>> layer(np.zeros((3, 5, 32)), np.zeros((3, 7, 32))).shape
+    TensorShape([3, 5, 32])
+    """
+
+    def __init__(self, num_heads, key_dim, value_dim=None, output_dim=None, dropout=0.0,
+                 kernel_initializer="glorot_uniform", **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.value_dim = value_dim or key_dim
+        self.output_dim = output_dim
+        self.dropout = dropout
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self._weights_dropout = keras.layers.Dropout(dropout) if dropout else None
+
+    def build(self, query_shape, memory_shape=None):
+        query_width = query_shape[-1]
+        memory_width = (memory_shape or query_shape)[-1]
+        output_width = self.output_dim or query_width
+        # Kernels are stored as the paper's 2-D matrices (so Glorot sees the fans of one dense
+        # layer) and split into heads by a reshape.
+        self.query_kernel = self._kernel("query_kernel", query_width, self.key_dim)
+        self.key_kernel = self._kernel("key_kernel", memory_width, self.key_dim)
+        self.value_kernel = self._kernel("value_kernel", memory_width, self.value_dim)
+        self.output_kernel = self.add_weight(
+            name="output_kernel", shape=(self.num_heads * self.value_dim, output_width),
+            initializer=self.kernel_initializer)
+
+    def _kernel(self, name, width, head_dim):
+        return self.add_weight(name=name, shape=(width, self.num_heads * head_dim),
+                               initializer=self.kernel_initializer)
+
+    def _project(self, x, kernel, head_dim):
+        """[batch, length, width] -> [batch, length, heads, head_dim]."""
+        y = ops.matmul(x, ops.cast(kernel, x.dtype))
+        return ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], self.num_heads, head_dim))
+
+    def compute_key_value(self, memory):
+        """Projects `memory` [batch, length, d_mem] to (keys [b, l, h, d_k], values [b, l, h, d_v]).
+
+        Encoder-decoder attention calls this once per sentence and passes the result as `cache`.
+        """
+        return (self._project(memory, self.key_kernel, self.key_dim),
+                self._project(memory, self.value_kernel, self.value_dim))
+
+    def call(self, query, memory=None, attention_mask=None, cache=None, cache_index=None,
+             return_attention_scores=False, training=None):
+        queries = self._project(query, self.query_kernel, self.key_dim)
+        if cache is not None and cache_index is None:
+            keys, values = cache
+        else:
+            keys, values = self.compute_key_value(query if memory is None else memory)
+            if cache is not None:
+                start = [0, cache_index, 0, 0]
+                keys = ops.slice_update(cache[0], start, ops.cast(keys, cache[0].dtype))
+                values = ops.slice_update(cache[1], start, ops.cast(values, cache[1].dtype))
+                cache = (keys, values)
+        heads, weights = scaled_dot_product_attention(
+            queries, keys, values, attention_mask, self._weights_dropout, training)
+        concatenated = ops.reshape(
+            heads, (ops.shape(heads)[0], ops.shape(heads)[1], self.num_heads * self.value_dim))
+        output = ops.matmul(concatenated, ops.cast(self.output_kernel, concatenated.dtype))
+        results = (output,) + ((cache,) if cache is not None else ())
+        results += (weights,) if return_attention_scores else ()
+        return results[0] if len(results) == 1 else results
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            num_heads=self.num_heads,
+            key_dim=self.key_dim,
+            value_dim=self.value_dim,
+            output_dim=self.output_dim,
+            dropout=self.dropout,
+            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+        )
+        return config

@@ -1,0 +1,60 @@
+"""One embedding matrix for source, target and the pre-softmax projection (paper section 3.4)."""
+
+import math
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class SharedEmbedding(keras.layers.Layer):
+    """Token embeddings scaled by sqrt(d_model), and the same matrix as the output projection.
+
+    "We share the same weight matrix between the two embedding layers and the pre-softmax linear
+    transformation [...] In the embedding layers, we multiply those weights by sqrt(d_model)."
+    The matrix starts as N(0, d_model^-1/2), so scaled embeddings have unit variance, as in
+    tensor2tensor.
+
+    Args:
+        vocab_size: number of token ids, including pad (0) and eos (1).
+        d_model: embedding width.
+
+    Call arguments:
+        inputs: int token ids [batch, length], or with `reverse=True` hidden states
+            [batch, length, d_model].
+        reverse: False embeds ids to [batch, length, d_model]; True projects hidden states to
+            float32 logits [batch, length, vocab_size] with the transposed matrix.
+
+    Example:
+    >>> embedding = SharedEmbedding(vocab_size=10, d_model=4)
+    >>> embedding(np.array([[2, 3]])).shape, embedding(np.zeros((1, 2, 4)), reverse=True).shape
+    (TensorShape([1, 2, 4]), TensorShape([1, 2, 10]))
+    """
+
+    def __init__(self, vocab_size, d_model, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.d_model = d_model
+
+    def build(self, inputs_shape=None):
+        self.embeddings = self.add_weight(
+            name="embeddings", shape=(self.vocab_size, self.d_model),
+            initializer=keras.initializers.RandomNormal(stddev=self.d_model ** -0.5))
+
+    def call(self, inputs, reverse=False):
+        embeddings = ops.cast(self.embeddings, self.compute_dtype)
+        if reverse:
+            logits = ops.matmul(ops.cast(inputs, self.compute_dtype), ops.transpose(embeddings))
+            # Softmax and loss want float32 even when the layers compute in 16 bits.
+            return ops.cast(logits, "float32")
+        return ops.take(embeddings, inputs, axis=0) * math.sqrt(self.d_model)
+
+    def compute_output_spec(self, inputs, reverse=False):
+        if reverse:
+            return keras.KerasTensor(inputs.shape[:-1] + (self.vocab_size,), dtype="float32")
+        return keras.KerasTensor(inputs.shape + (self.d_model,), dtype=self.compute_dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(vocab_size=self.vocab_size, d_model=self.d_model)
+        return config

@@ -1,0 +1,52 @@
+"""Position-wise feed-forward network (paper section 3.3)."""
+
+import keras
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class PositionwiseFeedForward(keras.layers.Layer):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2, applied to every position alike (eq. 2).
+
+    Args:
+        d_ff: inner width (2048 in the base model).
+        relu_dropout: dropout on the ReLU output (off in the paper; tensor2tensor's relu_dropout).
+        kernel_initializer: initializer of W1 and W2.
+
+    Call arguments:
+        inputs: [batch, length, d_model].
+
+    Returns:
+        [batch, length, d_model].
+
+    Example:
+    >>> PositionwiseFeedForward(d_ff=64)(np.zeros((2, 3, 16))).shape
+    TensorShape([2, 3, 16])
+    """
+
+    def __init__(self, d_ff, relu_dropout=0.0, kernel_initializer="glorot_uniform", **kwargs):
+        super().__init__(**kwargs)
+        self.d_ff = d_ff
+        self.relu_dropout = relu_dropout
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.inner = keras.layers.Dense(d_ff, activation="relu", dtype=self.dtype_policy,
+                                        kernel_initializer=self.kernel_initializer, name="inner")
+        self.dropout = keras.layers.Dropout(relu_dropout, dtype=self.dtype_policy)
+        self.outer = None  # Its width is the input's, known in build.
+
+    def build(self, inputs_shape):
+        self.inner.build(inputs_shape)
+        self.outer = keras.layers.Dense(inputs_shape[-1], dtype=self.dtype_policy,
+                                        kernel_initializer=self.kernel_initializer, name="outer")
+        self.outer.build(tuple(inputs_shape[:-1]) + (self.d_ff,))
+
+    def call(self, inputs, training=None):
+        return self.outer(self.dropout(self.inner(inputs), training=training))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            d_ff=self.d_ff,
+            relu_dropout=self.relu_dropout,
+            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+        )
+        return config

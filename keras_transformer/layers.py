@@ -1,0 +1,198 @@
+"""Encoder and decoder layers: post-norm residual blocks (paper sections 3.1 and 5.4).
+
+Every sub-layer's output goes through dropout, is added to its input and layer-normalized:
+LayerNorm(x + Dropout(Sublayer(x))).
+"""
+
+import keras
+from keras import ops
+
+from keras_transformer.attention import MultiHeadAttention
+from keras_transformer.feed_forward import PositionwiseFeedForward
+
+
+class _ResidualBlock(keras.layers.Layer):
+    """LayerNorm(x + Dropout(y)), the wrapper around each sub-layer's output y."""
+
+    def __init__(self, dropout, epsilon, **kwargs):
+        super().__init__(**kwargs)
+        self.dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.norm = keras.layers.LayerNormalization(epsilon=epsilon, dtype=self.dtype_policy,
+                                                    name="layer_norm")
+
+    def build(self, inputs_shape):
+        self.norm.build(inputs_shape)
+
+    def call(self, inputs, sublayer_output, training=None):
+        return self.norm(inputs + self.dropout(sublayer_output, training=training))
+
+
+class _TransformerLayer(keras.layers.Layer):
+    """What encoder and decoder layers share: their arguments and the feed-forward block."""
+
+    def __init__(self, num_heads, d_ff, d_k, d_v=None, dropout=0.1, attention_dropout=0.0,
+                 relu_dropout=0.0, layer_norm_epsilon=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.d_ff = d_ff
+        self.d_k = d_k
+        self.d_v = d_v or d_k
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.relu_dropout = relu_dropout
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.feed_forward = PositionwiseFeedForward(
+            d_ff, relu_dropout, dtype=self.dtype_policy, name="feed_forward")
+        self.feed_forward_block = self._residual_block("feed_forward_block")
+
+    def _attention(self, name):
+        return MultiHeadAttention(self.num_heads, self.d_k, self.d_v, dropout=self.attention_dropout,
+                                  dtype=self.dtype_policy, name=name)
+
+    def _residual_block(self, name):
+        return _ResidualBlock(self.dropout, self.layer_norm_epsilon, dtype=self.dtype_policy,
+                              name=name)
+
+    def _build_feed_forward(self, inputs_shape):
+        self.feed_forward.build(inputs_shape)
+        self.feed_forward_block.build(inputs_shape)
+
+    def _feed_forward(self, x, training):
+        return self.feed_forward_block(x, self.feed_forward(x, training=training), training=training)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            num_heads=self.num_heads,
+            d_ff=self.d_ff,
+            d_k=self.d_k,
+            d_v=self.d_v,
+            dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
+            relu_dropout=self.relu_dropout,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class EncoderLayer(_TransformerLayer):
+    """Self-attention, then the position-wise feed-forward network; each in a residual block.
+
+    Args:
+        num_heads: h.
+        d_ff: inner width of the feed-forward network.
+        d_k: query/key width per head.
+        d_v: value width per head; defaults to d_k.
+        dropout: residual dropout on each sub-layer output (P_drop).
+        attention_dropout: dropout on attention weights.
+        relu_dropout: dropout inside the feed-forward network.
+        layer_norm_epsilon: epsilon of the layer normalizations.
+
+    Call arguments:
+        inputs: [batch, length, d_model].
+        attention_mask: boolean, broadcastable to [batch, length, length]; True = may attend
+            (usually the source padding mask, [batch, 1, length]).
+
+    Returns:
+        [batch, length, d_model].
+
+    Example:
+    >>> EncoderLayer(num_heads=2, d_ff=32, d_k=8)(np.zeros((2, 5, 16))).shape
+    TensorShape([2, 5, 16])
+    """
+
+    def __init__(self, num_heads, d_ff, d_k, d_v=None, **kwargs):
+        super().__init__(num_heads, d_ff, d_k, d_v, **kwargs)
+        self.self_attention = self._attention("self_attention")
+        self.self_attention_block = self._residual_block("self_attention_block")
+
+    def build(self, inputs_shape):
+        self.self_attention.build(inputs_shape)
+        self.self_attention_block.build(inputs_shape)
+        self._build_feed_forward(inputs_shape)
+
+    def call(self, inputs, attention_mask=None, training=None):
+        attended = self.self_attention(inputs, attention_mask=attention_mask, training=training)
+        x = self.self_attention_block(inputs, attended, training=training)
+        return self._feed_forward(x, training)
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class DecoderLayer(_TransformerLayer):
+    """Masked self-attention, encoder-decoder attention, feed-forward; each in a residual block.
+
+    Args: as `EncoderLayer`.
+
+    Call arguments:
+        inputs: [batch, target_length, d_model].
+        memory: encoder output [batch, source_length, d_model]; may be None when `cache` holds
+            its keys and values.
+        self_attention_mask: boolean, broadcastable to [batch, target_length, key_length]
+            (causal; key_length is the cache length when decoding with a cache).
+        memory_mask: boolean, broadcastable to [batch, target_length, source_length] (the
+            source padding mask).
+        cache: optional dict from `init_cache`, for incremental decoding.
+        cache_index: scalar int, the position of `inputs`' first step in the cache.
+
+    Returns:
+        [batch, target_length, d_model], or `(output, cache)` when a cache is given.
+
+    Example:
+    >>> layer = DecoderLayer(num_heads=2, d_ff=32, d_k=8)
+    >>> layer(np.zeros((2, 4, 16)), np.zeros((2, 6, 16))).shape
+    TensorShape([2, 4, 16])
+    """
+
+    def __init__(self, num_heads, d_ff, d_k, d_v=None, **kwargs):
+        super().__init__(num_heads, d_ff, d_k, d_v, **kwargs)
+        self.self_attention = self._attention("self_attention")
+        self.self_attention_block = self._residual_block("self_attention_block")
+        self.memory_attention = self._attention("memory_attention")
+        self.memory_attention_block = self._residual_block("memory_attention_block")
+
+    def build(self, inputs_shape, memory_shape=None):
+        self.self_attention.build(inputs_shape)
+        self.self_attention_block.build(inputs_shape)
+        self.memory_attention.build(inputs_shape, memory_shape or inputs_shape)
+        self.memory_attention_block.build(inputs_shape)
+        self._build_feed_forward(inputs_shape)
+
+    def init_cache(self, memory, max_length):
+        """Returns this layer's decoding cache for `memory` [batch, source_length, d_model].
+
+        The encoder-decoder keys and values are computed here, once per sentence; the
+        self-attention buffers [batch, max_length, h, d_k|d_v] start at zero and are filled one
+        step at a time.
+        """
+        memory_keys, memory_values = self.memory_attention.compute_key_value(memory)
+        batch = ops.shape(memory)[0]
+        dtype = memory_keys.dtype
+        return {
+            "self_keys": ops.zeros((batch, max_length, self.num_heads, self.d_k), dtype),
+            "self_values": ops.zeros((batch, max_length, self.num_heads, self.d_v), dtype),
+            "memory_keys": memory_keys,
+            "memory_values": memory_values,
+        }
+
+    def call(self, inputs, memory=None, self_attention_mask=None, memory_mask=None, cache=None,
+             cache_index=None, training=None):
+        if cache is None:
+            attended = self.self_attention(
+                inputs, attention_mask=self_attention_mask, training=training)
+            memory_cache = None
+        else:
+            attended, (keys, values) = self.self_attention(
+                inputs, attention_mask=self_attention_mask,
+                cache=(cache["self_keys"], cache["self_values"]), cache_index=cache_index,
+                training=training)
+            memory_cache = (cache["memory_keys"], cache["memory_values"])
+            cache = dict(cache, self_keys=keys, self_values=values)
+        x = self.self_attention_block(inputs, attended, training=training)
+        attended = self.memory_attention(x, memory, attention_mask=memory_mask,
+                                         cache=memory_cache, training=training)
+        if memory_cache is not None:
+            attended = attended[0]
+        x = self.memory_attention_block(x, attended, training=training)
+        x = self._feed_forward(x, training)
+        return x if cache is None else (x, cache)

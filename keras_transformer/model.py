@@ -1,0 +1,223 @@
+"""The Transformer: encoder-decoder stacks over a shared embedding (paper section 3)."""
+
+import keras
+from keras import ops
+
+from keras_transformer import checks
+from keras_transformer.embedding import SharedEmbedding
+from keras_transformer.layers import DecoderLayer, EncoderLayer
+from keras_transformer.masks import causal_mask, padding_mask
+from keras_transformer.positional import LearnedPositionEmbedding, SinusoidalPositionEncoding
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Transformer(keras.Model):
+    """The encoder-decoder Transformer of "Attention Is All You Need".
+
+    Token ids follow tensor2tensor: 0 is padding, 1 is end of sentence; the decoder input is the
+    target shifted right by one with 0 in front. One vocabulary serves source and target, and its
+    embedding matrix is also the pre-softmax projection (section 3.4).
+
+    Args:
+        vocab_size: size of the shared vocabulary.
+        num_layers: N, layers in each stack.
+        d_model: model width.
+        d_ff: feed-forward inner width.
+        num_heads: h.
+        d_k: query/key width per head; None means d_model // num_heads.
+        d_v: value width per head; None means d_model // num_heads.
+        dropout: residual dropout (P_drop) on sub-layer outputs and on embedding + position sums.
+        attention_dropout: dropout on attention weights.
+        relu_dropout: dropout inside the feed-forward networks.
+        position_encoding: "sinusoidal" or "learned".
+        max_length: positions in the learned table (ignored by sinusoids).
+        layer_norm_epsilon: epsilon of every layer normalization.
+
+    Call arguments:
+        inputs: (source_ids [batch, source_length], target_input_ids [batch, target_length]), int.
+        training: enables dropout.
+
+    Returns:
+        float32 logits [batch, target_length, vocab_size].
+
+    Example:
+    >>> model = Transformer(vocab_size=100, num_layers=1, d_model=16, d_ff=32, num_heads=2)
+    >>> model((np.array([[5, 6, 1]]), np.array([[0, 7]]))).shape
+    TensorShape([1, 2, 100])
+    """
+
+    def __init__(self, vocab_size, num_layers=6, d_model=512, d_ff=2048, num_heads=8, d_k=None,
+                 d_v=None, dropout=0.1, attention_dropout=0.0, relu_dropout=0.0,
+                 position_encoding="sinusoidal", max_length=256, layer_norm_epsilon=1e-6,
+                 **kwargs):
+        super().__init__(**kwargs)
+        if vocab_size < 2:
+            raise ValueError(f"vocab_size must be >= 2 (pad and eos), got {vocab_size}")
+        if (d_k is None or d_v is None) and d_model % num_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}; "
+                             f"pass d_k and d_v explicitly")
+        if position_encoding not in ("sinusoidal", "learned"):
+            raise ValueError(f"position_encoding must be 'sinusoidal' or 'learned', got "
+                             f"{position_encoding!r}")
+        self.vocab_size = vocab_size
+        self.num_layers = num_layers
+        self.d_model = d_model
+        self.d_ff = d_ff
+        self.num_heads = num_heads
+        self.d_k = d_k
+        self.d_v = d_v
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.relu_dropout = relu_dropout
+        self.position_encoding = position_encoding
+        self.max_length = max_length
+        self.layer_norm_epsilon = layer_norm_epsilon
+
+        policy = self.dtype_policy
+        self.embedding = SharedEmbedding(vocab_size, d_model, dtype=policy, name="embedding")
+        if position_encoding == "learned":
+            self.positions = LearnedPositionEmbedding(max_length, dtype=policy, name="positions")
+        else:
+            self.positions = SinusoidalPositionEncoding(dtype=policy, name="positions")
+        self.encoder_input_dropout = keras.layers.Dropout(
+            dropout, dtype=policy, name="encoder_input_dropout")
+        self.decoder_input_dropout = keras.layers.Dropout(
+            dropout, dtype=policy, name="decoder_input_dropout")
+        layer_args = dict(
+            num_heads=num_heads, d_ff=d_ff, d_k=d_k or d_model // num_heads,
+            d_v=d_v or d_model // num_heads, dropout=dropout, attention_dropout=attention_dropout,
+            relu_dropout=relu_dropout, layer_norm_epsilon=layer_norm_epsilon, dtype=policy)
+        self.encoder_layers = [EncoderLayer(**layer_args, name=f"encoder_layer_{i}")
+                               for i in range(num_layers)]
+        self.decoder_layers = [DecoderLayer(**layer_args, name=f"decoder_layer_{i}")
+                               for i in range(num_layers)]
+
+    def build(self, inputs_shape=None):
+        # Every weight's shape follows from the constructor arguments, so any input shape builds
+        # the same model (which is what lets load_model rebuild it before restoring weights).
+        hidden = (None, None, self.d_model)
+        self.embedding.build()
+        self.positions.build(hidden)
+        for layer in self.encoder_layers:
+            layer.build(hidden)
+        for layer in self.decoder_layers:
+            layer.build(hidden, hidden)
+
+    def call(self, inputs, training=None):
+        if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:
+            raise ValueError("Transformer inputs must be a pair (source_ids, target_input_ids), "
+                             f"got {type(inputs).__name__}")
+        source_ids, target_input_ids = inputs
+        memory = self.encode(source_ids, training=training)  # Validates source_ids.
+        return self.decode(target_input_ids, memory, padding_mask(source_ids), training=training)
+
+    def _token_ids(self, ids, name):
+        return checks.token_ids(ids, name, self.vocab_size)
+
+    def _embed(self, ids, dropout, training, start_index=0):
+        x = self.embedding(ids)
+        x = x + self.positions(x, start_index=start_index)
+        return dropout(x, training=training)
+
+    def encode(self, source_ids, training=None):
+        """Runs the encoder stack.
+
+        Args:
+            source_ids: int [batch, source_length], 0-padded.
+
+        Returns:
+            memory [batch, source_length, d_model]. Pass `padding_mask(source_ids)` beside it.
+        """
+        source_ids = self._token_ids(source_ids, "source_ids")
+        attention_mask = padding_mask(source_ids)[:, None, :]
+        x = self._embed(source_ids, self.encoder_input_dropout, training)
+        for layer in self.encoder_layers:
+            x = layer(x, attention_mask=attention_mask, training=training)
+        return x
+
+    def init_cache(self, memory, source_mask, max_length):
+        """Prepares incremental decoding of up to `max_length` target positions.
+
+        Args:
+            memory: encoder output [batch, source_length, d_model].
+            source_mask: bool [batch, source_length], `padding_mask(source_ids)`.
+            max_length: number of decoder positions the cache holds.
+
+        Returns:
+            A dict of tensors, each with batch as its first axis (so beam search can tile and
+            reorder it): "memory_mask" and, per decoder layer, the encoder-decoder keys and values
+            (computed here, once) and zeroed self-attention buffers [batch, max_length, h, d].
+        """
+        return {
+            "memory_mask": ops.convert_to_tensor(source_mask, "bool"),
+            "layers": [layer.init_cache(memory, max_length) for layer in self.decoder_layers],
+        }
+
+    def decode(self, target_ids, memory=None, source_mask=None, cache=None, step=None,
+               training=None):
+        """Runs the decoder stack and the output projection.
+
+        Without a cache (training, scoring): `target_ids` is the whole shifted-right target and
+        every position attends to those before it.
+
+        With a cache from `init_cache` (decoding): `target_ids` holds the tokens at positions
+        [step, step + length), usually one; earlier positions come from the cache, and
+        `memory`/`source_mask` are not needed (the cache holds them).
+
+        Args:
+            target_ids: int [batch, length].
+            memory: encoder output [batch, source_length, d_model] (no cache).
+            source_mask: bool [batch, source_length] (no cache).
+            cache: dict from `init_cache`, or a previous call's returned cache.
+            step: scalar int, the position of target_ids[:, 0] (with a cache).
+
+        Returns:
+            float32 logits [batch, length, vocab_size]; with a cache, `(logits, updated cache)`.
+        """
+        target_ids = self._token_ids(target_ids, "target_ids")
+        length = ops.shape(target_ids)[1]
+        if cache is None:
+            if memory is None or source_mask is None:
+                raise ValueError("decode without a cache needs memory and source_mask")
+            x = self._embed(target_ids, self.decoder_input_dropout, training)
+            self_mask = causal_mask(length)
+            memory_mask = ops.convert_to_tensor(source_mask, "bool")[:, None, :]
+            for layer in self.decoder_layers:
+                x = layer(x, memory, self_attention_mask=self_mask, memory_mask=memory_mask,
+                          training=training)
+            return self.embedding(x, reverse=True)
+
+        if step is None:
+            raise ValueError("decode with a cache needs step, the position of target_ids[:, 0]")
+        cache_length = ops.shape(cache["layers"][0]["self_keys"])[1]
+        checks.assert_true(
+            step + length <= cache_length,
+            "decode step runs past the end of the cache; init_cache(max_length=...) sized it to",
+            cache_length)
+        x = self._embed(target_ids, self.decoder_input_dropout, training, start_index=step)
+        self_mask = causal_mask(length, cache_length, start_index=step)
+        memory_mask = cache["memory_mask"][:, None, :]
+        layer_caches = []
+        for layer, layer_cache in zip(self.decoder_layers, cache["layers"]):
+            x, layer_cache = layer(x, self_attention_mask=self_mask, memory_mask=memory_mask,
+                                   cache=layer_cache, cache_index=step, training=training)
+            layer_caches.append(layer_cache)
+        return self.embedding(x, reverse=True), dict(cache, layers=layer_caches)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            vocab_size=self.vocab_size,
+            num_layers=self.num_layers,
+            d_model=self.d_model,
+            d_ff=self.d_ff,
+            num_heads=self.num_heads,
+            d_k=self.d_k,
+            d_v=self.d_v,
+            dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
+            relu_dropout=self.relu_dropout,
+            position_encoding=self.position_encoding,
+            max_length=self.max_length,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+        )
+        return config

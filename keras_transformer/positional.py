@@ -1,0 +1,96 @@
+"""Positional encodings: the paper's sinusoids (section 3.5) and learned positions (Table 3 E)."""
+
+import keras
+from keras import ops
+
+from keras_transformer import checks
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class SinusoidalPositionEncoding(keras.layers.Layer):
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)).
+
+    Sines and cosines interleave as in the paper's formula (tensor2tensor concatenates them
+    instead: the same set of functions in another order). Any length works: the paper chose
+    sinusoids partly so that the model may extrapolate past the training lengths.
+
+    Args:
+        max_wavelength: the 10000 of the formula.
+
+    Call arguments:
+        inputs: [batch, length, d_model]; only its length and width are read.
+        start_index: position of the first step, for incremental decoding.
+
+    Returns:
+        [length, d_model], to be added to `inputs`.
+
+    Example:
+    >>> SinusoidalPositionEncoding()(np.zeros((2, 5, 8))).shape
+    TensorShape([5, 8])
+    """
+
+    def __init__(self, max_wavelength=10000, **kwargs):
+        super().__init__(**kwargs)
+        self.max_wavelength = max_wavelength
+
+    def call(self, inputs, start_index=0):
+        length, d_model = ops.shape(inputs)[1], inputs.shape[-1]
+        positions = ops.cast(ops.arange(length) + start_index, "float32")
+        dims = ops.arange(d_model)
+        # Dimensions 2i and 2i+1 share the frequency 1 / 10000^(2i/d_model).
+        exponents = ops.cast(dims - dims % 2, "float32") / d_model
+        angles = positions[:, None] / ops.power(float(self.max_wavelength), exponents)[None, :]
+        encoding = ops.where(dims % 2 == 0, ops.sin(angles), ops.cos(angles))
+        return ops.cast(encoding, self.compute_dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(max_wavelength=self.max_wavelength)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class LearnedPositionEmbedding(keras.layers.Layer):
+    """A trained vector per position (Table 3 row E, after Gehring et al. 2017).
+
+    Args:
+        max_length: number of positions; longer inputs are an error.
+
+    Call arguments and returns: as `SinusoidalPositionEncoding`.
+
+    Example:
+    >>> LearnedPositionEmbedding(max_length=16)(np.zeros((2, 5, 8))).shape
+    TensorShape([5, 8])
+    """
+
+    def __init__(self, max_length, **kwargs):
+        super().__init__(**kwargs)
+        self.max_length = max_length
+
+    def build(self, inputs_shape):
+        self.position_embeddings = self.add_weight(
+            name="position_embeddings", shape=(self.max_length, inputs_shape[-1]),
+            initializer=keras.initializers.RandomNormal(stddev=inputs_shape[-1] ** -0.5))
+
+    def call(self, inputs, start_index=0):
+        length = inputs.shape[1]
+        if isinstance(length, int) and isinstance(start_index, int):
+            if start_index + length > self.max_length:
+                raise ValueError(
+                    f"positions up to {start_index + length} exceed the learned position table "
+                    f"of max_length={self.max_length}; raise the hparams field 'max_length'")
+            return ops.cast(self.position_embeddings[start_index:start_index + length],
+                            self.compute_dtype)
+        length = ops.shape(inputs)[1]
+        table = ops.cast(self.position_embeddings, self.compute_dtype)
+        # Out-of-range positions would otherwise be clipped silently by the gather.
+        positions = ops.arange(length) + start_index
+        checks.assert_true(
+            ops.all(positions < self.max_length),
+            f"positions exceed the learned position table of max_length={self.max_length}")
+        return ops.take(table, positions, axis=0)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(max_length=self.max_length)
+        return config

@@ -1,0 +1,41 @@
+"""keras-transformer: the Transformer of "Attention Is All You Need" for TensorFlow/Keras."""
+
+import pathlib
+
+from setuptools import find_packages, setup
+
+HERE = pathlib.Path(__file__).parent
+
+# tensorflow, tensorflow-text and keras move in step: tensorflow-text 2.21.x is built against
+# tensorflow 2.21.x, and keras 3.15.1 is the version tensorflow 2.21.0 resolves to. Bump together.
+INSTALL_REQUIRES = [
+    "tensorflow==2.21.0",
+    "tensorflow-text==2.21.1",
+    "keras==3.15.1",
+    "sentencepiece==0.2.3",
+    "sacrebleu==2.6.0",
+    "tensorflow-datasets==4.9.10",
+    # tensorflow-datasets imports it but declares it only for Python < 3.9.
+    "importlib_resources==7.1.0",
+]
+
+EXTRAS_REQUIRE = {
+    "test": ["pytest==9.2.0", "pytest-timeout==2.4.0"],
+}
+
+setup(
+    name="keras-transformer",
+    version="0.1.0",
+    description='The Transformer of "Attention Is All You Need" as Keras 3 layers on TensorFlow',
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.11,<3.12",
+    packages=find_packages(include=["keras_transformer", "keras_transformer.*"]),
+    install_requires=INSTALL_REQUIRES,
+    extras_require=EXTRAS_REQUIRE,
+    classifiers=[
+        "Programming Language :: Python :: 3.11",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)

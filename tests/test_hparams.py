@@ -1,0 +1,140 @@
+import dataclasses
+import inspect
+import subprocess
+import sys
+
+import pytest
+
+import keras_transformer as kt
+from keras_transformer import hparams
+from keras_transformer.builders import MODEL_FIELDS
+from keras_transformer.hparams.__main__ import format_table3
+
+TABLE3_NAMES = [
+    "table3_a_h1", "table3_a_h4", "table3_a_h16", "table3_a_h32", "table3_b_dk16", "table3_b_dk32",
+    "table3_c_n2", "table3_c_n4", "table3_c_n8", "table3_c_d256", "table3_c_d1024",
+    "table3_c_ff1024", "table3_c_ff4096", "table3_d_drop0", "table3_d_drop02", "table3_d_ls0",
+    "table3_d_ls02", "table3_e_learned_pos"]
+
+
+def test_every_named_set_is_registered():
+    assert set(TABLE3_NAMES + ["transformer_base", "transformer_big", "transformer_tiny"]) <= set(
+        hparams.names())
+
+
+def test_base_and_big_are_the_papers():
+    base = hparams.get("transformer_base")
+    assert (base.num_layers, base.d_model, base.d_ff, base.num_heads, base.dropout,
+            base.label_smoothing, base.warmup_steps, base.train_steps) == (
+        6, 512, 2048, 8, 0.1, 0.1, 4000, 100_000)
+    assert (base.adam_beta_1, base.adam_beta_2, base.adam_epsilon) == (0.9, 0.98, 1e-9)
+    assert (base.attention_dropout, base.relu_dropout) == (0.0, 0.0)
+    big = hparams.get("transformer_big")
+    assert (big.d_model, big.d_ff, big.num_heads, big.dropout, big.train_steps) == (
+        1024, 4096, 16, 0.3, 300_000)
+
+
+def test_table3_rows_change_only_their_columns():
+    base = hparams.get("transformer_base").to_dict()
+    for name in TABLE3_NAMES:
+        changes, _ = hparams.TABLE3[name]
+        row = hparams.get(name).to_dict()
+        assert {k: v for k, v in row.items() if base[k] != v} == {
+            k: v for k, v in changes.items() if base[k] != v}, name
+
+
+def test_parameter_counts_match_table3():
+    """Our counts with a 37k shared vocabulary against the paper's, within 5% or 3M."""
+    rows = list(hparams.table3_rows(hparams.TABLE3_VOCAB_SIZE))
+    print("\n" + format_table3(rows, hparams.TABLE3_VOCAB_SIZE))
+    base_count = next(count for name, _, count, _ in rows if name == "transformer_base")
+    for name, hp, count, paper in rows:
+        if paper.params_millions is None:
+            # Rows without a count have base's, except learned positions' small table.
+            extra = hp.max_length * hp.d_model if hp.position_encoding == "learned" else 0
+            assert count == base_count + extra, name
+        else:
+            tolerance = max(0.05 * paper.params_millions, 3.0)
+            assert abs(count / 1e6 - paper.params_millions) <= tolerance, (name, count)
+
+
+def test_get_applies_overrides():
+    hp = hparams.get("transformer_base", dropout=0.3, num_layers=4)
+    assert (hp.dropout, hp.num_layers) == (0.3, 4)
+    assert hparams.get("transformer_base").dropout == 0.1  # the registry is untouched
+
+
+def test_unknown_name_lists_the_valid_ones():
+    with pytest.raises(kt.HParamsError, match="unknown hparams set 'transformer_huge'.*"
+                                              "transformer_base.*transformer_big"):
+        hparams.get("transformer_huge")
+
+
+def test_unknown_field_lists_the_valid_ones():
+    with pytest.raises(kt.HParamsError, match=r"unknown hparams field\(s\) \['dropuot'\].*dropout"):
+        hparams.get("transformer_base", dropuot=0.2)
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("num_layers", 2.5, "'num_layers' must be int"),
+    ("num_layers", True, "'num_layers' must be int"),
+    ("dropout", "0.1", "'dropout' must be float"),
+    ("d_k", 3.0, "'d_k' must be int or None"),
+    ("dropout", 1.0, r"'dropout' must be in \[0, 1\)"),
+    ("num_heads", 0, "'num_heads' must be >= 1"),
+    ("num_heads", 7, "not divisible by num_heads=7"),
+    ("position_encoding", "rotary", "'position_encoding' must be one of"),
+])
+def test_bad_values_are_refused_with_the_field_named(field, value, message):
+    with pytest.raises(kt.HParamsError, match=message):
+        hparams.get("transformer_base", **{field: value})
+
+
+def test_override_string_is_typed_by_field():
+    hp = hparams.get("transformer_base").override_from_string(
+        "dropout=0.2, num_layers=4,d_k=None,d_v=32,position_encoding=learned,learning_rate_multiplier=2")
+    assert (hp.dropout, hp.num_layers, hp.d_k, hp.d_v, hp.position_encoding,
+            hp.learning_rate_multiplier) == (0.2, 4, None, 32, "learned", 2.0)
+    assert hparams.parse_overrides("") == {}
+
+
+@pytest.mark.parametrize("text,message", [
+    ("num_layers=four", r"num_layers='four': expected int"),
+    ("dropout", "not of the form name=value"),
+    ("depth=3", "unknown hparams field 'depth'"),
+])
+def test_bad_override_strings_are_named(text, message):
+    with pytest.raises(kt.HParamsError, match=message):
+        hparams.parse_overrides(text)
+
+
+def test_hparams_are_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        hparams.get("transformer_base").dropout = 0.5
+
+
+def test_model_fields_are_exactly_the_transformer_arguments():
+    arguments = set(inspect.signature(kt.Transformer).parameters) - {"vocab_size", "kwargs"}
+    assert set(MODEL_FIELDS) == arguments
+    assert set(MODEL_FIELDS) <= set(hparams.field_names())
+
+
+def test_build_model_accepts_a_name_or_hparams():
+    by_name = kt.build_model("transformer_tiny", vocab_size=50)
+    by_set = kt.build_model(hparams.get("transformer_tiny"), vocab_size=50)
+    assert by_name.count_params() == by_set.count_params() > 0
+    assert by_name.get_config()["num_layers"] == 2
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "keras_transformer.hparams", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_cli_lists_shows_and_refuses():
+    listing = run_cli()
+    assert listing.returncode == 0 and "table3_e_learned_pos" in listing.stdout.split()
+    shown = run_cli("--show", "transformer_big")
+    assert shown.returncode == 0 and "d_model = 1024" in shown.stdout
+    refused = run_cli("--show", "nope")
+    assert refused.returncode == 2 and "unknown hparams set 'nope'" in refused.stderr

@@ -1,0 +1,69 @@
+import numpy as np
+
+from conftest import assert_roundtrip
+from keras_transformer import DecoderLayer, EncoderLayer
+
+ARGS = dict(num_heads=2, d_ff=32, d_k=4, d_v=6)
+
+
+def test_encoder_layer_is_two_post_norm_residual_blocks(rng):
+    layer = EncoderLayer(**ARGS)
+    x = rng.normal(size=(2, 5, 8)).astype("float32")
+    mask = np.ones((2, 1, 5), bool)
+    out = np.asarray(layer(x, attention_mask=mask))
+    # LayerNorm(x + Sublayer(x)) twice (section 3.1), recomposed from the layer's own parts.
+    y = layer.self_attention_block.norm(x + layer.self_attention(x, attention_mask=mask))
+    expected = layer.feed_forward_block.norm(y + layer.feed_forward(y))
+    np.testing.assert_allclose(out, np.asarray(expected), atol=1e-5)
+    # Post-norm: every position's output is normalized.
+    np.testing.assert_allclose(out.mean(-1), 0.0, atol=1e-4)
+
+
+def test_decoder_layer_is_three_post_norm_residual_blocks(rng):
+    layer = DecoderLayer(**ARGS)
+    x = rng.normal(size=(2, 4, 8)).astype("float32")
+    memory = rng.normal(size=(2, 6, 8)).astype("float32")
+    causal = np.tril(np.ones((4, 4), bool))[None]
+    out = np.asarray(layer(x, memory, self_attention_mask=causal))
+    y = layer.self_attention_block.norm(x + layer.self_attention(x, attention_mask=causal))
+    z = layer.memory_attention_block.norm(y + layer.memory_attention(y, memory))
+    expected = layer.feed_forward_block.norm(z + layer.feed_forward(z))
+    np.testing.assert_allclose(out, np.asarray(expected), atol=1e-5)
+
+
+def test_encoder_ignores_content_at_padded_positions(rng):
+    layer = EncoderLayer(**ARGS)
+    x = rng.normal(size=(1, 6, 8)).astype("float32")
+    mask = np.array([[[True] * 4 + [False] * 2]])
+    changed = x.copy()
+    changed[:, 4:] = rng.normal(size=(1, 2, 8)) * 10
+    np.testing.assert_allclose(np.asarray(layer(x, attention_mask=mask))[:, :4],
+                               np.asarray(layer(changed, attention_mask=mask))[:, :4], atol=1e-5)
+
+
+def test_residual_dropout_only_in_training(rng):
+    layer = EncoderLayer(**ARGS, dropout=0.3)
+    x = rng.normal(size=(2, 5, 8)).astype("float32")
+    np.testing.assert_array_equal(np.asarray(layer(x)), np.asarray(layer(x, training=False)))
+    assert not np.allclose(np.asarray(layer(x, training=True)), np.asarray(layer(x)))
+
+
+def test_decoder_cache_equals_full_pass(rng):
+    layer = DecoderLayer(**ARGS)
+    x = rng.normal(size=(2, 5, 8)).astype("float32")
+    memory = rng.normal(size=(2, 3, 8)).astype("float32")
+    memory_mask = np.array([[[True, True, True]], [[True, True, False]]])
+    full = np.asarray(layer(x, memory, self_attention_mask=np.tril(np.ones((5, 5), bool))[None],
+                            memory_mask=memory_mask))
+    cache = layer.init_cache(memory, max_length=5)
+    assert cache["self_keys"].shape == (2, 5, 2, 4) and cache["self_values"].shape == (2, 5, 2, 6)
+    for t in range(5):
+        out, cache = layer(x[:, t:t + 1], self_attention_mask=(np.arange(5) <= t)[None, None],
+                           memory_mask=memory_mask, cache=cache, cache_index=t)
+        np.testing.assert_allclose(np.asarray(out)[:, 0], full[:, t], atol=1e-5)
+
+
+def test_config_roundtrip(rng):
+    x = rng.normal(size=(2, 4, 8)).astype("float32")
+    assert_roundtrip(EncoderLayer(**ARGS, dropout=0.2, attention_dropout=0.1, relu_dropout=0.1), x)
+    assert_roundtrip(DecoderLayer(**ARGS, layer_norm_epsilon=1e-5), x, x)

@@ -1,0 +1,196 @@
+import json
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import random_ids
+import keras_transformer as kt
+
+VOCAB = 40
+
+
+def tiny_model(**overrides):
+    return kt.build_model(kt.hparams.get("transformer_tiny", **overrides), VOCAB)
+
+
+def padded_pair(rng, batch=3, source_length=7, target_length=6):
+    """Source with sentence-final eos and trailing padding of different lengths per row."""
+    source = random_ids(rng, batch, source_length, VOCAB)
+    for row, real in enumerate(range(source_length, 0, -2)[:batch]):
+        source[row, real - 1] = kt.EOS_ID
+        source[row, real:] = kt.PAD_ID
+    target = random_ids(rng, batch, target_length, VOCAB)
+    target[:, 0] = kt.PAD_ID  # shifted right
+    return source, target
+
+
+def test_logits_shape_and_dtype(rng):
+    logits = tiny_model()(padded_pair(rng))
+    assert logits.shape == (3, 6, VOCAB) and logits.dtype == tf.float32
+
+
+def test_causal_mask_later_targets_do_not_change_earlier_logits(rng):
+    model = tiny_model()
+    source, target = padded_pair(rng)
+    logits = np.asarray(model((source, target)))
+    for i in range(target.shape[1] - 1):
+        changed = target.copy()
+        changed[:, i + 1:] = random_ids(rng, 3, target.shape[1] - i - 1, VOCAB)
+        changed_logits = np.asarray(model((source, changed)))
+        np.testing.assert_allclose(changed_logits[:, :i + 1], logits[:, :i + 1], atol=1e-5)
+        assert not np.allclose(changed_logits[:, i + 1:], logits[:, i + 1:])
+
+
+def test_source_padding_does_not_change_logits(rng):
+    model = tiny_model()
+    source, target = padded_pair(rng)
+    logits = np.asarray(model((source, target)))
+    more_padding = np.pad(source, [(0, 0), (0, 5)])
+    np.testing.assert_allclose(np.asarray(model((more_padding, target))), logits, atol=1e-5)
+    # A sentence scored alone equals the same sentence in a batch padded for a longer one.
+    alone = np.asarray(model((source[2:, :3], target[2:])))
+    np.testing.assert_allclose(alone, logits[2:], atol=1e-5)
+
+
+@pytest.mark.parametrize("position_encoding", ["sinusoidal", "learned"])
+def test_step_by_step_cached_decoding_equals_full_pass(rng, position_encoding):
+    model = tiny_model(position_encoding=position_encoding)
+    source, target = padded_pair(rng)
+    full = np.asarray(model((source, target)))
+    memory = model.encode(source)
+    cache = model.init_cache(memory, kt.padding_mask(source), max_length=8)
+    for step in range(target.shape[1]):
+        logits, cache = model.decode(target[:, step:step + 1], cache=cache, step=step)
+        np.testing.assert_allclose(np.asarray(logits)[:, 0], full[:, step], atol=1e-5)
+
+
+def test_cached_decoding_in_chunks_and_under_xla(rng):
+    model = tiny_model()
+    source, target = padded_pair(rng)
+    full = np.asarray(model((source, target)))
+
+    # One graph for every step: the step index and the cache are tensors, shapes stay fixed.
+    @tf.function(jit_compile=True)
+    def decode_chunk(ids, cache, step):
+        return model.decode(ids, cache=cache, step=step)
+
+    cache = model.init_cache(model.encode(source), kt.padding_mask(source), max_length=6)
+    for step in range(0, 6, 2):
+        logits, cache = decode_chunk(target[:, step:step + 2], cache, tf.constant(step))
+        np.testing.assert_allclose(np.asarray(logits), full[:, step:step + 2], atol=1e-5)
+
+
+def test_decoding_past_the_cache_is_an_error(rng):
+    model = tiny_model()
+    source, target = padded_pair(rng)
+    cache = model.init_cache(model.encode(source), kt.padding_mask(source), max_length=2)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="past the end of the cache"):
+        model.decode(target[:, :3], cache=cache, step=0)
+
+
+def test_one_embedding_matrix_serves_source_target_and_softmax():
+    model = tiny_model()
+    embeddings = [w for w in model.weights if w.shape == (VOCAB, 32)]
+    assert len(embeddings) == 1
+
+
+def test_dropout_only_in_training(rng):
+    model = tiny_model(dropout=0.3)
+    pair = padded_pair(rng)
+    np.testing.assert_array_equal(np.asarray(model(pair)), np.asarray(model(pair)))
+    assert not np.allclose(np.asarray(model(pair, training=True)), np.asarray(model(pair)))
+
+
+def test_mixed_bfloat16_keeps_float32_weights_and_logits(rng):
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        model = tiny_model()
+        logits = model(padded_pair(rng))
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert logits.dtype == tf.float32 and np.all(np.isfinite(logits))
+    assert {w.dtype for w in model.weights} == {"float32"}
+
+
+def test_get_config_from_config(rng):
+    model = tiny_model(d_k=5, d_v=3, position_encoding="learned")
+    clone = kt.Transformer.from_config(model.get_config())
+    clone.build()
+    clone.set_weights(model.get_weights())
+    pair = padded_pair(rng)
+    np.testing.assert_allclose(np.asarray(clone(pair)), np.asarray(model(pair)), atol=1e-6)
+
+
+def test_save_and_load_keras_file(rng, tmp_path):
+    model = tiny_model(d_v=6)
+    pair = padded_pair(rng)
+    expected = np.asarray(model(pair))
+    model.save(tmp_path / "m.keras")
+    loaded = keras.models.load_model(tmp_path / "m.keras")
+    assert isinstance(loaded, kt.Transformer) and loaded.d_v == 6
+    np.testing.assert_allclose(np.asarray(loaded(pair)), expected, atol=1e-6)
+
+
+def test_keras_file_loads_in_a_fresh_process(rng, tmp_path):
+    model = tiny_model()
+    pair = padded_pair(rng)
+    model(pair)
+    model.save(tmp_path / "m.keras")
+    np.savez(tmp_path / "io.npz", source=pair[0], target=pair[1], logits=np.asarray(model(pair)))
+    script = textwrap.dedent(f"""
+        import json, numpy as np, keras
+        import keras_transformer  # registers the custom objects
+        io = np.load({str(tmp_path / "io.npz")!r})
+        model = keras.models.load_model({str(tmp_path / "m.keras")!r})  # safe_mode by default
+        logits = np.asarray(model((io["source"], io["target"])))
+        print(json.dumps(float(np.abs(logits - io["logits"]).max())))
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1]) < 1e-6
+
+
+@pytest.mark.parametrize("bad_id", [VOCAB, -1])
+def test_out_of_range_ids_are_named(rng, bad_id):
+    model = tiny_model()
+    source, target = padded_pair(rng)
+    source[0, 0] = bad_id
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=rf"source_ids holds token ids outside \[0, {VOCAB}\)"):
+        model((source, target))
+    source[0, 0] = 2
+    target[1, 1] = bad_id
+    with pytest.raises(tf.errors.InvalidArgumentError, match="target_ids holds token ids outside"):
+        model((source, target))
+
+
+def test_out_of_range_ids_are_caught_inside_tf_function(rng):
+    model = tiny_model()
+    source, target = padded_pair(rng)
+    source[0, 0] = VOCAB + 5
+    with pytest.raises(tf.errors.InvalidArgumentError, match="source_ids holds token ids"):
+        tf.function(model)((source, target))
+
+
+def test_wrong_dtype_and_rank_are_named(rng):
+    model = tiny_model()
+    source, target = padded_pair(rng)
+    with pytest.raises(TypeError, match="source_ids must hold integer token ids, got dtype float32"):
+        model((source.astype("float32"), target))
+    with pytest.raises(ValueError, match=r"target_ids must have shape \[batch, length\]"):
+        model((source, target[..., None]))
+    with pytest.raises(ValueError, match="pair"):
+        model(source)
+
+
+def test_invalid_constructor_arguments():
+    with pytest.raises(ValueError, match="not divisible"):
+        kt.Transformer(vocab_size=10, d_model=30, num_heads=4)
+    with pytest.raises(ValueError, match="position_encoding"):
+        kt.Transformer(vocab_size=10, position_encoding="rotary")

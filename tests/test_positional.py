@@ -1,0 +1,57 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import assert_roundtrip
+from keras_transformer import LearnedPositionEmbedding, SinusoidalPositionEncoding
+
+
+def paper_formula(length, d_model):
+    pe = np.zeros((length, d_model))
+    for pos in range(length):
+        for i in range(d_model // 2):
+            pe[pos, 2 * i] = np.sin(pos / 10000 ** (2 * i / d_model))
+            pe[pos, 2 * i + 1] = np.cos(pos / 10000 ** (2 * i / d_model))
+    return pe
+
+
+def test_sinusoids_equal_the_papers_formula():
+    out = np.asarray(SinusoidalPositionEncoding()(np.zeros((2, 50, 16), "float32")))
+    assert out.shape == (50, 16)
+    np.testing.assert_allclose(out, paper_formula(50, 16), atol=2e-5)
+
+
+def test_sinusoids_start_index_shifts_positions():
+    layer = SinusoidalPositionEncoding()
+    full = np.asarray(layer(np.zeros((1, 10, 8), "float32")))
+    np.testing.assert_allclose(np.asarray(layer(np.zeros((1, 3, 8), "float32"), start_index=7)),
+                               full[7:], atol=1e-6)
+
+
+def test_sinusoids_accept_any_length():
+    assert SinusoidalPositionEncoding()(np.zeros((1, 5000, 4), "float32")).shape == (5000, 4)
+
+
+def test_learned_positions_slice_the_table():
+    layer = LearnedPositionEmbedding(max_length=12)
+    out = np.asarray(layer(np.zeros((2, 5, 8), "float32"), start_index=3))
+    np.testing.assert_array_equal(out, np.asarray(layer.position_embeddings)[3:8])
+
+
+def test_learned_positions_refuse_lengths_past_the_table():
+    layer = LearnedPositionEmbedding(max_length=4)
+    with pytest.raises(ValueError, match="max_length=4"):
+        layer(np.zeros((1, 5, 8), "float32"))
+
+    @tf.function(input_signature=[tf.TensorSpec([1, None, 8])])
+    def dynamic(x):
+        return layer(x)
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_length=4"):
+        dynamic(np.zeros((1, 5, 8), "float32"))
+
+
+def test_config_roundtrip():
+    x = np.zeros((1, 3, 8), "float32")
+    assert_roundtrip(SinusoidalPositionEncoding(max_wavelength=100), x)
+    assert_roundtrip(LearnedPositionEmbedding(max_length=6), x)
