@@ -4,13 +4,15 @@ import tensorflow as tf
 from keras import ops
 
 
-def assert_true(condition, message, *data):
-    """Fails with `message` (and `data`) when the boolean tensor `condition` is False.
+def guarded(value, condition, message, *data):
+    """Returns `value`, failing with `message` (and `data`) when bool tensor `condition` is False.
 
-    Eager: raises `tf.errors.InvalidArgumentError` at once. In a `tf.function` the check runs as
-    part of the graph (automatic control dependencies order it before the values it guards).
+    Eager: raises `tf.errors.InvalidArgumentError` at once. In a graph, whatever consumes the
+    returned tensor runs after the check, so a bad value cannot reach an op that would fail first
+    with a less helpful message (a gather's "indices[3] = 40 is not in [0, 40)").
     """
-    tf.debugging.Assert(condition, [message, *data], summarize=8)
+    with tf.control_dependencies([tf.debugging.Assert(condition, [message, *data], summarize=8)]):
+        return tf.identity(value)
 
 
 def token_ids(ids, name, vocab_size):
@@ -27,8 +29,7 @@ def token_ids(ids, name, vocab_size):
     if ids.shape.rank != 2:
         raise ValueError(f"{name} must have shape [batch, length], got shape {ids.shape}")
     ids = ops.cast(ids, "int32")
-    assert_true(
-        ops.logical_and(ops.all(ids >= 0), ops.all(ids < vocab_size)),
+    return guarded(
+        ids, ops.logical_and(ops.all(ids >= 0), ops.all(ids < vocab_size)),
         f"{name} holds token ids outside [0, {vocab_size}) (the model's vocab_size); "
         f"min and max ids:", ops.min(ids), ops.max(ids))
-    return ids

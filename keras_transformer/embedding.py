@@ -49,11 +49,6 @@ class SharedEmbedding(keras.layers.Layer):
             return ops.cast(logits, "float32")
         return ops.take(embeddings, inputs, axis=0) * math.sqrt(self.d_model)
 
-    def compute_output_spec(self, inputs, reverse=False):
-        if reverse:
-            return keras.KerasTensor(inputs.shape[:-1] + (self.vocab_size,), dtype="float32")
-        return keras.KerasTensor(inputs.shape + (self.d_model,), dtype=self.compute_dtype)
-
     def get_config(self):
         config = super().get_config()
         config.update(vocab_size=self.vocab_size, d_model=self.d_model)

@@ -189,8 +189,9 @@ class Transformer(keras.Model):
         if step is None:
             raise ValueError("decode with a cache needs step, the position of target_ids[:, 0]")
         cache_length = ops.shape(cache["layers"][0]["self_keys"])[1]
-        checks.assert_true(
-            step + length <= cache_length,
+        # The cache writes would clamp silently at the end of the buffers.
+        step = checks.guarded(
+            step, step + length <= cache_length,
             "decode step runs past the end of the cache; init_cache(max_length=...) sized it to",
             cache_length)
         x = self._embed(target_ids, self.decoder_input_dropout, training, start_index=step)

@@ -85,8 +85,8 @@ class LearnedPositionEmbedding(keras.layers.Layer):
         table = ops.cast(self.position_embeddings, self.compute_dtype)
         # Out-of-range positions would otherwise be clipped silently by the gather.
         positions = ops.arange(length) + start_index
-        checks.assert_true(
-            ops.all(positions < self.max_length),
+        positions = checks.guarded(
+            positions, ops.all(positions < self.max_length),
             f"positions exceed the learned position table of max_length={self.max_length}")
         return ops.take(table, positions, axis=0)
 
