@@ -15,7 +15,7 @@ import os
 # The layers use TensorFlow where TensorFlow is the point (tf.function, tf.data, SavedModel).
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-import keras  # noqa: E402
+import keras
 
 if keras.backend.backend() != "tensorflow":
     raise ImportError(
@@ -23,21 +23,30 @@ if keras.backend.backend() != "tensorflow":
         f"KERAS_BACKEND={keras.backend.backend()!r}; set KERAS_BACKEND=tensorflow before "
         f"importing keras")
 
-from keras_transformer import hparams  # noqa: E402
-from keras_transformer.attention import MultiHeadAttention, scaled_dot_product_attention  # noqa
-from keras_transformer.builders import build_loss, build_model, build_optimizer  # noqa: E402
-from keras_transformer.embedding import SharedEmbedding  # noqa: E402
-from keras_transformer.feed_forward import PositionwiseFeedForward  # noqa: E402
-from keras_transformer.hparams import HParams, HParamsError  # noqa: E402
-from keras_transformer.layers import DecoderLayer, EncoderLayer  # noqa: E402
-from keras_transformer.losses import LabelSmoothedCrossEntropy  # noqa: E402
-from keras_transformer.masks import EOS_ID, PAD_ID, causal_mask, padding_mask  # noqa: E402
-from keras_transformer.metrics import Perplexity, TokenAccuracy  # noqa: E402
-from keras_transformer.model import Transformer  # noqa: E402
-from keras_transformer.positional import (  # noqa: E402
+from keras_transformer import hparams
+from keras_transformer.attention import MultiHeadAttention, scaled_dot_product_attention
+from keras_transformer.builders import build_loss, build_model, build_optimizer
+from keras_transformer.embedding import SharedEmbedding
+from keras_transformer.feed_forward import PositionwiseFeedForward
+from keras_transformer.hparams import HParams, HParamsError
+from keras_transformer.layers import DecoderLayer, EncoderLayer
+from keras_transformer.losses import LabelSmoothedCrossEntropy
+from keras_transformer.masks import EOS_ID, PAD_ID, causal_mask, padding_mask
+from keras_transformer.metrics import Perplexity, TokenAccuracy
+from keras_transformer.model import Transformer
+from keras_transformer.positional import (
     LearnedPositionEmbedding,
     SinusoidalPositionEncoding,
 )
-from keras_transformer.schedules import TransformerSchedule, paper_adam  # noqa: E402
+from keras_transformer.schedules import TransformerSchedule, paper_adam
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "DecoderLayer", "EOS_ID", "EncoderLayer", "HParams", "HParamsError",
+    "LabelSmoothedCrossEntropy", "LearnedPositionEmbedding", "MultiHeadAttention", "PAD_ID",
+    "Perplexity", "PositionwiseFeedForward", "SharedEmbedding", "SinusoidalPositionEncoding",
+    "TokenAccuracy",
+    "Transformer", "TransformerSchedule", "build_loss", "build_model", "build_optimizer",
+    "causal_mask", "hparams", "padding_mask", "paper_adam", "scaled_dot_product_attention",
+]

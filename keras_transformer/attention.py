@@ -3,8 +3,9 @@
 import keras
 from keras import ops
 
-# Attention scores are computed in float32 whatever the compute dtype, so a finite large negative
-# hides masked keys without the float16 overflow a -1e9 added to half-precision scores would cause.
+# Masking and softmax run in float32 whatever the compute dtype (the Q K^T product itself runs in
+# the compute dtype), so a finite large negative hides masked keys without the float16 overflow a
+# -1e9 added to half-precision scores would cause.
 _MASKED_SCORE = -1e9
 
 
@@ -22,7 +23,8 @@ def scaled_dot_product_attention(query, key, value, attention_mask=None, dropout
         training: passed to `dropout`.
 
     Returns:
-        (output [batch, query_length, heads, d_v], weights [batch, heads, query_length, key_length]).
+        (output [batch, query_length, heads, d_v],
+         weights [batch, heads, query_length, key_length]).
         The softmax runs in float32; both results come back in `value`'s dtype.
     """
     d_k = query.shape[-1]
@@ -31,7 +33,8 @@ def scaled_dot_product_attention(query, key, value, attention_mask=None, dropout
     scores = ops.einsum("bqhd,bkhd->bhqk", query * ops.cast(d_k ** -0.5, query.dtype), key)
     scores = ops.cast(scores, "float32")
     if attention_mask is not None:
-        mask = ops.expand_dims(ops.cast(attention_mask, "bool"), axis=1)
+        # [..., query, key] -> [..., 1, query, key]: one mask for every head.
+        mask = ops.expand_dims(ops.cast(attention_mask, "bool"), axis=-3)
         scores = ops.where(mask, scores, _MASKED_SCORE)
     weights = ops.cast(ops.softmax(scores, axis=-1), value.dtype)
     if dropout is not None:
@@ -89,7 +92,8 @@ class MultiHeadAttention(keras.layers.Layer):
         self.output_dim = output_dim
         self.dropout = dropout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self._weights_dropout = keras.layers.Dropout(dropout) if dropout else None
+        self._weights_dropout = (keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+                                 if dropout else None)
 
     def build(self, query_shape, memory_shape=None):
         query_width = query_shape[-1]

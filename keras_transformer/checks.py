@@ -25,7 +25,7 @@ def token_ids(ids, name, vocab_size):
     """
     ids = ops.convert_to_tensor(ids)
     if not ids.dtype.is_integer:
-        raise TypeError(f"{name} must hold integer token ids, got dtype {ids.dtype.name}")
+        raise TypeError(f"{name} must hold integer token ids, got {ids.dtype.name}")
     if ids.shape.rank != 2:
         raise ValueError(f"{name} must have shape [batch, length], got shape {ids.shape}")
     ids = ops.cast(ids, "int32")

@@ -46,8 +46,9 @@ class _TransformerLayer(keras.layers.Layer):
         self.feed_forward_block = self._residual_block("feed_forward_block")
 
     def _attention(self, name):
-        return MultiHeadAttention(self.num_heads, self.d_k, self.d_v, dropout=self.attention_dropout,
-                                  dtype=self.dtype_policy, name=name)
+        return MultiHeadAttention(self.num_heads, self.d_k, self.d_v,
+                                  dropout=self.attention_dropout, dtype=self.dtype_policy,
+                                  name=name)
 
     def _residual_block(self, name):
         return _ResidualBlock(self.dropout, self.layer_norm_epsilon, dtype=self.dtype_policy,
@@ -58,7 +59,8 @@ class _TransformerLayer(keras.layers.Layer):
         self.feed_forward_block.build(inputs_shape)
 
     def _feed_forward(self, x, training):
-        return self.feed_forward_block(x, self.feed_forward(x, training=training), training=training)
+        transformed = self.feed_forward(x, training=training)
+        return self.feed_forward_block(x, transformed, training=training)
 
     def get_config(self):
         config = super().get_config()

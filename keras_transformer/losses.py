@@ -6,6 +6,20 @@ from keras import ops
 from keras_transformer.masks import PAD_ID
 
 
+def token_weights(y_true, sample_weight=None, pad_id=PAD_ID):
+    """float32 [batch, length]: 0 on padding targets, else the sample weight (default 1).
+
+    `sample_weight` may be per token [batch, length] or per sentence [batch] (as Keras passes it).
+    """
+    weights = ops.cast(ops.not_equal(y_true, pad_id), "float32")
+    if sample_weight is None:
+        return weights
+    sample_weight = ops.cast(sample_weight, "float32")
+    if len(sample_weight.shape) == 1:
+        sample_weight = sample_weight[:, None]
+    return weights * sample_weight
+
+
 def smoothed_cross_entropy(labels, logits, label_smoothing):
     """Per-token cross-entropy against (1 - eps) * one_hot(label) + eps / vocab_size.
 
@@ -57,10 +71,8 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         self.pad_id = pad_id
 
     def __call__(self, y_true, y_pred, sample_weight=None):
-        weights = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
-        if sample_weight is not None:
-            weights = weights * ops.cast(sample_weight, "float32")
-        return super().__call__(y_true, y_pred, sample_weight=weights)
+        return super().__call__(y_true, y_pred,
+                                sample_weight=token_weights(y_true, sample_weight, self.pad_id))
 
     def call(self, y_true, y_pred):
         return smoothed_cross_entropy(y_true, y_pred, self.label_smoothing)

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_transformer.losses import smoothed_cross_entropy
+from keras_transformer.losses import smoothed_cross_entropy, token_weights
 from keras_transformer.masks import PAD_ID
 
 
@@ -21,9 +21,7 @@ class _NonPadTokenMean(keras.metrics.Metric):
         self.count = self.add_variable(shape=(), initializer="zeros", name="count")
 
     def update_state(self, y_true, y_pred, sample_weight=None):
-        weights = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
-        if sample_weight is not None:
-            weights = weights * ops.cast(sample_weight, "float32")
+        weights = token_weights(y_true, sample_weight, self.pad_id)
         values = self.token_values(y_true, y_pred)
         self.total.assign_add(ops.cast(ops.sum(values * weights), self.dtype))
         self.count.assign_add(ops.cast(ops.sum(weights), self.dtype))

@@ -9,6 +9,7 @@ from keras_transformer.layers import DecoderLayer, EncoderLayer
 from keras_transformer.masks import causal_mask, padding_mask
 from keras_transformer.positional import LearnedPositionEmbedding, SinusoidalPositionEncoding
 
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Transformer(keras.Model):
     """The encoder-decoder Transformer of "Attention Is All You Need".
@@ -74,10 +75,10 @@ class Transformer(keras.Model):
 
         policy = self.dtype_policy
         self.embedding = SharedEmbedding(vocab_size, d_model, dtype=policy, name="embedding")
-        if position_encoding == "learned":
-            self.positions = LearnedPositionEmbedding(max_length, dtype=policy, name="positions")
-        else:
-            self.positions = SinusoidalPositionEncoding(dtype=policy, name="positions")
+        # Encoder and decoder positions are separate tables when learned (as in Gehring et al.
+        # 2017, which row E follows, and tensor2tensor); sinusoids have no weights to share.
+        self.encoder_positions = self._position_layer("encoder_positions")
+        self.decoder_positions = self._position_layer("decoder_positions")
         self.encoder_input_dropout = keras.layers.Dropout(
             dropout, dtype=policy, name="encoder_input_dropout")
         self.decoder_input_dropout = keras.layers.Dropout(
@@ -91,12 +92,18 @@ class Transformer(keras.Model):
         self.decoder_layers = [DecoderLayer(**layer_args, name=f"decoder_layer_{i}")
                                for i in range(num_layers)]
 
+    def _position_layer(self, name):
+        if self.position_encoding == "learned":
+            return LearnedPositionEmbedding(self.max_length, dtype=self.dtype_policy, name=name)
+        return SinusoidalPositionEncoding(dtype=self.dtype_policy, name=name)
+
     def build(self, inputs_shape=None):
         # Every weight's shape follows from the constructor arguments, so any input shape builds
         # the same model (which is what lets load_model rebuild it before restoring weights).
         hidden = (None, None, self.d_model)
         self.embedding.build()
-        self.positions.build(hidden)
+        self.encoder_positions.build(hidden)
+        self.decoder_positions.build(hidden)
         for layer in self.encoder_layers:
             layer.build(hidden)
         for layer in self.decoder_layers:
@@ -113,9 +120,15 @@ class Transformer(keras.Model):
     def _token_ids(self, ids, name):
         return checks.token_ids(ids, name, self.vocab_size)
 
-    def _embed(self, ids, dropout, training, start_index=0):
+    def _ensure_built(self):
+        # encode/decode/init_cache may come before any __call__ (beam search, export); building
+        # here keeps the model's weights created in one place, in build().
+        if not self.built:
+            self.build()
+
+    def _embed(self, ids, positions, dropout, training, start_index=0):
         x = self.embedding(ids)
-        x = x + self.positions(x, start_index=start_index)
+        x = x + positions(x, start_index=start_index)
         return dropout(x, training=training)
 
     def encode(self, source_ids, training=None):
@@ -127,9 +140,10 @@ class Transformer(keras.Model):
         Returns:
             memory [batch, source_length, d_model]. Pass `padding_mask(source_ids)` beside it.
         """
+        self._ensure_built()
         source_ids = self._token_ids(source_ids, "source_ids")
         attention_mask = padding_mask(source_ids)[:, None, :]
-        x = self._embed(source_ids, self.encoder_input_dropout, training)
+        x = self._embed(source_ids, self.encoder_positions, self.encoder_input_dropout, training)
         for layer in self.encoder_layers:
             x = layer(x, attention_mask=attention_mask, training=training)
         return x
@@ -147,6 +161,9 @@ class Transformer(keras.Model):
             reorder it): "memory_mask" and, per decoder layer, the encoder-decoder keys and values
             (computed here, once) and zeroed self-attention buffers [batch, max_length, h, d].
         """
+        self._ensure_built()
+        # The buffers take memory's dtype; the compute dtype keeps them stable across steps.
+        memory = ops.cast(memory, self.compute_dtype)
         return {
             "memory_mask": ops.convert_to_tensor(source_mask, "bool"),
             "layers": [layer.init_cache(memory, max_length) for layer in self.decoder_layers],
@@ -173,12 +190,14 @@ class Transformer(keras.Model):
         Returns:
             float32 logits [batch, length, vocab_size]; with a cache, `(logits, updated cache)`.
         """
+        self._ensure_built()
         target_ids = self._token_ids(target_ids, "target_ids")
         length = ops.shape(target_ids)[1]
         if cache is None:
             if memory is None or source_mask is None:
                 raise ValueError("decode without a cache needs memory and source_mask")
-            x = self._embed(target_ids, self.decoder_input_dropout, training)
+            x = self._embed(target_ids, self.decoder_positions, self.decoder_input_dropout,
+                            training)
             self_mask = causal_mask(length)
             memory_mask = ops.convert_to_tensor(source_mask, "bool")[:, None, :]
             for layer in self.decoder_layers:
@@ -189,12 +208,15 @@ class Transformer(keras.Model):
         if step is None:
             raise ValueError("decode with a cache needs step, the position of target_ids[:, 0]")
         cache_length = ops.shape(cache["layers"][0]["self_keys"])[1]
-        # The cache writes would clamp silently at the end of the buffers.
+        # The cache writes would clamp silently at the end of the buffers. (Under XLA the check
+        # compiles away: callers that jit-compile must size the cache, as beam search does.)
+        step = ops.cast(step, "int32")
         step = checks.guarded(
             step, step + length <= cache_length,
             "decode step runs past the end of the cache; init_cache(max_length=...) sized it to",
             cache_length)
-        x = self._embed(target_ids, self.decoder_input_dropout, training, start_index=step)
+        x = self._embed(target_ids, self.decoder_positions, self.decoder_input_dropout, training,
+                        start_index=step)
         self_mask = causal_mask(length, cache_length, start_index=step)
         memory_mask = cache["memory_mask"][:, None, :]
         layer_caches = []

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
-
 from conftest import assert_roundtrip
+
 from keras_transformer import MultiHeadAttention, scaled_dot_product_attention
 
 
@@ -30,6 +30,15 @@ def test_scaled_dot_product_attention_equals_numpy(rng):
                                                          mask[i])
             np.testing.assert_allclose(np.asarray(out)[i, :, j], expected, rtol=1e-5, atol=1e-5)
             np.testing.assert_allclose(np.asarray(weights)[i, j], expected_weights, atol=1e-6)
+
+
+def test_a_mask_without_batch_axis_applies_to_queries_not_heads(rng):
+    # Four heads and four queries: a mask broadcast along the wrong axis would go unnoticed.
+    q = rng.normal(size=(2, 4, 4, 3)).astype("float32")
+    causal = np.tril(np.ones((4, 4), bool))
+    out_2d, _ = scaled_dot_product_attention(q, q, q, causal)
+    out_3d, _ = scaled_dot_product_attention(q, q, q, np.broadcast_to(causal, (2, 4, 4)))
+    np.testing.assert_allclose(np.asarray(out_2d), np.asarray(out_3d), atol=1e-6)
 
 
 def test_fully_masked_query_gives_finite_output(rng):
@@ -91,6 +100,12 @@ def test_precomputed_memory_cache_equals_recomputation(rng):
     expected = np.asarray(layer(query, memory))
     out, _ = layer(query, cache=layer.compute_key_value(memory))
     np.testing.assert_allclose(np.asarray(out), expected, atol=1e-6)
+
+
+def test_attention_dropout_follows_the_layer_dtype_policy(rng):
+    layer = MultiHeadAttention(num_heads=2, key_dim=4, dropout=0.1, dtype="mixed_bfloat16")
+    x = rng.normal(size=(2, 3, 8)).astype("float32")
+    assert layer(x, training=True).dtype == "bfloat16"
 
 
 def test_attention_dropout_only_in_training(rng):

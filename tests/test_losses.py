@@ -56,6 +56,16 @@ def test_sum_reduction_and_sample_weight(rng):
         labels[:1], logits[:1])), rel=1e-5)
 
 
+def test_per_sentence_sample_weight_weights_every_token_of_the_sentence(rng):
+    logits = rng.normal(size=(3, 3, 5)).astype("float32")  # batch == length on purpose
+    labels = np.array([[2, 3, 0], [4, 1, 0], [2, 2, 2]])
+    per_sentence = np.array([1.0, 0.0, 2.0])
+    loss = LabelSmoothedCrossEntropy(0.1, reduction="sum")
+    assert float(loss(labels, logits, sample_weight=per_sentence)) == pytest.approx(
+        float(loss(labels, logits, sample_weight=per_sentence[:, None] * np.ones((3, 3)))),
+        rel=1e-6)
+
+
 def test_config_roundtrip_and_hparams():
     loss = keras.losses.deserialize(keras.losses.serialize(LabelSmoothedCrossEntropy(0.2)))
     assert isinstance(loss, LabelSmoothedCrossEntropy) and loss.label_smoothing == 0.2

@@ -7,15 +7,15 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from conftest import random_ids
+
 import keras_transformer as kt
 
 VOCAB = 40
 
 
-def tiny_model(**overrides):
-    return kt.build_model(kt.hparams.get("transformer_tiny", **overrides), VOCAB)
+def tiny_model(dtype=None, **overrides):
+    return kt.build_model(kt.hparams.get("transformer_tiny", **overrides), VOCAB, dtype=dtype)
 
 
 def padded_pair(rng, batch=3, source_length=7, target_length=6):
@@ -95,8 +95,35 @@ def test_decoding_past_the_cache_is_an_error(rng):
 
 def test_one_embedding_matrix_serves_source_target_and_softmax():
     model = tiny_model()
-    embeddings = [w for w in model.weights if w.shape == (VOCAB, 32)]
-    assert len(embeddings) == 1
+    # Every weight is the embedding's or a layer's: there is no separate softmax kernel.
+    layers = model.encoder_layers + model.decoder_layers
+    assert model.count_params() == VOCAB * 32 + sum(layer.count_params() for layer in layers)
+
+
+def test_learned_positions_are_separate_tables_for_encoder_and_decoder():
+    model = tiny_model(position_encoding="learned")
+    tables = [w for w in model.weights if "position_embeddings" in w.path]
+    assert len(tables) == 2 and all(w.shape == (64, 32) for w in tables)
+
+
+def test_decoding_before_any_call_builds_the_model(rng):
+    model = kt.Transformer(vocab_size=VOCAB, num_layers=1, d_model=16, d_ff=32, num_heads=2)
+    source, target = padded_pair(rng)
+    cache = model.init_cache(model.encode(source), kt.padding_mask(source), max_length=6)
+    step_logits, _ = model.decode(target[:, :1], cache=cache, step=0)
+    full = model((source, target))  # builds nothing twice
+    np.testing.assert_allclose(np.asarray(step_logits)[:, 0], np.asarray(full)[:, 0], atol=1e-5)
+
+
+def test_step_may_be_any_integer_tensor(rng):
+    model = tiny_model()
+    source, target = padded_pair(rng)
+    full = np.asarray(model((source, target)))
+    cache = model.init_cache(model.encode(source), kt.padding_mask(source), max_length=6)
+    for step in range(2):
+        logits, cache = model.decode(target[:, step:step + 1], cache=cache,
+                                     step=tf.constant(step, tf.int64))
+        np.testing.assert_allclose(np.asarray(logits)[:, 0], full[:, step], atol=1e-5)
 
 
 def test_dropout_only_in_training(rng):
@@ -106,15 +133,36 @@ def test_dropout_only_in_training(rng):
     assert not np.allclose(np.asarray(model(pair, training=True)), np.asarray(model(pair)))
 
 
-def test_mixed_bfloat16_keeps_float32_weights_and_logits(rng):
-    keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    try:
-        model = tiny_model()
-        logits = model(padded_pair(rng))
-    finally:
-        keras.mixed_precision.set_global_policy("float32")
+@pytest.mark.parametrize("keep", ["input", "residual"])
+def test_residual_dropout_acts_on_embedding_sums_and_sublayer_outputs(rng, keep):
+    """Section 5.4: dropout on each sub-layer output and on the embedding + position sums."""
+    model = tiny_model(dropout=0.5)
+    input_dropouts = [model.encoder_input_dropout, model.decoder_input_dropout]
+    residual_dropouts = [block.dropout for layer in model.encoder_layers + model.decoder_layers
+                         for block in (layer.self_attention_block, layer.feed_forward_block,
+                                       getattr(layer, "memory_attention_block", None)) if block]
+    for dropout in residual_dropouts if keep == "input" else input_dropouts:
+        dropout.rate = 0.0
+    pair = padded_pair(rng)
+    assert not np.allclose(np.asarray(model(pair, training=True)), np.asarray(model(pair)))
+
+
+@pytest.mark.parametrize("policy,compute_dtype", [("mixed_bfloat16", tf.bfloat16),
+                                                   ("mixed_float16", tf.float16)])
+def test_mixed_precision_computes_in_16_bits_with_float32_weights_and_logits(
+        rng, policy, compute_dtype):
+    model = tiny_model(attention_dropout=0.1, dtype=policy)
+    source, target = padded_pair(rng)
+    logits = model((source, target), training=True)
     assert logits.dtype == tf.float32 and np.all(np.isfinite(logits))
+    assert model.encode(source).dtype == compute_dtype
     assert {w.dtype for w in model.weights} == {"float32"}
+    # The cache keeps one dtype from step to step, so it can be a tf.while_loop variable.
+    cache = model.init_cache(tf.cast(model.encode(source), tf.float32), kt.padding_mask(source),
+                             max_length=4)
+    _, next_cache = model.decode(target[:, :1], cache=cache, step=0)
+    assert tf.nest.map_structure(lambda t: t.dtype, next_cache) == tf.nest.map_structure(
+        lambda t: t.dtype, cache)
 
 
 def test_get_config_from_config(rng):
@@ -181,7 +229,7 @@ def test_out_of_range_ids_are_caught_inside_tf_function(rng):
 def test_wrong_dtype_and_rank_are_named(rng):
     model = tiny_model()
     source, target = padded_pair(rng)
-    with pytest.raises(TypeError, match="source_ids must hold integer token ids, got dtype float32"):
+    with pytest.raises(TypeError, match="source_ids must hold integer token ids, got float32"):
         model((source.astype("float32"), target))
     with pytest.raises(ValueError, match=r"target_ids must have shape \[batch, length\]"):
         model((source, target[..., None]))

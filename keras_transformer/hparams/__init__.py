@@ -80,7 +80,8 @@ class HParams:
         for name in ("num_layers", "d_model", "d_ff", "num_heads", "max_length", "warmup_steps",
                      "train_steps"):
             if getattr(self, name) < 1:
-                raise HParamsError(f"hparams field '{name}' must be >= 1, got {getattr(self, name)}")
+                raise HParamsError(
+                    f"hparams field '{name}' must be >= 1, got {getattr(self, name)}")
         for name in ("d_k", "d_v"):
             value = getattr(self, name)
             if value is None and self.d_model % self.num_heads:
@@ -205,8 +206,10 @@ register("transformer_tiny", BASE.override(
 # Table 3 of the paper: variations on the base model, each changing the columns it lists.
 # The paper's own figures (newstest2013 dev perplexity, BLEU, and millions of parameters where the
 # table gives them) travel with each row so scripts and tests can compare against them.
-PaperRow = typing.NamedTuple(
-    "PaperRow", [("params_millions", typing.Optional[float]), ("perplexity", float), ("bleu", float)])
+class PaperRow(typing.NamedTuple):
+    params_millions: typing.Optional[float]
+    perplexity: float
+    bleu: float
 
 TABLE3: dict[str, tuple[dict, PaperRow]] = {
     "transformer_base": ({}, PaperRow(65, 4.92, 25.8)),

@@ -34,7 +34,7 @@ def main(argv=None):
         prog="python -m keras_transformer.hparams",
         description="List the named hyper-parameter sets or compare them with the paper's Table 3.")
     parser.add_argument("--table3", action="store_true",
-                        help="build every Table 3 row and print parameter counts beside the paper's")
+                        help="build every Table 3 row; print parameter counts beside the paper's")
     parser.add_argument("--vocab_size", type=int, default=TABLE3_VOCAB_SIZE,
                         help="shared vocabulary size for --table3 (the paper's en-de: 37000)")
     parser.add_argument("--show", metavar="NAME", help="print one named set, field by field")
