@@ -1,7 +1,7 @@
 import keras
 import numpy as np
-
 from conftest import assert_roundtrip
+
 from keras_transformer import SharedEmbedding
 
 

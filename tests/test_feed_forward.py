@@ -1,6 +1,6 @@
 import numpy as np
-
 from conftest import assert_roundtrip
+
 from keras_transformer import PositionwiseFeedForward
 
 

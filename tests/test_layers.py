@@ -1,6 +1,6 @@
 import numpy as np
-
 from conftest import assert_roundtrip
+
 from keras_transformer import DecoderLayer, EncoderLayer
 
 ARGS = dict(num_heads=2, d_ff=32, d_k=4, d_v=6)

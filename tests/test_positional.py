@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from conftest import assert_roundtrip
+
 from keras_transformer import LearnedPositionEmbedding, SinusoidalPositionEncoding
 
 
