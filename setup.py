@@ -31,7 +31,9 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.11,<3.12",
-    packages=find_packages(include=["keras_transformer", "keras_transformer.*"]),
+    packages=find_packages(include=["keras_transformer", "keras_transformer.*", "data"]),
+    package_data={"data": ["corpora/*/*"]},
+    entry_points={"console_scripts": ["kt-vocab=data.vocab:main"]},
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,
     classifiers=[

@@ -13,6 +13,24 @@ def _seeded():
     keras.utils.set_random_seed(1234)
 
 
+@pytest.fixture(scope="session")
+def bible_vocab_path(tmp_path_factory):
+    """A 2,000-id vocabulary built from the bundled corpus, once per test session."""
+    import data
+
+    path = tmp_path_factory.mktemp("vocab") / "bible2k.model"
+    data.build_vocabulary(data.corpus_texts(data.get_source("bible_en_es")), 2000, path)
+    return path
+
+
+@pytest.fixture
+def bible_vocab(bible_vocab_path, _seeded):
+    """Loaded after the test's seeding: tf.random.set_seed drops tensorflow-text's tokenizer."""
+    import data
+
+    return data.Vocabulary.load(bible_vocab_path)
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)

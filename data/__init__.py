@@ -1,0 +1,37 @@
+"""Input pipelines: sources of sentence pairs, subword vocabularies, token-budget batches.
+
+    import data
+    vocabulary = data.Vocabulary.load("vocab.model")          # or data.build_vocabulary(...)
+    batches = data.pipeline("bible_en_es", vocabulary, "train", batch_tokens=4096)
+    model.fit(batches, steps_per_epoch=1000)
+
+Nothing here imports the model: data flows from here into keras_transformer, not back.
+"""
+
+from data.batching import batch_by_length, bucket_batch_sizes, bucket_boundaries
+from data.input_pipeline import limit_length, pipeline, shift_right, tokenized_pairs
+from data.sources import (
+    BUNDLED,
+    CorpusError,
+    LocalSource,
+    TfdsSource,
+    bundled_source,
+    directory_source,
+    get_source,
+)
+from data.vocab import (
+    EOS_ID,
+    PAD_ID,
+    Vocabulary,
+    VocabularyError,
+    build_vocabulary,
+    corpus_texts,
+    normalize_whitespace,
+)
+
+__all__ = [
+    "BUNDLED", "CorpusError", "EOS_ID", "LocalSource", "PAD_ID", "TfdsSource", "Vocabulary",
+    "VocabularyError", "batch_by_length", "bucket_batch_sizes", "bucket_boundaries",
+    "build_vocabulary", "bundled_source", "corpus_texts", "directory_source", "get_source",
+    "limit_length", "normalize_whitespace", "pipeline", "shift_right", "tokenized_pairs",
+]

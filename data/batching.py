@@ -1,0 +1,67 @@
+"""Batching by sequence length to a token budget (paper section 5.1, tensor2tensor's buckets).
+
+"Sentence pairs were batched together by approximate sequence length. Each training batch
+contained a set of sentence pairs containing approximately 25000 source tokens and 25000 target
+tokens." Pairs go to buckets by their longer side; bucket boundaries grow geometrically (x1.1 from
+8, as in tensor2tensor); a bucket of boundary b pads both sides to b - 1 tokens and holds
+batch_tokens // (b - 1) pairs, so no batch exceeds the budget on either side, and the handful of
+distinct shapes keeps `model.fit` from retracing for every batch.
+"""
+
+import tensorflow as tf
+
+
+def bucket_boundaries(max_length, min_length=8, step=1.1):
+    """Geometric boundaries from `min_length`, the last one max_length + 1.
+
+    A pair of length n (its longer side, end of sentence included) falls in the first bucket whose
+    boundary exceeds n.
+    """
+    if max_length < 1 or min_length < 1 or step <= 1.0:
+        raise ValueError(f"need max_length >= 1, min_length >= 1 and step > 1, got "
+                         f"max_length={max_length}, min_length={min_length}, step={step}")
+    boundaries = []
+    boundary = min_length
+    while boundary <= max_length:
+        boundaries.append(boundary)
+        boundary = max(boundary + 1, int(boundary * step))
+    return boundaries + [max_length + 1]
+
+
+def bucket_batch_sizes(boundaries, batch_tokens, batch_size_multiple=1):
+    """Pairs per batch for each bucket: as many as fit `batch_tokens` at the padded length.
+
+    Sizes are rounded down to a multiple of `batch_size_multiple` (the number of replicas, so a
+    batch splits evenly across them).
+    """
+    sizes = [(batch_tokens // (b - 1)) // batch_size_multiple * batch_size_multiple
+             for b in boundaries]
+    if min(sizes) < 1:
+        raise ValueError(
+            f"batch_tokens={batch_tokens} cannot hold {batch_size_multiple} pair(s) of "
+            f"{boundaries[-1] - 1} tokens; raise batch_tokens or lower max_length")
+    return sizes
+
+
+def batch_by_length(pairs, batch_tokens, max_length, batch_size_multiple=1, min_length=8,
+                    step=1.1):
+    """Batches (source_ids, target_ids) pairs of 1-D int32 tensors by length.
+
+    Args:
+        pairs: dataset of (source_ids [n], target_ids [m]), every n, m <= max_length.
+        batch_tokens: most padded tokens a batch holds on each side.
+        max_length: the longest pair.
+        batch_size_multiple: every batch size is a multiple of it.
+        min_length, step: the bucket boundaries' start and growth factor.
+
+    Returns:
+        dataset of (source_ids [batch, L], target_ids [batch, L]), 0-padded to the bucket's L.
+    """
+    boundaries = bucket_boundaries(max_length, min_length, step)
+    sizes = bucket_batch_sizes(boundaries, batch_tokens, batch_size_multiple)
+    return pairs.bucket_by_sequence_length(
+        element_length_func=lambda source, target: tf.maximum(tf.size(source), tf.size(target)),
+        bucket_boundaries=boundaries,
+        # The bucket past the last boundary never fills: every pair is shorter than it.
+        bucket_batch_sizes=sizes + [1],
+        pad_to_bucket_boundary=True)

@@ -1,0 +1,104 @@
+"""From sentence pairs to the batches `model.fit` consumes.
+
+    pairs (sources.py) -> tokenize in graph (vocab.py) -> + end of sentence -> drop empty pairs
+    -> drop or truncate pairs longer than max_length -> [cache] -> [shuffle, repeat]
+    -> batch by length to a token budget (batching.py)
+    -> ((source_ids, target_input_ids), target_output_ids), int32, 0-padded
+
+The target input is the target shifted right by one with 0 (padding) in front, so position i of the
+decoder sees target tokens < i and predicts token i.
+"""
+
+import tensorflow as tf
+
+from data import batching, sources
+from data.vocab import EOS_ID, PAD_ID, Vocabulary
+
+OVERLONG_MODES = ("drop", "truncate")
+# Sentences tokenized per call: one call per sentence would cost far more than the tokenizing.
+_TOKENIZE_BATCH = 1024
+
+
+def _resolve(source, vocabulary):
+    source = sources.get_source(source)
+    if not isinstance(vocabulary, Vocabulary):
+        vocabulary = Vocabulary.load(vocabulary)
+    return source, vocabulary
+
+
+def tokenized_pairs(source, vocabulary, split):
+    """(source_ids [n], target_ids [m]) int32 per pair, end of sentence included; none dropped."""
+    source, vocabulary = _resolve(source, vocabulary)
+    eos = tf.constant([EOS_ID], tf.int32)
+
+    def tokenize(source_texts, target_texts):
+        return (vocabulary.tokenize(tf.strings.strip(source_texts)),
+                vocabulary.tokenize(tf.strings.strip(target_texts)))
+
+    tokens = (source.pairs(split).batch(_TOKENIZE_BATCH)
+              .map(tokenize, num_parallel_calls=tf.data.AUTOTUNE).unbatch())
+    return tokens.map(lambda s, t: (tf.concat([s, eos], 0), tf.concat([t, eos], 0)))
+
+
+def limit_length(pairs, max_length, overlong="drop"):
+    """Drops pairs with an empty side, and pairs longer than `max_length` or truncates them.
+
+    Truncation keeps the first max_length - 1 tokens and the end of sentence.
+    """
+    if overlong not in OVERLONG_MODES:
+        raise ValueError(f"overlong must be one of {OVERLONG_MODES}, got {overlong!r}")
+    pairs = pairs.filter(lambda s, t: tf.logical_and(tf.size(s) > 1, tf.size(t) > 1))
+    if overlong == "drop":
+        return pairs.filter(
+            lambda s, t: tf.logical_and(tf.size(s) <= max_length, tf.size(t) <= max_length))
+    eos = tf.constant([EOS_ID], tf.int32)
+
+    def truncate(ids):
+        return tf.cond(tf.size(ids) > max_length,
+                       lambda: tf.concat([ids[:max_length - 1], eos], 0), lambda: ids)
+
+    return pairs.map(lambda s, t: (truncate(s), truncate(t)))
+
+
+def shift_right(target_ids):
+    """[batch, length] -> the decoder input: PAD_ID, then target_ids[:, :-1]."""
+    start = tf.fill([tf.shape(target_ids)[0], 1], tf.constant(PAD_ID, target_ids.dtype))
+    return tf.concat([start, target_ids[:, :-1]], axis=1)
+
+
+def pipeline(source, vocabulary, split="train", batch_tokens=25_000, max_length=256,
+             overlong="drop", training=None, shuffle_buffer=50_000, cache=None, seed=None,
+             deterministic=False, batch_size_multiple=1):
+    """The batches of one split, ready for `model.fit` / `model.evaluate`.
+
+    Args:
+        source: a source from `data.sources`, or a `--data` spec such as "bible_en_es".
+        vocabulary: a `Vocabulary` or the path of its `.model` file.
+        split: "train", "dev" or "test".
+        batch_tokens: most padded tokens per batch on each side (25000 in the paper).
+        max_length: longest pair kept, in tokens including end of sentence.
+        overlong: "drop" or "truncate" pairs longer than max_length.
+        training: shuffle and repeat forever; defaults to split == "train".
+        shuffle_buffer: pairs in the shuffle buffer.
+        cache: None, "memory", or a file path prefix: cache the tokenized pairs there.
+        seed: shuffle seed.
+        deterministic: the same batches in the same order on every run with the same seed
+            (slower: parallel stages keep their order).
+        batch_size_multiple: every batch size is a multiple of it (the number of replicas).
+
+    Returns:
+        tf.data.Dataset of ((source_ids [b, L], target_input_ids [b, L]), target_output_ids
+        [b, L]), int32, 0-padded; L is a bucket boundary minus one.
+    """
+    training = split == "train" if training is None else training
+    pairs = limit_length(tokenized_pairs(source, vocabulary, split), max_length, overlong)
+    if cache is not None:
+        pairs = pairs.cache("" if cache == "memory" else str(cache))
+    if training:
+        pairs = pairs.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
+    batches = batching.batch_by_length(pairs, batch_tokens, max_length, batch_size_multiple)
+    batches = batches.map(lambda s, t: ((s, shift_right(t)), t),
+                          num_parallel_calls=tf.data.AUTOTUNE)
+    options = tf.data.Options()
+    options.deterministic = deterministic
+    return batches.with_options(options).prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,114 @@
+"""`python -m data.inspect`: what the input pipeline makes of a corpus.
+
+Prints the number of pairs, what was dropped or truncated and why, length percentiles, batches per
+epoch, tokens per batch, and padding efficiency (real tokens / padded slots, both sides).
+
+    python -m data.inspect --data bible_en_es --vocab vocab.model --batch_tokens 25000
+"""
+
+import argparse
+import dataclasses
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+from data import input_pipeline, sources
+from data.vocab import Vocabulary, VocabularyError
+
+PERCENTILES = (50, 90, 95, 99, 100)
+
+
+@dataclasses.dataclass
+class Report:
+    split: str
+    batch_tokens: int
+    max_length: int
+    overlong: str
+    pairs: int  # read from the source
+    empty: int  # dropped: a side with no tokens
+    overlong_pairs: int  # longer than max_length (dropped or truncated)
+    kept: int
+    source_lengths: dict  # percentile -> tokens, end of sentence included, before limiting
+    target_lengths: dict
+    batches: int
+    mean_source_tokens: float  # real tokens per batch
+    mean_target_tokens: float
+    max_padded_tokens: int  # the most padded slots on one side of any batch
+    padding_efficiency: float  # real tokens / padded slots, both sides
+
+    def format(self):
+        def lengths(values):
+            return "  ".join(f"p{p}={values[p]}" for p in PERCENTILES)
+
+        return "\n".join([
+            f"split {self.split}: {self.pairs} pairs read, {self.empty} with an empty side "
+            f"dropped, {self.overlong_pairs} longer than max_length={self.max_length} "
+            f"({'truncated' if self.overlong == 'truncate' else 'dropped'}), {self.kept} kept",
+            f"source tokens per sentence: {lengths(self.source_lengths)}",
+            f"target tokens per sentence: {lengths(self.target_lengths)}",
+            f"batches per epoch at batch_tokens={self.batch_tokens}: {self.batches}",
+            f"real tokens per batch: source {self.mean_source_tokens:.0f}, target "
+            f"{self.mean_target_tokens:.0f}; most padded tokens on one side of a batch: "
+            f"{self.max_padded_tokens} (budget {self.batch_tokens})",
+            f"padding efficiency (real tokens / padded slots): {self.padding_efficiency:.3f}",
+        ])
+
+
+def describe(source, vocabulary, split="train", batch_tokens=25_000, max_length=256,
+             overlong="drop"):
+    """One pass over a split, unshuffled, through the same stages as `pipeline`."""
+    pair_lengths = input_pipeline.tokenized_pairs(source, vocabulary, split).map(
+        lambda s, t: tf.stack([tf.size(s), tf.size(t)])).batch(8192)
+    lengths = np.concatenate(list(pair_lengths.as_numpy_iterator()) or [np.zeros((0, 2), int)])
+    empty = np.any(lengths <= 1, axis=1)
+    overlong_pairs = ~empty & np.any(lengths > max_length, axis=1)
+    real = slots = max_padded = 0
+    source_tokens, target_tokens = [], []
+    batches = input_pipeline.pipeline(source, vocabulary, split, batch_tokens, max_length,
+                                    overlong, training=False, deterministic=True)
+    for (source_ids, _), target_ids in batches.as_numpy_iterator():
+        source_tokens.append(np.count_nonzero(source_ids))
+        target_tokens.append(np.count_nonzero(target_ids))
+        slots += source_ids.size + target_ids.size
+        max_padded = max(max_padded, source_ids.size, target_ids.size)
+    real = sum(source_tokens) + sum(target_tokens)
+
+    def percentiles(values):
+        return {p: int(np.percentile(values, p)) if len(values) else 0 for p in PERCENTILES}
+
+    return Report(
+        split=split, batch_tokens=batch_tokens, max_length=max_length, overlong=overlong,
+        pairs=len(lengths), empty=int(empty.sum()), overlong_pairs=int(overlong_pairs.sum()),
+        kept=int(len(lengths) - empty.sum() - (overlong_pairs.sum() if overlong == "drop" else 0)),
+        source_lengths=percentiles(lengths[:, 0]), target_lengths=percentiles(lengths[:, 1]),
+        batches=len(source_tokens), mean_source_tokens=float(np.mean(source_tokens or [0])),
+        mean_target_tokens=float(np.mean(target_tokens or [0])), max_padded_tokens=max_padded,
+        padding_efficiency=real / slots if slots else 0.0)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m data.inspect", description=__doc__.split(
+        "\n\n")[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    sources.add_flags(parser)
+    parser.add_argument("--vocab", required=True, help="SentencePiece .model file (kt-vocab)")
+    parser.add_argument("--split", default="train", help="train, dev or test (default: train)")
+    parser.add_argument("--batch_tokens", type=int, default=25_000,
+                        help="padded tokens per batch on each side (default: %(default)s)")
+    parser.add_argument("--max_length", type=int, default=256,
+                        help="longest pair in tokens (default: %(default)s)")
+    parser.add_argument("--overlong", choices=input_pipeline.OVERLONG_MODES, default="drop",
+                        help="what happens to longer pairs (default: %(default)s)")
+    args = parser.parse_args(argv)
+    try:
+        report = describe(sources.from_flags(args), Vocabulary.load(args.vocab), args.split,
+                          args.batch_tokens, args.max_length, args.overlong)
+    except (sources.CorpusError, VocabularyError, ValueError) as error:
+        print(f"data.inspect: error: {error}", file=sys.stderr)
+        return 2
+    print(report.format())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""Shared subword vocabularies: SentencePiece models trained here, applied in the TF graph.
+
+The paper used one shared BPE vocabulary for source and target (about 37,000 tokens for
+English-German). `build_vocabulary` trains a SentencePiece BPE (or unigram) model on both sides of a
+corpus; `Vocabulary` tokenizes and detokenizes with tensorflow-text's `SentencepieceTokenizer`, so
+the same object runs inside tf.data and inside an exported SavedModel.
+
+Ids follow keras_transformer's convention: 0 pads, 1 ends a sentence, 2 is unknown. Byte fallback
+is on, so any UTF-8 text round-trips through its bytes instead of becoming <unk>; normalization is
+the identity, so `detokenize(tokenize(s)) == normalize_whitespace(s)`: leading and trailing spaces
+dropped and runs of spaces collapsed to one (SentencePiece's only change to the text).
+
+Command line (`kt-vocab`, or `python -m data.vocab`):
+
+    kt-vocab --data bible_en_es --vocab_size 8000 --output vocab.model
+"""
+
+import argparse
+import io
+import os
+import pathlib
+import re
+import sys
+import time
+
+import sentencepiece
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the tokenizer needs)
+
+from data import sources
+
+PAD_ID = 0
+EOS_ID = 1
+UNK_ID = 2
+MODEL_TYPES = ("bpe", "unigram")
+
+
+class VocabularyError(ValueError):
+    """A vocabulary file that cannot serve; the message names the file."""
+
+
+def normalize_whitespace(text):
+    """What tokenize-then-detokenize gives back for `text` (str)."""
+    return re.sub(" +", " ", text).strip(" ")
+
+
+class Vocabulary(tf.Module):
+    """A SentencePiece model with in-graph tokenization.
+
+    Set random seeds (`keras.utils.set_random_seed`, `tf.random.set_seed`) before creating a
+    Vocabulary, not after: setting a seed clears TensorFlow's eager kernel cache, which owns
+    tensorflow-text's SentencePiece model, and every later use of the tokenizer (and of pipelines
+    built on it) fails with "Resource ... SentencepieceOp ... does not exist".
+
+    Args:
+        model_proto: the serialized SentencePiece model (the bytes of a `.model` file).
+        path: where it came from, for messages.
+
+    Raises:
+        VocabularyError: the bytes are not a SentencePiece model, or it does not reserve 0 for
+            padding and 1 for end of sentence.
+    """
+
+    def __init__(self, model_proto, path=None):
+        super().__init__(name="vocabulary")
+        self.path = os.fspath(path) if path else "<in-memory vocabulary>"
+        processor = sentencepiece.SentencePieceProcessor()
+        try:
+            processor.LoadFromSerializedProto(model_proto)
+        except (RuntimeError, TypeError) as error:
+            raise VocabularyError(f"{self.path}: not a SentencePiece model ({error}); build one "
+                                  f"with kt-vocab") from None
+        if (processor.pad_id(), processor.eos_id()) != (PAD_ID, EOS_ID):
+            raise VocabularyError(
+                f"{self.path}: the vocabulary must reserve id {PAD_ID} for padding and {EOS_ID} "
+                f"for end of sentence, but has pad={processor.pad_id()}, "
+                f"eos={processor.eos_id()}; build it with kt-vocab")
+        self.model_proto = model_proto
+        self.vocab_size = processor.get_piece_size()
+        self.tokenizer = tensorflow_text.SentencepieceTokenizer(model=model_proto,
+                                                                out_type=tf.int32)
+
+    @classmethod
+    def load(cls, path):
+        path = pathlib.Path(path)
+        if not path.is_file():
+            raise VocabularyError(f"{path}: no such vocabulary file; build one with kt-vocab")
+        return cls(path.read_bytes(), path)
+
+    def tokenize(self, texts):
+        """tf.string [batch] -> int32 RaggedTensor [batch, (tokens)], without end of sentence."""
+        return self.tokenizer.tokenize(texts)
+
+    def detokenize(self, ids):
+        """int [batch, length] (dense or ragged) -> tf.string [batch].
+
+        Reads each row up to its first end-of-sentence id and skips padding.
+        """
+        if isinstance(ids, tf.RaggedTensor):
+            ids = ids.to_tensor(default_value=PAD_ID)
+        ids = tf.convert_to_tensor(ids, tf.int32)
+        before_eos = tf.cumsum(tf.cast(ids == EOS_ID, tf.int32), axis=1, exclusive=True) == 0
+        keep = before_eos & (ids != EOS_ID) & (ids != PAD_ID)
+        return self.tokenizer.detokenize(tf.ragged.boolean_mask(ids, keep))
+
+    def check_size(self, vocab_size, what="the model"):
+        """Raises VocabularyError unless this vocabulary has `vocab_size` ids."""
+        if vocab_size != self.vocab_size:
+            raise VocabularyError(
+                f"{self.path} has {self.vocab_size} ids but {what} expects {vocab_size}; "
+                f"use the vocabulary the model was trained with")
+
+
+def build_vocabulary(texts, vocab_size, output, model_type="bpe", max_sentences=2_000_000,
+                     num_threads=2, overwrite=False):
+    """Trains a SentencePiece model on `texts` and writes it to `output`.
+
+    Args:
+        texts: iterable of str, one sentence each (both languages, for a shared vocabulary).
+        vocab_size: number of ids, including pad, eos, unk and the 256 byte pieces.
+        output: path of the `.model` file to write.
+        model_type: "bpe" (the paper's en-de) or "unigram" (closest to word-pieces, its en-fr).
+        max_sentences: sentences sampled (reservoir) from `texts` for training.
+        num_threads: training threads; the model depends on it, so fix it to reproduce one.
+        overwrite: replace an existing file; without it an existing file is an error.
+
+    Returns:
+        the new `Vocabulary`.
+    """
+    output = pathlib.Path(output)
+    if output.exists() and not overwrite:
+        raise VocabularyError(f"{output} exists; pass overwrite=True (--overwrite) to replace it")
+    if model_type not in MODEL_TYPES:
+        raise VocabularyError(f"model_type must be one of {MODEL_TYPES}, got {model_type!r}")
+    model = io.BytesIO()
+    try:
+        sentencepiece.SentencePieceTrainer.train(
+            sentence_iterator=iter(texts), model_writer=model, vocab_size=vocab_size,
+            model_type=model_type, pad_id=PAD_ID, eos_id=EOS_ID, unk_id=UNK_ID, bos_id=-1,
+            byte_fallback=True, character_coverage=0.9995, normalization_rule_name="identity",
+            input_sentence_size=max_sentences, shuffle_input_sentence=True,
+            num_threads=num_threads, minloglevel=2)
+    except RuntimeError as error:
+        raise VocabularyError(f"cannot build {output} with vocab_size={vocab_size}: {error}") \
+            from None
+    vocabulary = Vocabulary(model.getvalue(), output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    partial = output.with_name(output.name + ".partial")
+    partial.write_bytes(model.getvalue())
+    os.replace(partial, output)  # Readers never see a half-written vocabulary.
+    return vocabulary
+
+
+def corpus_texts(source, split="train"):
+    """Both sides of a source's split as str, for `build_vocabulary`."""
+    for source_texts, target_texts in source.pairs(split).batch(4096).as_numpy_iterator():
+        for text in (*source_texts, *target_texts):
+            yield text.decode("utf-8", errors="replace")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="kt-vocab", description="Build a shared SentencePiece subword vocabulary from the "
+                                     "train split of a corpus (both languages).")
+    sources.add_flags(parser)
+    parser.add_argument("--vocab_size", type=int, default=8000,
+                        help="number of ids (the paper: ~37000 for WMT en-de; default "
+                             "%(default)s suits the bundled corpus)")
+    parser.add_argument("--model_type", choices=MODEL_TYPES, default="bpe",
+                        help="SentencePiece algorithm (default: %(default)s)")
+    parser.add_argument("--max_sentences", type=int, default=2_000_000,
+                        help="sentences sampled for training (default: %(default)s)")
+    parser.add_argument("--num_threads", type=int, default=2,
+                        help="training threads; the result depends on it (default: %(default)s)")
+    parser.add_argument("--output", required=True, help="path of the .model file to write")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    try:
+        source = sources.from_flags(args)
+        vocabulary = build_vocabulary(corpus_texts(source), args.vocab_size, args.output,
+                                      args.model_type, args.max_sentences, args.num_threads,
+                                      args.overwrite)
+    except (sources.CorpusError, VocabularyError) as error:
+        print(f"kt-vocab: error: {error}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.output}: {vocabulary.vocab_size} ids ({args.model_type}) from "
+          f"{source!r} in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import data
+
+
+def test_boundaries_are_tensor2tensors_geometric_steps():
+    assert data.bucket_boundaries(64) == [8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 22,
+                                          24, 26, 28, 30, 33, 36, 39, 42, 46, 50, 55, 60, 65]
+    boundaries = data.bucket_boundaries(256)
+    assert boundaries[-1] == 257 and all(b > a for a, b in zip(boundaries, boundaries[1:]))
+    assert all(b / a <= 1.1 + 1e-9 or b - a == 1 for a, b in zip(boundaries, boundaries[1:-1]))
+
+
+def test_batch_sizes_fill_the_budget_at_the_padded_length():
+    boundaries = data.bucket_boundaries(64)
+    sizes = data.bucket_batch_sizes(boundaries, 1000)
+    assert sizes == [1000 // (b - 1) for b in boundaries]
+    assert data.bucket_batch_sizes(boundaries, 1000, batch_size_multiple=4) == [
+        s // 4 * 4 for s in sizes]
+    with pytest.raises(ValueError, match="batch_tokens=50 cannot hold 1 pair"):
+        data.bucket_batch_sizes(boundaries, 50)
+
+
+def random_pairs(rng, count, max_length):
+    lengths = rng.integers(1, max_length + 1, size=(count, 2))
+    return [(rng.integers(2, 100, size=n).astype("int32"), rng.integers(2, 100, size=m)
+             .astype("int32")) for n, m in lengths]
+
+
+def test_every_batch_is_within_budget_and_every_pair_comes_out_once(rng):
+    pairs = random_pairs(rng, 2000, 100)
+    spec = tf.TensorSpec([None], tf.int32)
+    dataset = tf.data.Dataset.from_generator(lambda: iter(pairs), output_signature=(spec, spec))
+    boundaries = data.bucket_boundaries(100)
+    seen = collections.Counter()
+    for source, target in data.batch_by_length(dataset, 700, 100).as_numpy_iterator():
+        assert source.shape == target.shape
+        assert source.size <= 700 and source.shape[1] + 1 in boundaries
+        for s, t in zip(source, target):
+            seen[(tuple(s[s > 0]), tuple(t[t > 0]))] += 1
+    assert seen == collections.Counter((tuple(s), tuple(t)) for s, t in pairs)
+
+
+def test_batch_sizes_split_evenly_across_replicas(rng):
+    pairs = random_pairs(rng, 300, 30)
+    spec = tf.TensorSpec([None], tf.int32)
+    dataset = tf.data.Dataset.from_generator(lambda: iter(pairs), output_signature=(spec, spec))
+    sizes = {s.shape[0] for s, _ in
+             data.batch_by_length(dataset.repeat(), 400, 30, batch_size_multiple=2).take(40)
+             .as_numpy_iterator()}
+    assert all(size % 2 == 0 for size in sizes)

@@ -1,0 +1,123 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import data
+import keras_transformer as kt
+from data import inspect as data_inspect
+
+
+def test_batches_have_the_models_structure(bible_vocab):
+    batches = data.pipeline("bible_en_es", bible_vocab, "dev", batch_tokens=2000)
+    (source, target_input), target = next(iter(batches))
+    assert source.dtype == target_input.dtype == target.dtype == tf.int32
+    assert source.shape == target.shape == target_input.shape
+    source, target_input, target = (np.asarray(t) for t in (source, target_input, target))
+    np.testing.assert_array_equal(target_input[:, 0], 0)
+    np.testing.assert_array_equal(target_input[:, 1:], target[:, :-1])
+    for row in (source, target):
+        real = row > 0
+        lengths = real.sum(1)
+        # Real tokens first, then padding; each sentence ends with end of sentence.
+        assert np.all(real == (np.arange(row.shape[1]) < lengths[:, None]))
+        assert np.all(row[np.arange(len(row)), lengths - 1] == data.EOS_ID)
+
+
+def test_targets_detokenize_to_the_corpus(bible_vocab):
+    batches = data.pipeline("bible_en_es", bible_vocab, "dev", batch_tokens=100_000,
+                            max_length=128, training=False)
+    texts = {data.normalize_whitespace(t.decode())
+             for _, t in data.get_source("bible_en_es").pairs("dev").as_numpy_iterator()}
+    decoded = {t.decode() for _, target in batches.as_numpy_iterator()
+               for t in bible_vocab.detokenize(target).numpy()}
+    assert decoded == texts
+
+
+def test_bundled_corpus_at_25k_tokens_is_within_budget_and_efficient(bible_vocab):
+    report = data_inspect.describe("bible_en_es", bible_vocab, "train", batch_tokens=25_000)
+    print("\n" + report.format())
+    assert report.pairs == report.kept == 29_418
+    assert report.max_padded_tokens <= 25_000
+    assert report.padding_efficiency >= 0.90
+
+
+def test_training_batches_stay_within_budget_and_repeat(bible_vocab):
+    batches = data.pipeline("bible_en_es", bible_vocab, "dev", batch_tokens=1500, training=True,
+                            seed=1)
+    count = 0
+    for (source, _), target in batches.take(100).as_numpy_iterator():  # dev has ~40 batches
+        assert source.size <= 1500 and target.size <= 1500
+        count += 1
+    assert count == 100
+
+
+def test_deterministic_mode_repeats_the_same_batches(bible_vocab):
+    def first_batches():
+        batches = data.pipeline("bible_en_es", bible_vocab, "dev", batch_tokens=1500,
+                                training=True, seed=7, deterministic=True)
+        return [t for _, t in batches.take(5).as_numpy_iterator()]
+
+    for a, b in zip(first_batches(), first_batches()):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("overlong", ["drop", "truncate"])
+def test_overlong_pairs_are_dropped_or_truncated_and_counted(bible_vocab, overlong):
+    report = data_inspect.describe("bible_en_es", bible_vocab, "dev", batch_tokens=4000,
+                                   max_length=24, overlong=overlong)
+    assert report.overlong_pairs > 0
+    expected_kept = report.pairs - (report.overlong_pairs if overlong == "drop" else 0)
+    assert report.kept == expected_kept
+    batches = data.pipeline("bible_en_es", bible_vocab, "dev", batch_tokens=4000, max_length=24,
+                            overlong=overlong, training=False)
+    kept = 0
+    for (source, _), target in batches.as_numpy_iterator():
+        assert source.shape[1] <= 24
+        kept += len(source)
+        if overlong == "truncate":
+            full = target[:, -1] != 0
+            assert np.all(target[full, -1] == data.EOS_ID)
+    assert kept == expected_kept
+
+
+def test_empty_sides_are_dropped(tmp_path, bible_vocab):
+    (tmp_path / "train.en").write_text("a house\n\n   \nthe cat\n")
+    (tmp_path / "train.es").write_text("una casa\nnada\nnada\n\n")
+    report = data_inspect.describe(data.get_source(str(tmp_path), "en", "es"), bible_vocab,
+                                   batch_tokens=100, max_length=32)
+    assert (report.pairs, report.empty, report.kept) == (4, 3, 1)
+
+
+def test_cache_to_a_file(tmp_path, bible_vocab):
+    prefix = tmp_path / "cache" / "dev"
+    prefix.parent.mkdir()
+    batches = data.pipeline("bible_en_es", bible_vocab, "dev", batch_tokens=4000,
+                            training=False, cache=prefix, deterministic=True)
+    first = [t for _, t in batches.as_numpy_iterator()]
+    assert any(p.name.startswith("dev") for p in prefix.parent.iterdir())
+    second = [t for _, t in batches.as_numpy_iterator()]
+    assert len(first) == len(second) and all(np.array_equal(a, b) for a, b in zip(first, second))
+
+
+def test_bad_arguments(bible_vocab, bible_vocab_path, tmp_path):
+    with pytest.raises(ValueError, match="overlong must be one of"):
+        data.pipeline("bible_en_es", bible_vocab, overlong="wrap")
+    with pytest.raises(ValueError, match="batch_tokens=100 cannot hold 1 pair"):
+        data.pipeline("bible_en_es", bible_vocab, batch_tokens=100)
+    with pytest.raises(data.VocabularyError, match="no such vocabulary file"):
+        data.pipeline("bible_en_es", tmp_path / "nope.model")
+    assert data.pipeline("bible_en_es", bible_vocab_path, "dev") is not None  # a path works
+
+
+def test_model_fit_consumes_the_pipeline(bible_vocab):
+    """The notebook path: a model, compiled, fit on data.pipeline(...)."""
+    hp = kt.hparams.get("transformer_tiny", warmup_steps=10)
+    model = kt.build_model(hp, bible_vocab.vocab_size)
+    bible_vocab.check_size(model.vocab_size)
+    model.compile(optimizer=kt.build_optimizer(hp), loss=kt.build_loss(hp),
+                  metrics=[kt.TokenAccuracy()])
+    batches = data.pipeline("bible_en_es", bible_vocab, "train", batch_tokens=1024, seed=1)
+    history = model.fit(batches, steps_per_epoch=6, epochs=2, verbose=0)
+    assert history.history["loss"][1] < history.history["loss"][0]
+    assert isinstance(model, keras.Model)

@@ -1,0 +1,22 @@
+import subprocess
+import sys
+
+
+def run_inspect(*args):
+    return subprocess.run([sys.executable, "-m", "data.inspect", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_inspect_prints_the_report(bible_vocab_path):
+    result = run_inspect("--vocab", str(bible_vocab_path), "--split", "dev", "--batch_tokens",
+                         "4096")
+    assert result.returncode == 0, result.stderr
+    assert "split dev: 492 pairs read" in result.stdout
+    assert "padding efficiency (real tokens / padded slots): 0.9" in result.stdout
+
+
+def test_inspect_names_bad_input(tmp_path, bible_vocab_path):
+    missing = run_inspect("--vocab", str(tmp_path / "v.model"))
+    assert missing.returncode == 2 and "v.model: no such vocabulary file" in missing.stderr
+    no_split = run_inspect("--vocab", str(bible_vocab_path), "--split", "test")
+    assert no_split.returncode == 2 and "has no split 'test'; it has train, dev" in no_split.stderr
