@@ -1,0 +1,44 @@
+"""Padding efficiency of token-budget batching on the bundled corpus.
+
+Real tokens / padded slots (both sides) over one epoch of the train split, for several batch
+budgets and vocabulary sizes, and the largest padded side of any batch (must not exceed the budget).
+
+    python bench/padding_efficiency.py
+"""
+
+import argparse
+import pathlib
+import sys
+import tempfile
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+import data  # noqa: E402
+from bench.common import append_results  # noqa: E402
+from data.inspect import describe  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--vocab_sizes", default="2000,8000,16000")
+    parser.add_argument("--batch_tokens", default="4096,25000")
+    args = parser.parse_args()
+    rows = ["| vocab | batch_tokens | batches/epoch | real tokens/batch (src, tgt) | "
+            "largest padded side | padding efficiency |", "| --- | --- | --- | --- | --- | --- |"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for vocab_size in map(int, args.vocab_sizes.split(",")):
+            vocabulary = data.build_vocabulary(
+                data.corpus_texts(data.get_source("bible_en_es")), vocab_size,
+                pathlib.Path(tmp) / f"v{vocab_size}.model")
+            for batch_tokens in map(int, args.batch_tokens.split(",")):
+                report = describe("bible_en_es", vocabulary, "train", batch_tokens)
+                rows.append(
+                    f"| {vocab_size} | {batch_tokens} | {report.batches} | "
+                    f"{report.mean_source_tokens:,.0f}, {report.mean_target_tokens:,.0f} | "
+                    f"{report.max_padded_tokens} | {report.padding_efficiency:.3f} |")
+    append_results("Padding efficiency, bundled corpus, train split, max_length 256",
+                   "\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
