@@ -55,13 +55,23 @@ def batch_by_length(pairs, batch_tokens, max_length, batch_size_multiple=1, min_
         min_length, step: the bucket boundaries' start and growth factor.
 
     Returns:
-        dataset of (source_ids [batch, L], target_ids [batch, L]), 0-padded to the bucket's L.
+        dataset of (source_ids [batch, L], target_ids [batch, L]), 0-padded to the bucket's L;
+        batch is a multiple of batch_size_multiple.
     """
     boundaries = bucket_boundaries(max_length, min_length, step)
     sizes = bucket_batch_sizes(boundaries, batch_tokens, batch_size_multiple)
-    return pairs.bucket_by_sequence_length(
+    batches = pairs.bucket_by_sequence_length(
         element_length_func=lambda source, target: tf.maximum(tf.size(source), tf.size(target)),
         bucket_boundaries=boundaries,
         # The bucket past the last boundary never fills: every pair is shorter than it.
         bucket_batch_sizes=sizes + [1],
         pad_to_bucket_boundary=True)
+    if batch_size_multiple == 1:
+        return batches
+
+    def pad_rows(source, target):
+        # A bucket's last batch of a finite dataset is partial; all-padding rows round it up.
+        missing = -tf.shape(source)[0] % batch_size_multiple
+        return tuple(tf.pad(ids, [[0, missing], [0, 0]]) for ids in (source, target))
+
+    return batches.map(pad_rows)

@@ -1,13 +1,18 @@
 """From sentence pairs to the batches `model.fit` consumes.
 
-    pairs (sources.py) -> tokenize in graph (vocab.py) -> + end of sentence -> drop empty pairs
-    -> drop or truncate pairs longer than max_length -> [cache] -> [shuffle, repeat]
-    -> batch by length to a token budget (batching.py)
+    pairs (sources.py) -> [shard for this input pipeline] -> tokenize in graph (vocab.py)
+    -> + end of sentence -> drop empty pairs -> drop or truncate pairs longer than max_length
+    -> [cache] -> [shuffle, repeat] -> batch by length to a token budget (batching.py)
     -> ((source_ids, target_input_ids), target_output_ids), int32, 0-padded
 
 The target input is the target shifted right by one with 0 (padding) in front, so position i of the
 decoder sees target tokens < i and predicts token i.
 """
+
+import glob
+import hashlib
+import os
+import pathlib
 
 import tensorflow as tf
 
@@ -26,17 +31,22 @@ def _resolve(source, vocabulary):
     return source, vocabulary
 
 
-def tokenized_pairs(source, vocabulary, split):
-    """(source_ids [n], target_ids [m]) int32 per pair, end of sentence included; none dropped."""
+def tokenized_pairs(source, vocabulary, split, shuffle_files=False, seed=None, shard=None):
+    """(source_ids [n], target_ids [m]) int32 per pair, end of sentence included; none dropped.
+
+    Args:
+        shuffle_files: let the source read its files in a shuffled order (TFDS).
+        shard: optional (count, index): keep every count-th pair, starting at index.
+    """
     source, vocabulary = _resolve(source, vocabulary)
+    pairs = source.pairs(split, shuffle_files=shuffle_files, seed=seed)
+    if shard is not None:
+        pairs = pairs.shard(*shard)
     eos = tf.constant([EOS_ID], tf.int32)
-
-    def tokenize(source_texts, target_texts):
-        return (vocabulary.tokenize(tf.strings.strip(source_texts)),
-                vocabulary.tokenize(tf.strings.strip(target_texts)))
-
-    tokens = (source.pairs(split).batch(_TOKENIZE_BATCH)
-              .map(tokenize, num_parallel_calls=tf.data.AUTOTUNE).unbatch())
+    tokens = (pairs.batch(_TOKENIZE_BATCH)
+              .map(lambda s, t: (vocabulary.tokenize(s), vocabulary.tokenize(t)),
+                   num_parallel_calls=tf.data.AUTOTUNE)
+              .unbatch())
     return tokens.map(lambda s, t: (tf.concat([s, eos], 0), tf.concat([t, eos], 0)))
 
 
@@ -66,34 +76,74 @@ def shift_right(target_ids):
     return tf.concat([start, target_ids[:, :-1]], axis=1)
 
 
+def _cache_prefix(directory, source, vocabulary, split, max_length, overlong, shard):
+    """A cache file prefix that changes whenever what would be cached changes.
+
+    A cache left half-written by a killed process (no index file yet) is removed, so a restart
+    rebuilds it instead of failing on the dead process's lock file.
+    """
+    key = hashlib.sha256(vocabulary.model_proto)
+    key.update(repr((repr(source), split, max_length, overlong, shard)).encode())
+    prefix = pathlib.Path(directory) / f"{split}-{key.hexdigest()[:16]}"
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    if not os.path.exists(f"{prefix}.index"):
+        for leftover in glob.glob(f"{glob.escape(str(prefix))}*"):
+            os.remove(leftover)
+    return str(prefix)
+
+
 def pipeline(source, vocabulary, split="train", batch_tokens=25_000, max_length=256,
              overlong="drop", training=None, shuffle_buffer=50_000, cache=None, seed=None,
-             deterministic=False, batch_size_multiple=1):
+             deterministic=False, batch_size_multiple=1, input_context=None):
     """The batches of one split, ready for `model.fit` / `model.evaluate`.
 
     Args:
         source: a source from `data.sources`, or a `--data` spec such as "bible_en_es".
         vocabulary: a `Vocabulary` or the path of its `.model` file.
         split: "train", "dev" or "test".
-        batch_tokens: most padded tokens per batch on each side (25000 in the paper).
+        batch_tokens: most padded tokens per batch on each side (25000 in the paper), over all
+            replicas: with an `input_context`, each input pipeline gets its share.
         max_length: longest pair kept, in tokens including end of sentence.
         overlong: "drop" or "truncate" pairs longer than max_length.
-        training: shuffle and repeat forever; defaults to split == "train".
+        training: shuffle (files too, for TFDS) and repeat forever; defaults to split == "train".
         shuffle_buffer: pairs in the shuffle buffer.
-        cache: None, "memory", or a file path prefix: cache the tokenized pairs there.
+        cache: None, "memory", or a directory for a file cache of the tokenized pairs (one per
+            source, vocabulary, split, length limit and shard; rebuilt if a run died writing it).
         seed: shuffle seed.
-        deterministic: the same batches in the same order on every run with the same seed
-            (slower: parallel stages keep their order).
-        batch_size_multiple: every batch size is a multiple of it (the number of replicas).
+        deterministic: the same batches in the same order on every run (when training, needs a
+            seed; slower: parallel stages keep their order).
+        batch_size_multiple: every batch size is a multiple of it (the number of replicas that
+            share each batch); the last, partial batches of a bucket get all-padding rows, which
+            carry no loss.
+        input_context: `tf.distribute.InputContext` from `distribute_datasets_from_function`:
+            this pipeline reads its own shard of the pairs.
 
     Returns:
         tf.data.Dataset of ((source_ids [b, L], target_input_ids [b, L]), target_output_ids
         [b, L]), int32, 0-padded; L is a bucket boundary minus one.
+
+    Raises:
+        CorpusError: no pair of the split survives the length limits.
     """
     training = split == "train" if training is None else training
-    pairs = limit_length(tokenized_pairs(source, vocabulary, split), max_length, overlong)
-    if cache is not None:
-        pairs = pairs.cache("" if cache == "memory" else str(cache))
+    if deterministic and training and seed is None:
+        raise ValueError("deterministic=True needs a seed to shuffle the same way every run")
+    source, vocabulary = _resolve(source, vocabulary)
+    shard = None
+    if input_context is not None and input_context.num_input_pipelines > 1:
+        shard = (input_context.num_input_pipelines, input_context.input_pipeline_id)
+        batch_tokens //= input_context.num_input_pipelines
+    pairs = limit_length(tokenized_pairs(source, vocabulary, split, shuffle_files=training,
+                                         seed=seed, shard=shard), max_length, overlong)
+    if not any(True for _ in pairs.take(1)):
+        raise sources.CorpusError(
+            f"split {split!r} of {source!r} has no pair with both sides non-empty and at most "
+            f"max_length={max_length} tokens (see python -m data.inspect)")
+    if cache == "memory":
+        pairs = pairs.cache()
+    elif cache is not None:
+        pairs = pairs.cache(_cache_prefix(cache, source, vocabulary, split, max_length, overlong,
+                                          shard))
     if training:
         pairs = pairs.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
     batches = batching.batch_by_length(pairs, batch_tokens, max_length, batch_size_multiple)
@@ -101,4 +151,7 @@ def pipeline(source, vocabulary, split="train", batch_tokens=25_000, max_length=
                           num_parallel_calls=tf.data.AUTOTUNE)
     options = tf.data.Options()
     options.deterministic = deterministic
+    if shard is not None:  # Sharded above; tf.distribute must not shard again.
+        options.experimental_distribute.auto_shard_policy = (
+            tf.data.experimental.AutoShardPolicy.OFF)
     return batches.with_options(options).prefetch(tf.data.AUTOTUNE)

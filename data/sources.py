@@ -1,7 +1,9 @@
 """Where sentence pairs come from: the bundled corpus, local files, tensorflow-datasets.
 
 Every source gives, for a split ("train", "dev", "test"), a `tf.data.Dataset` of
-(source_text, target_text) scalar `tf.string` pairs, via `source.pairs(split)`.
+(source_text, target_text) scalar `tf.string` pairs, via `source.pairs(split, shuffle_files=False,
+seed=None)`; `shuffle_files` reads a TFDS dataset's files in a shuffled order (local files are
+read in order: the pipeline's shuffle buffer is all the shuffling they get).
 
 `get_source(spec, ...)` turns a command-line `--data` value into a source:
 
@@ -163,7 +165,8 @@ class LocalSource:
             self._reports[split] = FileReport(tuple(os.fspath(p) for p in paths), lines)
         return self._reports[split]
 
-    def pairs(self, split):
+    def pairs(self, split, shuffle_files=False, seed=None):
+        del shuffle_files, seed  # One file a side: nothing to shuffle at the file level.
         self.check(split)
         paths = self.files[split]
         if isinstance(paths, tuple):
@@ -232,11 +235,15 @@ class TfdsSource:
     def splits(self):
         return [ours for ours, theirs in TFDS_SPLITS.items() if theirs in self.builder.info.splits]
 
-    def pairs(self, split):
+    def pairs(self, split, shuffle_files=False, seed=None):
+        import tensorflow_datasets as tfds
+
         if self.download:
             self.builder.download_and_prepare()
         try:
-            examples = self.builder.as_dataset(split=TFDS_SPLITS.get(split, split))
+            examples = self.builder.as_dataset(
+                split=TFDS_SPLITS.get(split, split), shuffle_files=shuffle_files,
+                read_config=tfds.ReadConfig(shuffle_seed=seed))
         except Exception as error:  # not prepared (AssertionError), unknown split (ValueError)
             raise CorpusError(
                 f"TFDS dataset {self.name!r}, split {split!r} (TFDS "

@@ -7,8 +7,9 @@ the same object runs inside tf.data and inside an exported SavedModel.
 
 Ids follow keras_transformer's convention: 0 pads, 1 ends a sentence, 2 is unknown. Byte fallback
 is on, so any UTF-8 text round-trips through its bytes instead of becoming <unk>; normalization is
-the identity, so `detokenize(tokenize(s)) == normalize_whitespace(s)`: leading and trailing spaces
-dropped and runs of spaces collapsed to one (SentencePiece's only change to the text).
+the identity, so `detokenize(tokenize(s)) == normalize_whitespace(s)`: a leading byte order mark
+dropped, SentencePiece's own space symbol U+2581 read as a space, leading and trailing whitespace
+dropped, and runs of spaces collapsed to one.
 
 Command line (`kt-vocab`, or `python -m data.vocab`):
 
@@ -39,18 +40,31 @@ class VocabularyError(ValueError):
     """A vocabulary file that cannot serve; the message names the file."""
 
 
+_ASCII_WHITESPACE = " \t\n\r\v\f"
+_SPACE_SYMBOL = "\u2581"  # SentencePiece's stand-in for a space; as text it would become one.
+_BYTE_ORDER_MARK = "\ufeff"
+
+
 def normalize_whitespace(text):
     """What tokenize-then-detokenize gives back for `text` (str)."""
-    return re.sub(" +", " ", text).strip(" ")
+    text = text.removeprefix(_BYTE_ORDER_MARK).replace(_SPACE_SYMBOL, " ")
+    return re.sub(" +", " ", text.strip(_ASCII_WHITESPACE)).strip(" ")
+
+
+def _normalize(texts):
+    """The in-graph part of `normalize_whitespace`; SentencePiece does the rest."""
+    texts = tf.strings.regex_replace(texts, "^" + _BYTE_ORDER_MARK, "")
+    return tf.strings.strip(tf.strings.regex_replace(texts, _SPACE_SYMBOL, " "))
 
 
 class Vocabulary(tf.Module):
     """A SentencePiece model with in-graph tokenization.
 
-    Set random seeds (`keras.utils.set_random_seed`, `tf.random.set_seed`) before creating a
-    Vocabulary, not after: setting a seed clears TensorFlow's eager kernel cache, which owns
-    tensorflow-text's SentencePiece model, and every later use of the tokenizer (and of pipelines
-    built on it) fails with "Resource ... SentencepieceOp ... does not exist".
+    Setting a random seed (`keras.utils.set_random_seed`, `tf.random.set_seed`) clears
+    TensorFlow's eager kernel cache, which owns tensorflow-text's SentencePiece model: graphs and
+    pipelines built before that fail with "Resource ... SentencepieceOp ... does not exist". This
+    class notices and rebuilds its tokenizer for later uses, so set seeds before building
+    pipelines, or build them again.
 
     Args:
         model_proto: the serialized SentencePiece model (the bytes of a `.model` file).
@@ -77,8 +91,19 @@ class Vocabulary(tf.Module):
                 f"eos={processor.eos_id()}; build it with kt-vocab")
         self.model_proto = model_proto
         self.vocab_size = processor.get_piece_size()
-        self.tokenizer = tensorflow_text.SentencepieceTokenizer(model=model_proto,
-                                                                out_type=tf.int32)
+        self.tokenizer = self._new_tokenizer()
+
+    def _new_tokenizer(self):
+        return tensorflow_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
+
+    def _live_tokenizer(self):
+        """The tokenizer, rebuilt if a seed was set since it was made (see the class docstring)."""
+        with tf.init_scope():  # Eagerly, also while a graph is being traced.
+            try:
+                self.tokenizer.tokenize(tf.constant([""]))
+            except tf.errors.NotFoundError:
+                self.tokenizer = self._new_tokenizer()
+        return self.tokenizer
 
     @classmethod
     def load(cls, path):
@@ -88,20 +113,25 @@ class Vocabulary(tf.Module):
         return cls(path.read_bytes(), path)
 
     def tokenize(self, texts):
-        """tf.string [batch] -> int32 RaggedTensor [batch, (tokens)], without end of sentence."""
-        return self.tokenizer.tokenize(texts)
+        """tf.string [batch] -> int32 RaggedTensor [batch, (tokens)], without end of sentence.
+
+        Texts are normalized first as `normalize_whitespace` describes.
+        """
+        return self._live_tokenizer().tokenize(_normalize(texts))
 
     def detokenize(self, ids):
-        """int [batch, length] (dense or ragged) -> tf.string [batch].
+        """int ids [batch, length] (dense or ragged) or [length] -> tf.string [batch] or scalar.
 
         Reads each row up to its first end-of-sentence id and skips padding.
         """
         if isinstance(ids, tf.RaggedTensor):
             ids = ids.to_tensor(default_value=PAD_ID)
-        ids = tf.convert_to_tensor(ids, tf.int32)
+        ids = tf.cast(ids, tf.int32)
+        if ids.shape.rank == 1:
+            return self.detokenize(ids[None])[0]
         before_eos = tf.cumsum(tf.cast(ids == EOS_ID, tf.int32), axis=1, exclusive=True) == 0
         keep = before_eos & (ids != EOS_ID) & (ids != PAD_ID)
-        return self.tokenizer.detokenize(tf.ragged.boolean_mask(ids, keep))
+        return self._live_tokenizer().detokenize(tf.ragged.boolean_mask(ids, keep))
 
     def check_size(self, vocab_size, what="the model"):
         """Raises VocabularyError unless this vocabulary has `vocab_size` ids."""

@@ -53,13 +53,33 @@ def test_training_batches_stay_within_budget_and_repeat(bible_vocab):
 
 
 def test_deterministic_mode_repeats_the_same_batches(bible_vocab):
-    def first_batches():
+    def first_batches(seed):
         batches = data.pipeline("bible_en_es", bible_vocab, "dev", batch_tokens=1500,
-                                training=True, seed=7, deterministic=True)
+                                training=True, seed=seed, deterministic=True)
         return [t for _, t in batches.take(5).as_numpy_iterator()]
 
-    for a, b in zip(first_batches(), first_batches()):
-        np.testing.assert_array_equal(a, b)
+    first, again, other_seed = first_batches(7), first_batches(7), first_batches(8)
+    assert len(first) == len(again) == 5
+    assert all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))
+    assert not all(np.array_equal(a, b) for a, b in zip(first, other_seed))
+    with pytest.raises(ValueError, match="deterministic=True needs a seed"):
+        data.pipeline("bible_en_es", bible_vocab, "dev", training=True, deterministic=True)
+
+
+def test_input_contexts_split_the_pairs_and_the_budget(bible_vocab):
+    def rows(context):
+        batches = data.pipeline("bible_en_es", bible_vocab, "dev", batch_tokens=4000,
+                                training=False, input_context=context)
+        found = []
+        for (source, _), _ in batches.as_numpy_iterator():
+            assert source.size <= (2000 if context else 4000)
+            found.extend(tuple(row[row > 0]) for row in source)
+        return found
+
+    shards = [rows(tf.distribute.InputContext(2, i, 2)) for i in range(2)]
+    everything = rows(None)
+    assert sorted(shards[0] + shards[1]) == sorted(everything)
+    assert not set(shards[0]) & set(shards[1])
 
 
 @pytest.mark.parametrize("overlong", ["drop", "truncate"])
@@ -89,15 +109,50 @@ def test_empty_sides_are_dropped(tmp_path, bible_vocab):
     assert (report.pairs, report.empty, report.kept) == (4, 3, 1)
 
 
-def test_cache_to_a_file(tmp_path, bible_vocab):
-    prefix = tmp_path / "cache" / "dev"
-    prefix.parent.mkdir()
-    batches = data.pipeline("bible_en_es", bible_vocab, "dev", batch_tokens=4000,
-                            training=False, cache=prefix, deterministic=True)
-    first = [t for _, t in batches.as_numpy_iterator()]
-    assert any(p.name.startswith("dev") for p in prefix.parent.iterdir())
-    second = [t for _, t in batches.as_numpy_iterator()]
-    assert len(first) == len(second) and all(np.array_equal(a, b) for a, b in zip(first, second))
+def corpus_dir(directory, english, spanish):
+    directory.mkdir(exist_ok=True)
+    (directory / "train.en").write_text("".join(line + "\n" for line in english))
+    (directory / "train.es").write_text("".join(line + "\n" for line in spanish))
+    return data.get_source(str(directory), "en", "es")
+
+
+def targets(batches, vocabulary):
+    return sorted(t.decode() for _, target in batches.as_numpy_iterator()
+                  for t in vocabulary.detokenize(target).numpy())
+
+
+def test_file_cache_is_used_and_keyed_by_what_it_holds(tmp_path, bible_vocab):
+    source = corpus_dir(tmp_path / "corpus", ["a house", "the cat"], ["una casa", "el gato"])
+    cache = tmp_path / "cache"
+
+    def batches(max_length=32):
+        return data.pipeline(source, bible_vocab, "train", batch_tokens=200, training=False,
+                             max_length=max_length, cache=cache)
+
+    assert targets(batches(), bible_vocab) == ["el gato", "una casa"]
+    corpus_dir(tmp_path / "corpus", ["a house", "the cat"], ["una casa", "el perro"])
+    assert targets(batches(), bible_vocab) == ["el gato", "una casa"]  # read from the cache
+    assert targets(batches(max_length=31), bible_vocab) == ["el perro", "una casa"]  # new key
+
+
+def test_file_cache_left_half_written_by_a_dead_run_is_rebuilt(tmp_path, bible_vocab):
+    source = corpus_dir(tmp_path / "corpus", ["a house"], ["una casa"])
+    cache = tmp_path / "cache"
+    data.pipeline(source, bible_vocab, "train", batch_tokens=200, max_length=32, cache=cache,
+                  training=False)  # names the cache files without writing them
+    (prefix,) = {p.name.split(".")[0].split("_")[0] for p in cache.iterdir()} or {"train-x"}
+    (cache / f"{prefix}_0.lockfile").write_text("")  # what a SIGKILLed writer leaves
+    batches = data.pipeline(source, bible_vocab, "train", batch_tokens=200, max_length=32,
+                            cache=cache, training=False)
+    assert targets(batches, bible_vocab) == ["una casa"]
+
+
+def test_nothing_left_after_the_length_limits_is_an_error(tmp_path, bible_vocab):
+    with pytest.raises(data.CorpusError, match="has no pair .* at most max_length=3 tokens"):
+        data.pipeline("bible_en_es", bible_vocab, "dev", batch_tokens=100, max_length=3)
+    source = corpus_dir(tmp_path / "blank", ["", " "], ["algo", "nada"])
+    with pytest.raises(data.CorpusError, match="has no pair with both sides non-empty"):
+        data.pipeline(source, bible_vocab, "train", batch_tokens=1000, max_length=32)
 
 
 def test_bad_arguments(bible_vocab, bible_vocab_path, tmp_path):

@@ -1,7 +1,7 @@
 import gzip
 
+import numpy as np
 import pytest
-import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import data
@@ -161,7 +161,12 @@ def test_tfds_translation_datasets_by_name(name, languages, bible_vocab):
     with tfds.testing.mock_data(num_examples=12):
         source = data.get_source(name)
         assert (source.source_lang, source.target_lang) == languages
-        batches = data.pipeline(source, bible_vocab, "train", batch_tokens=512, training=False)
-        (source_ids, target_input_ids), target_ids = next(iter(batches))
-    assert source_ids.dtype == target_input_ids.dtype == target_ids.dtype == tf.int32
-    assert source_ids.shape[0] == target_ids.shape[0] > 0
+        texts = sorted(data.normalize_whitespace(t.decode())
+                       for _, t in source.pairs("train").as_numpy_iterator())
+        batches = list(data.pipeline(source, bible_vocab, "train", batch_tokens=4096,
+                                     training=False).as_numpy_iterator())
+    (source_ids, target_input_ids), target_ids = batches[0]
+    assert source_ids.dtype == target_input_ids.dtype == target_ids.dtype == np.int32
+    decoded = sorted(t.decode() for _, target in batches
+                     for t in bible_vocab.detokenize(target).numpy())
+    assert len(texts) == 12 and decoded == [t for t in texts if t]

@@ -13,7 +13,8 @@ HARD_STRINGS = [
     "", " ", "  leading and trailing  ", "a  b   c", "tab\tinside", "Ñandú, café, naïve, Ærø",
     "combining e\u0301 and n\u0303", "日本語のテキストと中文", "emoji 😀👍🏽 👨‍👩‍👧",
     "מימין לשמאל \u200f",
-    "Jehová fué á", "x" * 300,
+    "Jehová fué á", "x" * 300, "\ufeffbyte order mark", "\tleading tab", "a \u2581b", "x \u2581 y",
+    "line end\r\n",
 ]
 
 
@@ -50,6 +51,22 @@ def test_detokenize_stops_at_eos_and_skips_padding(bible_vocab):
     padded = np.stack([row, np.concatenate([ids[1][ids[1] > 0], [data.EOS_ID]]
                                            + [np.zeros(len(row) - 1 - (ids[1] > 0).sum(), int)])])
     assert [s.decode() for s in bible_vocab.detokenize(padded).numpy()] == ["God said", "light"]
+
+
+def test_detokenize_takes_int64_and_single_sequences(bible_vocab):
+    ids = tf.cast(bible_vocab.tokenize(["God said"]).to_tensor(), tf.int64)
+    assert bible_vocab.detokenize(ids).numpy().tolist() == [b"God said"]
+    assert bible_vocab.detokenize(ids[0]).numpy() == b"God said"
+
+
+def test_setting_a_seed_after_loading_does_not_break_the_vocabulary(bible_vocab):
+    """tf.random.set_seed clears the kernel cache that owns tensorflow-text's model."""
+    expected = bible_vocab.tokenize(["Let there be light"]).to_list()
+    tf.random.set_seed(99)
+    assert bible_vocab.tokenize(["Let there be light"]).to_list() == expected
+    tf.random.set_seed(100)
+    batches = data.pipeline("bible_en_es", bible_vocab, "dev", batch_tokens=2000)
+    assert next(iter(batches))[1].shape[0] > 0
 
 
 def test_tokenize_and_detokenize_run_in_a_graph(bible_vocab):
