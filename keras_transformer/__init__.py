@@ -32,7 +32,7 @@ from keras_transformer.hparams import HParams, HParamsError
 from keras_transformer.layers import DecoderLayer, EncoderLayer
 from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.masks import EOS_ID, PAD_ID, causal_mask, padding_mask
-from keras_transformer.metrics import Perplexity, TokenAccuracy
+from keras_transformer.metrics import Perplexity, TargetTokens, TokenAccuracy
 from keras_transformer.model import Transformer
 from keras_transformer.positional import (
     LearnedPositionEmbedding,
@@ -46,7 +46,7 @@ __all__ = [
     "DecoderLayer", "EOS_ID", "EncoderLayer", "HParams", "HParamsError",
     "LabelSmoothedCrossEntropy", "LearnedPositionEmbedding", "MultiHeadAttention", "PAD_ID",
     "Perplexity", "PositionwiseFeedForward", "SharedEmbedding", "SinusoidalPositionEncoding",
-    "TokenAccuracy",
-    "Transformer", "TransformerSchedule", "build_loss", "build_model", "build_optimizer",
+    "TargetTokens", "TokenAccuracy", "Transformer", "TransformerSchedule", "build_loss",
+    "build_model", "build_optimizer",
     "causal_mask", "hparams", "padding_mask", "paper_adam", "scaled_dot_product_attention",
 ]

@@ -59,3 +59,23 @@ class Perplexity(_NonPadTokenMean):
 
     def result(self):
         return ops.exp(super().result())
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TargetTokens(keras.metrics.Metric):
+    """Real (non-padding) target tokens seen since the last reset; divide by time for tokens/s."""
+
+    def __init__(self, name="target_tokens", pad_id=PAD_ID, dtype="float32"):
+        super().__init__(name=name, dtype=dtype)
+        self.pad_id = pad_id
+        self.count = self.add_variable(shape=(), initializer="zeros", name="count")
+
+    def update_state(self, y_true, y_pred=None, sample_weight=None):
+        self.count.assign_add(ops.cast(ops.sum(token_weights(y_true, None, self.pad_id)),
+                                       self.dtype))
+
+    def result(self):
+        return ops.convert_to_tensor(self.count)
+
+    def get_config(self):
+        return dict(super().get_config(), pad_id=self.pad_id)

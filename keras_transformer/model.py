@@ -8,10 +8,11 @@ from keras_transformer.embedding import SharedEmbedding
 from keras_transformer.layers import DecoderLayer, EncoderLayer
 from keras_transformer.masks import causal_mask, padding_mask
 from keras_transformer.positional import LearnedPositionEmbedding, SinusoidalPositionEncoding
+from keras_transformer.training import TokenLevelTraining
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Transformer(keras.Model):
+class Transformer(TokenLevelTraining, keras.Model):
     """The encoder-decoder Transformer of "Attention Is All You Need".
 
     Token ids follow tensor2tensor: 0 is padding, 1 is end of sentence; the decoder input is the
@@ -39,6 +40,10 @@ class Transformer(keras.Model):
 
     Returns:
         float32 logits [batch, target_length, vocab_size].
+
+    Compiled with a `LabelSmoothedCrossEntropy`, `fit` normalizes the loss by the real target
+    tokens of the global batch, on one device or under any `tf.distribute` strategy
+    (`keras_transformer.training`).
 
     Example:
     >>> model = Transformer(vocab_size=100, num_layers=1, d_model=16, d_ff=32, num_heads=2)
