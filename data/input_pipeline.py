@@ -76,6 +76,21 @@ def shift_right(target_ids):
     return tf.concat([start, target_ids[:, :-1]], axis=1)
 
 
+def _shuffled_epochs(pairs, buffer_size, seed):
+    """Endless epochs of `pairs`, each shuffled.
+
+    With a seed, epoch e is shuffled with seed (seed, e): the stream depends on nothing else.
+    (`shuffle(seed=s).repeat()` draws each epoch's seed from state that every new iterator over
+    the dataset advances, so the same seed gave different streams to runs that happened to
+    create a different number of iterators, such as a resumed run.)
+    """
+    if seed is None:
+        return pairs.shuffle(buffer_size, reshuffle_each_iteration=True).repeat()
+    return tf.data.Dataset.range(2**62).flat_map(
+        lambda epoch: pairs.shuffle(buffer_size, seed=seed * 1_000_003 + epoch,
+                                    reshuffle_each_iteration=False))
+
+
 def _cache_prefix(directory, source, vocabulary, split, max_length, overlong, shard):
     """A cache file prefix that changes whenever what would be cached changes.
 
@@ -102,7 +117,7 @@ def pipeline(source, vocabulary, split="train", batch_tokens=25_000, max_length=
         vocabulary: a `Vocabulary` or the path of its `.model` file.
         split: "train", "dev" or "test".
         batch_tokens: most padded tokens per batch on each side (25000 in the paper), over all
-            replicas: with an `input_context`, each input pipeline gets its share.
+            replicas: with an `input_context`, batches hold one replica's share.
         max_length: longest pair kept, in tokens including end of sentence.
         overlong: "drop" or "truncate" pairs longer than max_length.
         training: shuffle (files too, for TFDS) and repeat forever; defaults to split == "train".
@@ -116,7 +131,7 @@ def pipeline(source, vocabulary, split="train", batch_tokens=25_000, max_length=
             share each batch); the last, partial batches of a bucket get all-padding rows, which
             carry no loss.
         input_context: `tf.distribute.InputContext` from `distribute_datasets_from_function`:
-            this pipeline reads its own shard of the pairs.
+            this pipeline reads its own shard of the pairs, in per-replica batches.
 
     Returns:
         tf.data.Dataset of ((source_ids [b, L], target_input_ids [b, L]), target_output_ids
@@ -130,9 +145,11 @@ def pipeline(source, vocabulary, split="train", batch_tokens=25_000, max_length=
         raise ValueError("deterministic=True needs a seed to shuffle the same way every run")
     source, vocabulary = _resolve(source, vocabulary)
     shard = None
-    if input_context is not None and input_context.num_input_pipelines > 1:
-        shard = (input_context.num_input_pipelines, input_context.input_pipeline_id)
-        batch_tokens //= input_context.num_input_pipelines
+    if input_context is not None:
+        # distribute_datasets_from_function hands each batch to one replica.
+        batch_tokens //= input_context.num_replicas_in_sync
+        if input_context.num_input_pipelines > 1:
+            shard = (input_context.num_input_pipelines, input_context.input_pipeline_id)
     pairs = limit_length(tokenized_pairs(source, vocabulary, split, shuffle_files=training,
                                          seed=seed, shard=shard), max_length, overlong)
     if not any(True for _ in pairs.take(1)):
@@ -145,7 +162,7 @@ def pipeline(source, vocabulary, split="train", batch_tokens=25_000, max_length=
         pairs = pairs.cache(_cache_prefix(cache, source, vocabulary, split, max_length, overlong,
                                           shard))
     if training:
-        pairs = pairs.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
+        pairs = _shuffled_epochs(pairs, shuffle_buffer, seed)
     batches = batching.batch_by_length(pairs, batch_tokens, max_length, batch_size_multiple)
     batches = batches.map(lambda s, t: ((s, shift_right(t)), t),
                           num_parallel_calls=tf.data.AUTOTUNE)
