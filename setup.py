@@ -14,6 +14,8 @@ INSTALL_REQUIRES = [
     "keras==3.15.1",
     "sentencepiece==0.2.3",
     "sacrebleu==2.6.0",
+    # TensorFlow 2.21 no longer installs it; tf.summary needs it to write logs.
+    "tensorboard==2.21.0",
     "tensorflow-datasets==4.9.10",
     # tensorflow-datasets imports it but declares it only for Python < 3.9.
     "importlib_resources==7.1.0",
@@ -21,6 +23,7 @@ INSTALL_REQUIRES = [
 
 EXTRAS_REQUIRE = {
     "test": ["pytest==9.2.0", "pytest-timeout==2.4.0"],
+    "bench": ["matplotlib==3.11.2"],
 }
 
 setup(
@@ -31,9 +34,13 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.11,<3.12",
-    packages=find_packages(include=["keras_transformer", "keras_transformer.*", "data"]),
+    packages=find_packages(include=["keras_transformer", "keras_transformer.*", "data", "trainer"]),
     package_data={"data": ["corpora/*/*"]},
-    entry_points={"console_scripts": ["kt-vocab=data.vocab:main"]},
+    entry_points={"console_scripts": [
+        "kt-vocab=data.vocab:main",
+        "kt-train=trainer.task:main",
+        "kt-average=trainer.average:main",
+    ]},
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,
     classifiers=[

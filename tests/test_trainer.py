@@ -1,0 +1,230 @@
+"""kt-train end to end on a small corpus: files, resume, refusals; and the pieces it is made of."""
+
+import gzip
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import data
+import keras_transformer as kt
+from trainer import checkpoints, config
+
+CORPUS = pathlib.Path(data.__file__).parent / "corpora" / "bible_en_es"
+
+
+@pytest.fixture(scope="module")
+def small_corpus(tmp_path_factory):
+    """400 train and 40 dev verses of the bundled corpus, as a directory source."""
+    directory = tmp_path_factory.mktemp("corpus")
+    for split, count in (("train", 400), ("dev", 40)):
+        for lang in ("en", "es"):
+            with gzip.open(CORPUS / f"{split}.{lang}.gz", "rt", encoding="utf-8") as lines:
+                text = "".join(line for _, line in zip(range(count), lines))
+            (directory / f"{split}.{lang}").write_text(text, encoding="utf-8")
+    return directory
+
+
+def kt_train(model_dir, corpus, *flags, timeout=600):
+    """Runs kt-train in a fresh process; returns the CompletedProcess."""
+    command = [sys.executable, "-m", "trainer.task", "--model_dir", str(model_dir),
+               "--data", str(corpus), "--source_lang", "en", "--target_lang", "es",
+               "--vocab_size", "600", "--batch_tokens", "1500", "--max_length", "150",
+               "--eval_sentences", "8", "--log_every", "2", *flags]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
+TINY = ("--hparams", "transformer_tiny", "--hparams_override", "warmup_steps=20")
+
+
+def test_a_run_writes_its_files_evaluates_and_resumes(tmp_path, small_corpus):
+    model_dir = tmp_path / "run"
+    first = kt_train(model_dir, small_corpus, *TINY, "--train_steps", "6", "--eval_every", "3",
+                     "--checkpoint_every_steps", "2", "--keep_checkpoints", "2")
+    assert first.returncode == 0, first.stderr
+    assert "starting at step 0 of 6" in first.stdout
+    assert "evaluation at step 3: dev_loss" in first.stdout and "dev BLEU" in first.stdout
+    assert "sacrebleu nrefs:1|case:mixed|eff:no|tok:13a" in first.stdout
+    assert "step 6: learning_rate" in first.stdout
+    saved = json.loads((model_dir / "config.json").read_text())
+    assert saved["hparams"]["d_model"] == 32 and saved["vocab_size"] == 600
+    assert saved["versions"]["tensorflow"] and saved["format_version"] == 1
+    assert (model_dir / "vocab.model").is_file()
+    assert list((model_dir / "logs").glob("events.out.tfevents.*"))
+    names = [p.name for p in checkpoints.CheckpointDirectory(model_dir / "checkpoints").paths()]
+    assert names == ["ckpt-4", "ckpt-6"]  # kept 2
+
+    resumed = kt_train(model_dir, small_corpus, "--train_steps", "8")  # no hparams flags needed
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming from" in resumed.stdout and "ckpt-6 at step 6 of 8" in resumed.stdout
+    assert "done: step 8" in resumed.stdout
+    done = kt_train(model_dir, small_corpus, "--train_steps", "8")
+    assert done.returncode == 0 and "nothing to do: step 8 >= --train_steps 8" in done.stdout
+
+
+@pytest.mark.parametrize("flags,message", [
+    (("--hparams", "transformer_huge"), "unknown hparams set 'transformer_huge'; valid names: "),
+    (("--hparams_override", "dropuot=0.2"), "unknown hparams field 'dropuot'"),
+    (("--hparams_override", "num_layers=two"), "num_layers='two': expected int"),
+])
+def test_bad_hparams_are_refused(tmp_path, small_corpus, flags, message):
+    result = kt_train(tmp_path / "run", small_corpus, *flags)
+    assert result.returncode == 2 and message in result.stderr
+    assert not (tmp_path / "run" / "config.json").exists()
+
+
+def test_flags_that_contradict_the_saved_run_are_refused(tmp_path, small_corpus):
+    model_dir = tmp_path / "run"
+    assert kt_train(model_dir, small_corpus, *TINY, "--train_steps", "1").returncode == 0
+    before = (model_dir / "config.json").read_text()
+    result = kt_train(model_dir, small_corpus, "--hparams", "transformer_small",
+                      "--max_length", "32")
+    assert result.returncode == 2
+    assert "was written for another configuration" in result.stderr
+    assert "hparams: saved" in result.stderr and "max_length: saved 150, now 32" in result.stderr
+    assert (model_dir / "config.json").read_text() == before
+
+
+def test_a_damaged_or_newer_config_is_refused(tmp_path, small_corpus):
+    model_dir = tmp_path / "run"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text("{not json")
+    result = kt_train(model_dir, small_corpus, *TINY)
+    assert result.returncode == 2 and "config.json: not valid JSON" in result.stderr
+    (model_dir / "config.json").write_text(json.dumps({"format_version": 99}))
+    result = kt_train(model_dir, small_corpus, *TINY)
+    assert result.returncode == 2 and "format_version 99" in result.stderr
+
+
+def test_xla_and_bfloat16_training(tmp_path, small_corpus):
+    result = kt_train(tmp_path / "run", small_corpus, *TINY, "--train_steps", "3",
+                      "--jit_compile", "--mixed_precision", "mixed_bfloat16",
+                      "--eval_sentences", "0", "--eval_every", "1000")
+    assert result.returncode == 0, result.stderr
+    assert "done: step 3" in result.stdout
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["mixed_precision"] == \
+        "mixed_bfloat16"
+
+
+def test_a_diverging_loss_stops_with_the_step(tmp_path, small_corpus):
+    result = kt_train(tmp_path / "run", small_corpus, "--hparams", "transformer_tiny",
+                      "--hparams_override", "warmup_steps=1,learning_rate_multiplier=1e12",
+                      "--train_steps", "50")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "the loss became nan at step" in result.stderr or "the loss became inf" in \
+        result.stderr
+    assert "learning_rate_multiplier" in result.stderr
+
+
+def weights_at(model_dir, name, directory="checkpoints"):
+    run = config.load(model_dir)
+    model = kt.build_model(kt.HParams(**run.hparams), run.vocab_size)
+    model.load_weights(str(model_dir / directory / name / checkpoints.WEIGHTS_FILE))
+    return model.get_weights()
+
+
+def latest_weights(model_dir):
+    name = checkpoints.CheckpointDirectory(model_dir / "checkpoints").paths()[-1].name
+    return name, weights_at(model_dir, name)
+
+
+def test_sigkill_mid_training_then_resume_equals_an_uninterrupted_run(tmp_path, small_corpus):
+    flags = (*TINY, "--train_steps", "30", "--checkpoint_every_steps", "5", "--deterministic",
+             "--seed", "3", "--eval_every", "1000", "--eval_sentences", "0")
+    straight = kt_train(tmp_path / "straight", small_corpus, *flags)
+    assert straight.returncode == 0, straight.stderr
+
+    killed_dir = tmp_path / "killed"
+    command = [sys.executable, "-m", "trainer.task", "--model_dir", str(killed_dir), "--data",
+               str(small_corpus), "--source_lang", "en", "--target_lang", "es",
+               "--vocab_size", "600", "--batch_tokens", "1500", "--max_length", "150",
+               "--log_every", "2", *flags]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not (killed_dir / "checkpoints" / "ckpt-10").exists():
+        assert process.poll() is None and time.monotonic() < deadline, "no checkpoint appeared"
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    resumed = kt_train(killed_dir, small_corpus, *flags)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming from" in resumed.stdout and "done: step 30" in resumed.stdout
+
+    (name_a, weights_a), (name_b, weights_b) = latest_weights(tmp_path / "straight"), \
+        latest_weights(killed_dir)
+    assert name_a == name_b == "ckpt-30"
+    for a, b in zip(weights_a, weights_b):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_checkpoint_round_trip_keeps_optimizer_and_dropout_state(tmp_path):
+    hp = kt.hparams.get("transformer_tiny", dropout=0.3, warmup_steps=5)
+    rng = np.random.default_rng(0)
+    source = rng.integers(2, 30, (8, 7)).astype("int32")
+    target = rng.integers(2, 30, (8, 6)).astype("int32")
+    batch = ((source, np.pad(target[:, :-1], [(0, 0), (1, 0)])), target)
+
+    def compiled():
+        model = kt.build_model(hp, 30)
+        model.compile(optimizer=kt.build_optimizer(hp), loss=kt.build_loss(hp))
+        return model
+
+    a = compiled()
+    for _ in range(3):
+        a.train_on_batch(*batch)
+    directory = checkpoints.CheckpointDirectory(tmp_path / "ckpts", keep=2)
+    directory.save(a, checkpoints.step_of(a))
+    b = compiled()
+    assert directory.restore_latest(b).name == "ckpt-3"
+    assert checkpoints.step_of(b) == 3
+    a.train_on_batch(*batch)  # same weights, optimizer state and dropout masks: same update
+    b.train_on_batch(*batch)
+    for x, y in zip(a.get_weights(), b.get_weights()):
+        np.testing.assert_allclose(x, y, atol=1e-6)
+
+
+def test_unreadable_newest_checkpoint_falls_back_to_the_previous(tmp_path, capsys):
+    model = kt.build_model("transformer_tiny", 30)
+    directory = checkpoints.CheckpointDirectory(tmp_path, keep=3)
+    directory.save(model, 1)
+    expected = model.get_weights()
+    model.set_weights([w + 1 for w in expected])
+    newest = directory.save(model, 2)
+    weights_file = newest / checkpoints.WEIGHTS_FILE
+    weights_file.write_bytes(weights_file.read_bytes()[:1000])  # truncated on disk
+    (tmp_path / ".ckpt-3.partial123").mkdir()  # what a killed save leaves: never listed
+    assert [p.name for p in directory.paths()] == ["ckpt-1", "ckpt-2"]
+    assert directory.restore_latest(model).name == "ckpt-1"
+    assert "ckpt-2 is unreadable" in capsys.readouterr().err
+    for a, b in zip(model.get_weights(), expected):
+        np.testing.assert_array_equal(a, b)
+    weights_file.parent.parent.joinpath("ckpt-1", checkpoints.WEIGHTS_FILE).write_bytes(b"")
+    with pytest.raises(checkpoints.CheckpointError, match="no checkpoint could be read"):
+        directory.restore_latest(model)
+
+
+def test_kt_average_writes_the_mean_of_the_last_checkpoints(tmp_path, small_corpus):
+    model_dir = tmp_path / "run"
+    result = kt_train(model_dir, small_corpus, *TINY, "--train_steps", "6",
+                      "--checkpoint_every_steps", "2", "--eval_sentences", "0")
+    assert result.returncode == 0, result.stderr
+    inputs = [weights_at(model_dir, f"ckpt-{step}") for step in (4, 6)]
+    averaged = subprocess.run(
+        [sys.executable, "-m", "trainer.average", "--model_dir", str(model_dir), "--last", "2"],
+        capture_output=True, text=True, timeout=300)
+    assert averaged.returncode == 0, averaged.stderr
+    assert "averaged ckpt-4, ckpt-6 into" in averaged.stdout
+    output = weights_at(model_dir, "ckpt-6", directory="averaged")
+    for a, b, mean in zip(*inputs, output):
+        np.testing.assert_allclose(mean, (a + b) / 2, atol=1e-7)
+    too_many = subprocess.run(
+        [sys.executable, "-m", "trainer.average", "--model_dir", str(model_dir), "--last", "9"],
+        capture_output=True, text=True, timeout=300)
+    assert too_many.returncode == 2 and "fewer than --last 9" in too_many.stderr
+

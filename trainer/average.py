@@ -1,0 +1,53 @@
+"""Checkpoint averaging (paper section 6.1): `kt-average --model_dir D --last 5`.
+
+"For the base models, we used a single model obtained by averaging the last 5 checkpoints [...]
+For the big models, we averaged the last 20 checkpoints." Writes model_dir/averaged/ckpt-<step>,
+where <step> is the newest averaged checkpoint's step, in the same format as the run's own
+checkpoints.
+"""
+
+import argparse
+import pathlib
+import sys
+
+import keras_transformer as kt
+from trainer import checkpoints, config
+
+
+def average_last(model_dir, last):
+    """Averages the newest `last` checkpoints of model_dir; returns (output path, inputs)."""
+    run = config.load(model_dir)
+    if run is None:
+        raise config.ConfigError(f"{model_dir}: no {config.CONFIG_FILE}; is it a kt-train "
+                                 f"model_dir?")
+    paths = checkpoints.CheckpointDirectory(checkpoints.default_directory(model_dir)).paths()
+    if len(paths) < last:
+        raise checkpoints.CheckpointError(
+            f"{checkpoints.default_directory(model_dir)} has {len(paths)} checkpoint(s), fewer "
+            f"than --last {last}; train longer or keep more (--keep_checkpoints)")
+    chosen = paths[-last:]
+    model = kt.build_model(kt.HParams(**run.hparams), run.vocab_size)
+    checkpoints.average(model, chosen)
+    step = int(chosen[-1].name.split("-")[1])
+    output = checkpoints.CheckpointDirectory(pathlib.Path(model_dir) / checkpoints.AVERAGED_DIR,
+                                             keep=0)
+    return output.save(model, step), chosen
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="kt-average", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model_dir", required=True, help="a kt-train model_dir")
+    parser.add_argument("--last", type=int, default=5,
+                        help="how many of the newest checkpoints (paper: 5 base, 20 big)")
+    args = parser.parse_args(argv)
+    try:
+        output, chosen = average_last(args.model_dir, args.last)
+    except (config.ConfigError, checkpoints.CheckpointError) as error:
+        print(f"kt-average: error: {error}", file=sys.stderr)
+        return 2
+    print(f"averaged {', '.join(p.name for p in chosen)} into {output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""A training run's configuration, kept in model_dir/config.json.
+
+The file makes model_dir self-contained: translate, export and a resumed run need nothing else.
+Fields that define the model or its data are fixed once a run starts; a later command whose flags
+disagree with them is refused rather than allowed to mix two configurations in one directory.
+Fields about how to train (steps, batch size, checkpoint and evaluation cadence, precision) may
+change between runs.
+"""
+
+import dataclasses
+import json
+import os
+import pathlib
+import platform
+
+CONFIG_FILE = "config.json"
+VOCAB_FILE = "vocab.model"
+CHECKPOINT_DIR = "checkpoints"
+FORMAT_VERSION = 1
+
+
+class ConfigError(ValueError):
+    """A model_dir whose configuration cannot be used with the given flags."""
+
+
+@dataclasses.dataclass
+class RunConfig:
+    hparams_name: str = "transformer_base"
+    hparams_override: str = ""
+    hparams: dict = dataclasses.field(default_factory=dict)  # resolved from the two above
+    data: str = "bible_en_es"
+    source_lang: str = None
+    target_lang: str = None
+    tfds_data_dir: str = None
+    invalid_utf8: str = "error"
+    max_length: int = 256
+    overlong: str = "drop"
+    vocab_size: int = None  # the vocabulary's, known once it is built or loaded
+    batch_tokens: int = 25_000
+    train_steps: int = None  # None: the hparams set's train_steps
+    seed: int = 1
+    deterministic: bool = False
+    mixed_precision: str = "none"
+    jit_compile: bool = False
+    eval_every: int = 1000
+    eval_sentences: int = 500
+    keep_checkpoints: int = 5
+    checkpoint_every_steps: int = 1000
+    checkpoint_every_minutes: float = 10.0
+    format_version: int = FORMAT_VERSION
+    versions: dict = dataclasses.field(default_factory=dict)
+
+    # Changing these would change the model or the data it learns from.
+    FIXED = ("hparams", "data", "source_lang", "target_lang", "max_length", "overlong",
+             "vocab_size")
+
+    def to_json(self):
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+
+def field_names():
+    return [field.name for field in dataclasses.fields(RunConfig)]
+
+
+def versions():
+    """Library versions, recorded with every run."""
+    import keras
+    import sentencepiece
+    import tensorflow as tf
+    import tensorflow_text
+
+    import keras_transformer
+
+    return {"python": platform.python_version(), "tensorflow": tf.__version__,
+            "keras": keras.__version__, "tensorflow_text": tensorflow_text.__version__,
+            "sentencepiece": sentencepiece.__version__,
+            "keras_transformer": keras_transformer.__version__}
+
+
+def load(model_dir):
+    """The RunConfig saved in model_dir, or None if there is none.
+
+    Raises:
+        ConfigError: the file is not valid JSON, is from a newer format, or has unknown fields.
+    """
+    path = pathlib.Path(model_dir) / CONFIG_FILE
+    if not path.exists():
+        return None
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{path}: not valid JSON ({error}); it is not a model_dir written by "
+                          f"this version, or it was damaged") from None
+    if not isinstance(values, dict):
+        raise ConfigError(f"{path}: expected a JSON object")
+    version = values.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise ConfigError(f"{path}: format_version {version!r}; this version of "
+                          f"keras-transformer reads up to {FORMAT_VERSION}: upgrade it")
+    unknown = sorted(set(values) - set(field_names()))
+    if unknown:
+        raise ConfigError(f"{path}: unknown fields {unknown}")
+    return RunConfig(**values)
+
+
+def save(config, model_dir):
+    """Writes config.json atomically (write, then rename)."""
+    path = pathlib.Path(model_dir) / CONFIG_FILE
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(config.to_json() + "\n", encoding="utf-8")
+    os.replace(partial, path)
+
+
+def merge(saved, given, model_dir):
+    """The run's configuration: `saved` (or the defaults) updated with the flags in `given`.
+
+    Args:
+        saved: RunConfig from model_dir, or None for a new run.
+        given: dict of the flags the user set (not their defaults).
+
+    Raises:
+        ConfigError: a given flag contradicts a fixed field of the saved configuration.
+    """
+    config = saved or RunConfig()
+    updated = dataclasses.replace(config, **given)
+    if saved is not None:
+        conflicts = [f"{name}: saved {getattr(saved, name)!r}, now {getattr(updated, name)!r}"
+                     for name in RunConfig.FIXED
+                     if name in given and getattr(updated, name) != getattr(saved, name)]
+        if conflicts:
+            raise ConfigError(
+                f"{pathlib.Path(model_dir) / CONFIG_FILE} was written for another configuration "
+                f"({'; '.join(conflicts)}). Continue it without those flags, or train into a new "
+                f"--model_dir")
+    return updated

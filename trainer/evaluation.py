@@ -1,0 +1,181 @@
+"""What a run reports while it trains: progress lines, dev metrics, BLEU, TensorBoard scalars."""
+
+import math
+import sys
+import time
+
+import keras
+import numpy as np
+import sacrebleu
+import tensorflow as tf
+
+import data
+from keras_transformer.decoding import decode_length, greedy_decode
+from trainer.checkpoints import step_of
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (e.g. the loss stopped being a finite number)."""
+
+
+def scalar(value):
+    """A logged value as a float (logs are shape [1] under MultiWorkerMirroredStrategy)."""
+    return float(np.ravel(value)[0])
+
+
+def translate_ids(model, source_ids, extra_length=50, batch_size=64):
+    """Greedy translations of int [n, length] source ids, as a list of id arrays."""
+    outputs = []
+    lengths = np.count_nonzero(source_ids, axis=1)
+    order = np.argsort(lengths)  # similar lengths together: less padding, fewer steps
+    for start in range(0, len(order), batch_size):
+        rows = order[start:start + batch_size]
+        batch = source_ids[rows][:, :max(1, lengths[rows].max())]
+        ids, _ = greedy_decode(model, batch, decode_length(batch, extra_length))
+        outputs.extend(zip(rows, ids.numpy()))
+    return [ids for _, ids in sorted(outputs, key=lambda pair: pair[0])]
+
+
+def source_ids_of(vocabulary, texts, max_length):
+    """Tokenized texts + end of sentence, truncated to max_length, 0-padded: int32 [n, L]."""
+    ids = vocabulary.tokenize(tf.constant(texts))[:, :max_length - 1]
+    eos = tf.fill([ids.nrows(), 1], data.EOS_ID)
+    return tf.concat([ids, tf.RaggedTensor.from_tensor(eos)], axis=1).to_tensor().numpy()
+
+
+def bleu(model, vocabulary, sources, references, max_length, extra_length=50):
+    """sacrebleu corpus BLEU of greedy translations; returns (BLEUScore, signature, hypotheses)."""
+    hypotheses = [text.decode("utf-8") for text in vocabulary.detokenize(
+        tf.ragged.constant(translate_ids(model, source_ids_of(vocabulary, sources, max_length),
+                                         extra_length))).numpy()]
+    metric = sacrebleu.BLEU()
+    return metric.corpus_score(hypotheses, [references]), str(metric.get_signature()), hypotheses
+
+
+class TrainingLog(keras.callbacks.Callback):
+    """Every `every` steps: learning rate, and loss, accuracy and target tokens/s over those steps.
+
+    Written to TensorBoard (if `writer`), and printed as one line when `print_lines` (when the
+    output is not a terminal, where Keras's progress bar shows the same). Tokens/s count the time
+    spent in train steps (input pipeline included; evaluation and checkpoints not). Stops
+    training with a TrainingError when the loss is not finite.
+    """
+
+    def __init__(self, every, writer=None, print_lines=True):
+        super().__init__()
+        self.every = every
+        self.writer = writer
+        self.print_lines = print_lines
+
+    def on_train_begin(self, logs=None):
+        # Time inside train steps only (data included, evaluation and checkpoints excluded).
+        self._busy, self._busy_at_log, self._tokens, self._tokens_at_log = 0.0, 0.0, 0.0, 0.0
+        self._seen = 0.0
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self._batch_start = time.monotonic()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._busy += time.monotonic() - self._batch_start
+        # The count restarts when an evaluation resets the metrics.
+        seen = scalar(logs["target_tokens"])
+        self._tokens += seen - self._seen if seen >= self._seen else seen
+        self._seen = seen
+        step = step_of(self.model)
+        loss = scalar(logs["loss"])
+        if not math.isfinite(loss):
+            raise TrainingError(
+                f"the loss became {loss} at step {step}. Lower the learning rate "
+                f"(--hparams_override learning_rate_multiplier=0.5), check the data "
+                f"(python -m data.inspect), or use float32 (--mixed_precision none); training "
+                f"resumes from the last checkpoint")
+        if step % self.every:
+            return
+        tokens_per_second = ((self._tokens - self._tokens_at_log)
+                             / max(self._busy - self._busy_at_log, 1e-9))
+        self._busy_at_log, self._tokens_at_log = self._busy, self._tokens
+        scalars = {"learning_rate": float(self.model.optimizer.learning_rate),
+                   "target_tokens_per_second": tokens_per_second, "loss": loss,
+                   "token_accuracy": scalar(logs["token_accuracy"])}
+        if self.writer is not None:
+            with self.writer.as_default(step=step):
+                for name, value in scalars.items():
+                    tf.summary.scalar(name, value)
+        if self.print_lines:
+            print(f"step {step}: " + ", ".join(f"{k} {v:.4g}" for k, v in scalars.items()),
+                  flush=True)
+        # Keras's logs are running means since the last reset: resetting here makes each line
+        # (and each point of the TensorBoard curve) the mean of its own `every` steps.
+        self.model.reset_metrics()
+
+
+class Evaluation(keras.callbacks.Callback):
+    """Every `every` steps (and at the end): dev loss, perplexity, accuracy and greedy BLEU.
+
+    Args:
+        dev_batches: the dev split's pipeline (one pass), or None.
+        vocabulary: for BLEU.
+        sources, references: dev sentences (str) for BLEU; may be empty.
+        every: steps between evaluations.
+        max_length: source truncation for BLEU.
+        writer: TensorBoard writer, or None.
+    """
+
+    def __init__(self, dev_batches, vocabulary, sources, references, every, max_length,
+                 writer=None):
+        super().__init__()
+        self.dev_batches = dev_batches
+        self.vocabulary = vocabulary
+        self.sources, self.references = sources, references
+        self.every = every
+        self.max_length = max_length
+        self.writer = writer
+        self._last_step = None
+        self.history = []
+
+    def evaluate(self):
+        step = step_of(self.model)
+        if step == self._last_step:
+            return
+        self._last_step = step
+        results = {}
+        if self.dev_batches is not None:
+            metrics = self.model.evaluate(self.dev_batches, verbose=0, return_dict=True)
+            results.update({f"dev_{k}": scalar(v) for k, v in metrics.items()
+                            if k != "target_tokens"})
+        line = ", ".join(f"{k} {v:.4g}" for k, v in results.items())
+        if self.sources:
+            score, signature, hypotheses = bleu(self.model, self.vocabulary, self.sources,
+                                                self.references, self.max_length)
+            results["dev_bleu"] = score.score
+            line += (f", dev BLEU {score.score:.2f} on {len(self.sources)} sentences "
+                     f"(greedy; sacrebleu {signature})\n  example: {self.sources[0]!r} -> "
+                     f"{hypotheses[0]!r}")
+        if self.writer is not None:
+            with self.writer.as_default(step=step):
+                for name, value in results.items():
+                    tf.summary.scalar(name, value)
+        self.history.append((step, results))
+        print(f"\nevaluation at step {step}: {line}", file=sys.stdout, flush=True)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if step_of(self.model) % self.every == 0:
+            self.evaluate()
+
+    def on_train_end(self, logs=None):
+        self.evaluate()
+
+
+class TimeLimit(keras.callbacks.Callback):
+    """Ends training after `minutes` (the callbacks' on_train_end still checkpoint and evaluate)."""
+
+    def __init__(self, minutes):
+        super().__init__()
+        self.seconds = minutes * 60
+
+    def on_train_begin(self, logs=None):
+        self._start = time.monotonic()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if time.monotonic() - self._start >= self.seconds:
+            self.model.stop_training = True

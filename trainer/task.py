@@ -1,0 +1,225 @@
+"""Train a Transformer: `kt-train` or `python -m trainer.task`.
+
+    kt-train --model_dir runs/small --hparams transformer_small --data bible_en_es \\
+        --batch_tokens 4096 --train_steps 20000
+
+The run's configuration goes to model_dir/config.json, the vocabulary to model_dir/vocab.model,
+checkpoints to model_dir/checkpoints/, TensorBoard logs to model_dir/logs/. Running the same
+command again resumes from the last checkpoint with the same step count and learning rate;
+`--model_dir` alone is enough to resume, and flags that contradict the saved model or data are
+refused.
+"""
+
+import argparse
+import dataclasses
+import pathlib
+import shutil
+import sys
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import data
+import keras_transformer as kt
+from trainer import checkpoints, config, distribute, evaluation
+
+LOG_DIR = "logs"
+PRECISIONS = {"none": "float32", "mixed_float16": "mixed_float16",
+              "mixed_bfloat16": "mixed_bfloat16"}
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="kt-train", description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    add = parser.add_argument
+    # Every flag defaults to None: a resumed run takes the saved value, a new run the default.
+    defaults = config.RunConfig()
+    add("--model_dir", required=True, help="where the run's files go (and are resumed from)")
+    add("--hparams", dest="hparams_name",
+        help=f"named hyper-parameter set (default {defaults.hparams_name}); "
+             f"python -m keras_transformer.hparams lists them")
+    add("--hparams_override", help='comma-separated overrides, e.g. "dropout=0.2,num_layers=4"')
+    add("--data", help=f"data source (default {defaults.data}): bible_en_es, a directory, "
+                       "text:SRC,TGT, tsv:FILE or a TFDS name such as wmt14_translate/de-en")
+    add("--source_lang", help="source language (default: the source's)")
+    add("--target_lang", help="target language (default: the source's)")
+    add("--tfds_data_dir", help="TFDS data directory")
+    add("--download", action="store_true", default=None,
+        help="let TFDS download and prepare the dataset (needs network)")
+    add("--invalid_utf8", choices=data.sources.INVALID_UTF8_MODES,
+        help="local files: refuse (error, default) or replace bytes that are not UTF-8")
+    add("--vocab", help="SentencePiece model to use; built here from the training data if the "
+                        "file does not exist (default: model_dir/vocab.model)")
+    add("--vocab_size", dest="build_vocab_size", type=int, default=8000,
+        help="ids in a vocabulary built by this run (default %(default)s; the paper: ~37000)")
+    add("--max_length", type=int, help=f"longest pair in tokens (default {defaults.max_length})")
+    add("--overlong", choices=("drop", "truncate"), help="longer pairs (default drop)")
+    add("--batch_tokens", type=int,
+        help=f"padded tokens per batch, each side, all replicas (default {defaults.batch_tokens})")
+    add("--train_steps", type=int, help="total training steps (default: the hparams set's)")
+    add("--eval_every", type=int,
+        help=f"steps between dev evaluations (default {defaults.eval_every})")
+    add("--eval_sentences", type=int,
+        help=f"dev sentences translated for BLEU (default {defaults.eval_sentences}; 0: none)")
+    add("--keep_checkpoints", type=int,
+        help=f"checkpoints kept (default {defaults.keep_checkpoints})")
+    add("--checkpoint_every_steps", type=int,
+        help=f"steps between checkpoints (default {defaults.checkpoint_every_steps}; 0: off)")
+    add("--checkpoint_every_minutes", type=float,
+        help=f"minutes between checkpoints (default {defaults.checkpoint_every_minutes}; 0: off)")
+    add("--mixed_precision", choices=sorted(PRECISIONS),
+        help="compute dtype policy (default none: float32)")
+    add("--jit_compile", action=argparse.BooleanOptionalAction, default=None,
+        help="compile the train step with XLA")
+    add("--seed", type=int, help=f"random seed (default {defaults.seed})")
+    add("--deterministic", action=argparse.BooleanOptionalAction, default=None,
+        help="same batches and dropout on every run, also across a resume (slower)")
+    add("--log_every", type=int, default=100, help="steps between progress lines (default 100)")
+    add("--max_minutes", type=float,
+        help="stop (with a checkpoint and an evaluation) after this many minutes of training; "
+             "running the command again continues")
+    return parser.parse_args(argv)
+
+
+def run_config(args):
+    """Merges the flags the user set with model_dir's saved configuration."""
+    given = {name: value for name, value in vars(args).items()
+             if value is not None and name in config.field_names()}
+    saved = config.load(args.model_dir)
+    if saved is None or "hparams_name" in given or "hparams_override" in given:
+        name = given.get("hparams_name", saved.hparams_name if saved else
+                         config.RunConfig.hparams_name)
+        override = given.get("hparams_override", saved.hparams_override if saved else "")
+        given["hparams"] = kt.hparams.get(name).override_from_string(override).to_dict()
+    return config.merge(saved, given, args.model_dir)
+
+
+def prepare_vocabulary(args, run, source, write):
+    """model_dir/vocab.model: copied from --vocab, or built from the training data.
+
+    Only the task that writes model_dir (`write`) builds or copies; the other workers of a
+    multi-worker run read --vocab, or model_dir's vocabulary if it is already there.
+    """
+    target = pathlib.Path(args.model_dir) / config.VOCAB_FILE
+    given = pathlib.Path(args.vocab) if args.vocab else target
+    if not target.exists() and write:
+        if not given.exists():
+            print(f"building a {args.build_vocab_size}-id vocabulary from {source!r} into {given}",
+                  flush=True)
+            data.build_vocabulary(data.corpus_texts(source), args.build_vocab_size, given)
+        if given != target:
+            shutil.copyfile(given, target)
+    vocabulary = data.Vocabulary.load(target if target.exists() else given)
+    if run.vocab_size is not None:
+        vocabulary.check_size(run.vocab_size, f"{args.model_dir}/{config.CONFIG_FILE}")
+    return vocabulary
+
+
+def dev_sample(source, count):
+    """The first `count` dev pairs as (sources, references) strings; empty without a dev split."""
+    if count <= 0 or "dev" not in source.splits():
+        return [], []
+    pairs = list(source.pairs("dev").take(count).as_numpy_iterator())
+    return [s.decode() for s, _ in pairs], [t.decode() for _, t in pairs]
+
+
+def train(args):
+    model_dir = pathlib.Path(args.model_dir)
+    run = run_config(args)
+    hp = kt.HParams(**run.hparams)
+    distribution = distribute.strategy()
+    chief = distribute.is_chief(distribution)
+    keras.utils.set_random_seed(run.seed)
+    keras.mixed_precision.set_global_policy(PRECISIONS[run.mixed_precision])
+    source = data.get_source(run.data, run.source_lang, run.target_lang, run.tfds_data_dir,
+                             bool(args.download), run.invalid_utf8)
+    model_dir.mkdir(parents=True, exist_ok=True)
+    vocabulary = prepare_vocabulary(args, run, source, write=chief)
+    run = dataclasses.replace(run, vocab_size=vocabulary.vocab_size,
+                              source_lang=source.source_lang, target_lang=source.target_lang,
+                              versions=config.versions())
+    if chief:
+        config.save(run, model_dir)
+
+    with distribution.scope():
+        model = kt.build_model(hp, vocabulary.vocab_size)
+        model.compile(optimizer=kt.build_optimizer(hp), loss=kt.build_loss(hp),
+                      metrics=[kt.TokenAccuracy(), kt.Perplexity(), kt.TargetTokens()],
+                      jit_compile=run.jit_compile)
+        saved = checkpoints.CheckpointDirectory(checkpoints.default_directory(model_dir),
+                                                run.keep_checkpoints)
+        restored = saved.restore_latest(model)
+    step = checkpoints.step_of(model)
+    train_steps = run.train_steps or hp.train_steps
+    print(f"{'resuming from ' + str(restored) if restored else 'starting'} at step {step} of "
+          f"{train_steps}: {run.hparams_name} ({model.count_params():,} parameters), "
+          f"{source!r}, vocabulary {vocabulary.vocab_size}, {distribution.num_replicas_in_sync} "
+          f"replica(s), model_dir {model_dir}", flush=True)
+    if step >= train_steps:
+        print(f"nothing to do: step {step} >= --train_steps {train_steps}")
+        return 0
+
+    def pipeline(split, training, input_context=None, seed=run.seed):
+        return data.pipeline(source, vocabulary, split, run.batch_tokens, run.max_length,
+                             run.overlong, training=training, seed=seed,
+                             deterministic=run.deterministic,
+                             batch_size_multiple=distribution.num_replicas_in_sync,
+                             input_context=input_context)
+
+    if run.deterministic:  # exactly the batches an uninterrupted run would see next
+        def train_batches(context=None):
+            return pipeline("train", True, context).skip(step)
+    else:  # a fresh shuffle, cheaper than skipping
+        def train_batches(context=None):
+            return pipeline("train", True, context, seed=run.seed + step)
+    if distribute.is_multi_worker(distribution):
+        batches = distribution.distribute_datasets_from_function(train_batches)
+        dev = None  # Workers would disagree on the number of dev batches; evaluate afterwards.
+    else:
+        batches = train_batches()
+        dev = pipeline("dev", False) if "dev" in source.splits() else None
+        if dev is not None:  # a known length spares evaluate its "ran out of data" warning
+            dev = dev.apply(tf.data.experimental.assert_cardinality(
+                sum(1 for _ in dev)))
+
+    writer = tf.summary.create_file_writer(str(model_dir / LOG_DIR)) if chief else None
+    sources, references = dev_sample(source, run.eval_sentences if chief and dev else 0)
+    interactive = sys.stdout.isatty()
+    callbacks = [
+        evaluation.TrainingLog(args.log_every, writer, print_lines=not interactive),
+        checkpoints.PeriodicCheckpoint(saved if chief else None, run.checkpoint_every_steps,
+                                       run.checkpoint_every_minutes),
+    ]
+    if args.max_minutes:
+        callbacks.append(evaluation.TimeLimit(args.max_minutes))
+    if dev is not None:
+        callbacks.append(evaluation.Evaluation(dev, vocabulary, sources, references,
+                                               run.eval_every, run.max_length, writer))
+    model.fit(batches, epochs=1, steps_per_epoch=train_steps - step, callbacks=callbacks,
+              verbose=1 if interactive else 0, shuffle=False)
+    # Workers of a multi-worker run print the same checksum when they agree.
+    checksum = sum(float(np.abs(w).sum()) for w in model.get_weights())
+    traces = model.train_step_traces // distribution.num_replicas_in_sync
+    print(f"done: step {checkpoints.step_of(model)}, weights checksum {checksum:.9e}, train step "
+          f"traced {traces} time(s), checkpoints in {checkpoints.default_directory(model_dir)}",
+          flush=True)
+    return 0
+
+
+ERRORS = (config.ConfigError, kt.HParamsError, data.CorpusError, data.VocabularyError,
+          checkpoints.CheckpointError, evaluation.TrainingError)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        return train(args)
+    except ERRORS as error:
+        print(f"kt-train: error: {error}", file=sys.stderr)
+        return 1 if isinstance(error, evaluation.TrainingError) else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
