@@ -93,16 +93,17 @@ def test_two_workers_on_localhost_train_and_agree(tmp_path, small_corpus):  # no
             {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}))
         processes.append(subprocess.Popen(command, env=environment, stdout=subprocess.PIPE,
                                           stderr=subprocess.PIPE, text=True))
-    outputs = []
-    for process in processes:
-        try:
-            stdout, stderr = process.communicate(timeout=600)
-        finally:
-            for other in processes:
-                if other.poll() is None:
-                    other.kill()
+    results = []
+    try:
+        for process in processes:
+            results.append(process.communicate(timeout=420))
+    finally:  # a worker that failed or hung must not leave the other waiting forever
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+    for process, (_, stderr) in zip(processes, results):
         assert process.returncode == 0, stderr
-        outputs.append(stdout)
+    outputs = [stdout for stdout, _ in results]
     checksums = [re.search(r"done: step 4, weights checksum (\S+),", out).group(1)
                  for out in outputs]
     assert checksums[0] == checksums[1]

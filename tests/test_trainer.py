@@ -4,11 +4,13 @@ import gzip
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
 import time
 
+import keras
 import numpy as np
 import pytest
 
@@ -31,13 +33,17 @@ def small_corpus(tmp_path_factory):
     return directory
 
 
+def kt_train_command(model_dir, corpus, *flags):
+    return [sys.executable, "-m", "trainer.task", "--model_dir", str(model_dir),
+            "--data", str(corpus), "--source_lang", "en", "--target_lang", "es",
+            "--vocab_size", "600", "--batch_tokens", "1500", "--max_length", "150",
+            "--eval_sentences", "8", "--log_every", "2", *flags]
+
+
 def kt_train(model_dir, corpus, *flags, timeout=600):
     """Runs kt-train in a fresh process; returns the CompletedProcess."""
-    command = [sys.executable, "-m", "trainer.task", "--model_dir", str(model_dir),
-               "--data", str(corpus), "--source_lang", "en", "--target_lang", "es",
-               "--vocab_size", "600", "--batch_tokens", "1500", "--max_length", "150",
-               "--eval_sentences", "8", "--log_every", "2", *flags]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(kt_train_command(model_dir, corpus, *flags), capture_output=True,
+                          text=True, timeout=timeout)
 
 
 TINY = ("--hparams", "transformer_tiny", "--hparams_override", "warmup_steps=20")
@@ -87,8 +93,17 @@ def test_flags_that_contradict_the_saved_run_are_refused(tmp_path, small_corpus)
                       "--max_length", "32")
     assert result.returncode == 2
     assert "was written for another configuration" in result.stderr
-    assert "hparams: saved" in result.stderr and "max_length: saved 150, now 32" in result.stderr
+    assert "hparams d_model: saved 32, now 256" in result.stderr
+    assert "max_length: saved 150, now 32" in result.stderr
     assert (model_dir / "config.json").read_text() == before
+    # Training fields may change on resume, on top of the run's own overrides.
+    lower = kt_train(model_dir, small_corpus, "--hparams_override",
+                     "learning_rate_multiplier=0.5", "--train_steps", "2")
+    assert lower.returncode == 0, lower.stderr
+    saved = json.loads((model_dir / "config.json").read_text())
+    assert saved["hparams"]["learning_rate_multiplier"] == 0.5
+    assert saved["hparams"]["warmup_steps"] == 20
+    assert saved["hparams_override"] == "warmup_steps=20,learning_rate_multiplier=0.5"
 
 
 def test_a_damaged_or_newer_config_is_refused(tmp_path, small_corpus):
@@ -103,11 +118,11 @@ def test_a_damaged_or_newer_config_is_refused(tmp_path, small_corpus):
 
 
 def test_xla_and_bfloat16_training(tmp_path, small_corpus):
-    result = kt_train(tmp_path / "run", small_corpus, *TINY, "--train_steps", "3",
+    result = kt_train(tmp_path / "run", small_corpus, *TINY, "--train_steps", "2",
                       "--jit_compile", "--mixed_precision", "mixed_bfloat16",
                       "--eval_sentences", "0", "--eval_every", "1000")
     assert result.returncode == 0, result.stderr
-    assert "done: step 3" in result.stdout
+    assert "replica(s), mixed_bfloat16, XLA," in result.stdout and "done: step 2" in result.stdout
     assert json.loads((tmp_path / "run" / "config.json").read_text())["mixed_precision"] == \
         "mixed_bfloat16"
 
@@ -135,30 +150,32 @@ def latest_weights(model_dir):
 
 
 def test_sigkill_mid_training_then_resume_equals_an_uninterrupted_run(tmp_path, small_corpus):
-    flags = (*TINY, "--train_steps", "30", "--checkpoint_every_steps", "5", "--deterministic",
+    flags = (*TINY, "--train_steps", "20", "--checkpoint_every_steps", "5", "--deterministic",
              "--seed", "3", "--eval_every", "1000", "--eval_sentences", "0")
     straight = kt_train(tmp_path / "straight", small_corpus, *flags)
     assert straight.returncode == 0, straight.stderr
 
     killed_dir = tmp_path / "killed"
-    command = [sys.executable, "-m", "trainer.task", "--model_dir", str(killed_dir), "--data",
-               str(small_corpus), "--source_lang", "en", "--target_lang", "es",
-               "--vocab_size", "600", "--batch_tokens", "1500", "--max_length", "150",
-               "--log_every", "2", *flags]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 300
-    while not (killed_dir / "checkpoints" / "ckpt-10").exists():
-        assert process.poll() is None and time.monotonic() < deadline, "no checkpoint appeared"
-        time.sleep(0.05)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
+    process = subprocess.Popen(kt_train_command(killed_dir, small_corpus, *flags),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while not (killed_dir / "checkpoints" / "ckpt-5").exists():
+            assert process.poll() is None and time.monotonic() < deadline, "no checkpoint"
+            time.sleep(0.02)
+        os.kill(process.pid, signal.SIGKILL)
+    finally:
+        process.kill()
+        process.wait()
+    assert process.returncode == -signal.SIGKILL
     resumed = kt_train(killed_dir, small_corpus, *flags)
     assert resumed.returncode == 0, resumed.stderr
-    assert "resuming from" in resumed.stdout and "done: step 30" in resumed.stdout
+    resumed_from = int(re.search(r"ckpt-(\d+) at step", resumed.stdout).group(1))
+    assert 5 <= resumed_from < 20 and "done: step 20" in resumed.stdout
 
     (name_a, weights_a), (name_b, weights_b) = latest_weights(tmp_path / "straight"), \
         latest_weights(killed_dir)
-    assert name_a == name_b == "ckpt-30"
+    assert name_a == name_b == "ckpt-20"
     for a, b in zip(weights_a, weights_b):
         np.testing.assert_allclose(a, b, atol=1e-5)
 
@@ -204,9 +221,31 @@ def test_unreadable_newest_checkpoint_falls_back_to_the_previous(tmp_path, capsy
     assert "ckpt-2 is unreadable" in capsys.readouterr().err
     for a, b in zip(model.get_weights(), expected):
         np.testing.assert_array_equal(a, b)
-    weights_file.parent.parent.joinpath("ckpt-1", checkpoints.WEIGHTS_FILE).write_bytes(b"")
+    assert directory.save(model, 2) == newest  # the unreadable one is replaced
+    assert directory.restore_latest(model) == newest
+    for path in directory.paths():
+        (path / checkpoints.WEIGHTS_FILE).write_bytes(b"")
     with pytest.raises(checkpoints.CheckpointError, match="no checkpoint could be read"):
         directory.restore_latest(model)
+
+
+def test_a_checkpoint_from_another_optimizer_setup_is_refused(tmp_path):
+    hp = kt.hparams.get("transformer_tiny")
+    model = kt.build_model(hp, 30)
+    model.compile(optimizer=kt.build_optimizer(hp), loss=kt.build_loss(hp))
+    model.optimizer.build(model.trainable_variables)
+    model.optimizer.iterations.assign(7)
+    directory = checkpoints.CheckpointDirectory(tmp_path)
+    directory.save(model, 7)
+    keras.mixed_precision.set_global_policy("mixed_float16")  # adds loss-scale state
+    try:
+        other = kt.build_model(hp, 30)
+        other.compile(optimizer=kt.build_optimizer(hp), loss=kt.build_loss(hp))
+        with pytest.raises(checkpoints.CheckpointError, match="restored the optimizer at step 0, "
+                                                              "not 7.*--mixed_precision"):
+            directory.restore_latest(other)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
 
 
 def test_kt_average_writes_the_mean_of_the_last_checkpoints(tmp_path, small_corpus):

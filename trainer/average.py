@@ -20,6 +20,8 @@ def average_last(model_dir, last):
     if run is None:
         raise config.ConfigError(f"{model_dir}: no {config.CONFIG_FILE}; is it a kt-train "
                                  f"model_dir?")
+    if last < 1:
+        raise checkpoints.CheckpointError(f"--last must be at least 1, got {last}")
     paths = checkpoints.CheckpointDirectory(checkpoints.default_directory(model_dir)).paths()
     if len(paths) < last:
         raise checkpoints.CheckpointError(
@@ -28,7 +30,7 @@ def average_last(model_dir, last):
     chosen = paths[-last:]
     model = kt.build_model(kt.HParams(**run.hparams), run.vocab_size)
     checkpoints.average(model, chosen)
-    step = int(chosen[-1].name.split("-")[1])
+    step = checkpoints.step_in_name(chosen[-1])
     output = checkpoints.CheckpointDirectory(pathlib.Path(model_dir) / checkpoints.AVERAGED_DIR,
                                              keep=0)
     return output.save(model, step), chosen
@@ -42,7 +44,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         output, chosen = average_last(args.model_dir, args.last)
-    except (config.ConfigError, checkpoints.CheckpointError) as error:
+    except (config.ConfigError, checkpoints.CheckpointError, OSError, ValueError) as error:
         print(f"kt-average: error: {error}", file=sys.stderr)
         return 2
     print(f"averaged {', '.join(p.name for p in chosen)} into {output}")

@@ -42,6 +42,11 @@ def step_of(model):
     return int(model.optimizer.iterations.numpy())
 
 
+def step_in_name(path):
+    """The step a checkpoint directory's name gives: ckpt-<step>."""
+    return int(_NAME.match(pathlib.Path(path).name).group(1))
+
+
 def _seed_states(model):
     return [v for v in model.variables if v.path.endswith("seed_generator_state")]
 
@@ -62,15 +67,13 @@ class CheckpointDirectory:
         """Complete checkpoints, oldest first."""
         if not self.directory.is_dir():
             return []
-        found = [(int(m.group(1)), p) for p in self.directory.iterdir()
-                 if (m := _NAME.match(p.name)) and p.is_dir()]
+        found = [(step_in_name(p), p) for p in self.directory.iterdir()
+                 if _NAME.match(p.name) and p.is_dir()]
         return [path for _, path in sorted(found)]
 
     def save(self, model, step):
         """Writes ckpt-<step> for `model` (compiled or not) and prunes old ones; returns it."""
         final = self.directory / f"ckpt-{step}"
-        if final.exists():
-            return final
         self.directory.mkdir(parents=True, exist_ok=True)
         for leftover in self.directory.glob(".ckpt-*.partial*"):  # from a killed process
             shutil.rmtree(leftover, ignore_errors=True)
@@ -78,7 +81,13 @@ class CheckpointDirectory:
         partial.mkdir()
         model.save_weights(str(partial / WEIGHTS_FILE))
         np.savez(partial / RNG_FILE, *[np.asarray(v) for v in _seed_states(model)])
-        os.replace(partial, final)
+        if final.exists():  # e.g. an unreadable one from before a crash: move it aside first
+            replaced = partial.with_name(partial.name + ".replaced")
+            os.replace(final, replaced)
+            os.replace(partial, final)
+            shutil.rmtree(replaced, ignore_errors=True)
+        else:
+            os.replace(partial, final)
         for old in self.paths()[:-self.keep] if self.keep else []:
             shutil.rmtree(old, ignore_errors=True)
         return final
@@ -121,6 +130,12 @@ def restore(model, path):
                          f"{len(variables)}")
     for variable, state in zip(variables, states):
         variable.assign(state)
+    if optimizer is not None and step_of(model) != step_in_name(path):
+        # Keras skips optimizer variables it cannot match (with a warning) instead of failing.
+        raise ValueError(
+            f"{path / WEIGHTS_FILE} restored the optimizer at step {step_of(model)}, not "
+            f"{step_in_name(path)}: it was saved with another optimizer setup (a different "
+            f"--mixed_precision, whose float16 loss scaling adds optimizer state?)")
 
 
 class PeriodicCheckpoint(keras.callbacks.Callback):

@@ -50,7 +50,8 @@ class RunConfig:
     format_version: int = FORMAT_VERSION
     versions: dict = dataclasses.field(default_factory=dict)
 
-    # Changing these would change the model or the data it learns from.
+    # Changing these would change the model or the data it learns from. Of "hparams", only the
+    # fields that shape the model count (builders.MODEL_FIELDS); the training ones may change.
     FIXED = ("hparams", "data", "source_lang", "target_lang", "max_length", "overlong",
              "vocab_size")
 
@@ -111,6 +112,21 @@ def save(config, model_dir):
     os.replace(partial, path)
 
 
+def _conflicts(saved, updated, given):
+    from keras_transformer.builders import MODEL_FIELDS
+
+    for name in RunConfig.FIXED:
+        if name not in given:
+            continue
+        if name == "hparams":
+            for field in MODEL_FIELDS:
+                before, after = saved.hparams.get(field), updated.hparams.get(field)
+                if before != after:
+                    yield f"hparams {field}: saved {before!r}, now {after!r}"
+        elif getattr(updated, name) != getattr(saved, name):
+            yield f"{name}: saved {getattr(saved, name)!r}, now {getattr(updated, name)!r}"
+
+
 def merge(saved, given, model_dir):
     """The run's configuration: `saved` (or the defaults) updated with the flags in `given`.
 
@@ -124,9 +140,7 @@ def merge(saved, given, model_dir):
     config = saved or RunConfig()
     updated = dataclasses.replace(config, **given)
     if saved is not None:
-        conflicts = [f"{name}: saved {getattr(saved, name)!r}, now {getattr(updated, name)!r}"
-                     for name in RunConfig.FIXED
-                     if name in given and getattr(updated, name) != getattr(saved, name)]
+        conflicts = list(_conflicts(saved, updated, given))
         if conflicts:
             raise ConfigError(
                 f"{pathlib.Path(model_dir) / CONFIG_FILE} was written for another configuration "

@@ -24,14 +24,18 @@ def scalar(value):
 
 
 def translate_ids(model, source_ids, extra_length=50, batch_size=64):
-    """Greedy translations of int [n, length] source ids, as a list of id arrays."""
+    """Greedy translations of int [n, length] source ids, as a list of id arrays.
+
+    Output lengths stop at the model's position table when its positions are learned.
+    """
+    cap = model.max_length if model.position_encoding == "learned" else None
     outputs = []
     lengths = np.count_nonzero(source_ids, axis=1)
     order = np.argsort(lengths)  # similar lengths together: less padding, fewer steps
     for start in range(0, len(order), batch_size):
         rows = order[start:start + batch_size]
         batch = source_ids[rows][:, :max(1, lengths[rows].max())]
-        ids, _ = greedy_decode(model, batch, decode_length(batch, extra_length))
+        ids, _ = greedy_decode(model, batch, decode_length(batch, extra_length, cap))
         outputs.extend(zip(rows, ids.numpy()))
     return [ids for _, ids in sorted(outputs, key=lambda pair: pair[0])]
 
@@ -107,6 +111,7 @@ class TrainingLog(keras.callbacks.Callback):
         # Keras's logs are running means since the last reset: resetting here makes each line
         # (and each point of the TensorBoard curve) the mean of its own `every` steps.
         self.model.reset_metrics()
+        self._seen = 0.0
 
 
 class Evaluation(keras.callbacks.Callback):
@@ -141,6 +146,8 @@ class Evaluation(keras.callbacks.Callback):
         results = {}
         if self.dev_batches is not None:
             metrics = self.model.evaluate(self.dev_batches, verbose=0, return_dict=True)
+            # evaluate shares the training metrics and leaves its dev totals in them.
+            self.model.reset_metrics()
             results.update({f"dev_{k}": scalar(v) for k, v in metrics.items()
                             if k != "target_tokens"})
         line = ", ".join(f"{k} {v:.4g}" for k, v in results.items())

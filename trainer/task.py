@@ -12,6 +12,7 @@ refused.
 
 import argparse
 import dataclasses
+import os
 import pathlib
 import shutil
 import sys
@@ -27,6 +28,15 @@ from trainer import checkpoints, config, distribute, evaluation
 LOG_DIR = "logs"
 PRECISIONS = {"none": "float32", "mixed_float16": "mixed_float16",
               "mixed_bfloat16": "mixed_bfloat16"}
+
+
+def _at_least(minimum, kind=int):
+    def parse(text):
+        value = kind(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {text}")
+        return value
+    return parse
 
 
 def parse_args(argv=None):
@@ -52,22 +62,24 @@ def parse_args(argv=None):
         help="local files: refuse (error, default) or replace bytes that are not UTF-8")
     add("--vocab", help="SentencePiece model to use; built here from the training data if the "
                         "file does not exist (default: model_dir/vocab.model)")
-    add("--vocab_size", dest="build_vocab_size", type=int, default=8000,
+    add("--vocab_size", dest="build_vocab_size", type=_at_least(260), default=8000,
         help="ids in a vocabulary built by this run (default %(default)s; the paper: ~37000)")
-    add("--max_length", type=int, help=f"longest pair in tokens (default {defaults.max_length})")
+    add("--max_length", type=_at_least(2),
+        help=f"longest pair in tokens (default {defaults.max_length})")
     add("--overlong", choices=("drop", "truncate"), help="longer pairs (default drop)")
-    add("--batch_tokens", type=int,
+    add("--batch_tokens", type=_at_least(1),
         help=f"padded tokens per batch, each side, all replicas (default {defaults.batch_tokens})")
-    add("--train_steps", type=int, help="total training steps (default: the hparams set's)")
-    add("--eval_every", type=int,
+    add("--train_steps", type=_at_least(1),
+        help="total training steps (default: the hparams set's)")
+    add("--eval_every", type=_at_least(1),
         help=f"steps between dev evaluations (default {defaults.eval_every})")
-    add("--eval_sentences", type=int,
+    add("--eval_sentences", type=_at_least(0),
         help=f"dev sentences translated for BLEU (default {defaults.eval_sentences}; 0: none)")
-    add("--keep_checkpoints", type=int,
-        help=f"checkpoints kept (default {defaults.keep_checkpoints})")
-    add("--checkpoint_every_steps", type=int,
+    add("--keep_checkpoints", type=_at_least(0),
+        help=f"checkpoints kept (default {defaults.keep_checkpoints}; 0: all)")
+    add("--checkpoint_every_steps", type=_at_least(0),
         help=f"steps between checkpoints (default {defaults.checkpoint_every_steps}; 0: off)")
-    add("--checkpoint_every_minutes", type=float,
+    add("--checkpoint_every_minutes", type=_at_least(0, float),
         help=f"minutes between checkpoints (default {defaults.checkpoint_every_minutes}; 0: off)")
     add("--mixed_precision", choices=sorted(PRECISIONS),
         help="compute dtype policy (default none: float32)")
@@ -76,8 +88,9 @@ def parse_args(argv=None):
     add("--seed", type=int, help=f"random seed (default {defaults.seed})")
     add("--deterministic", action=argparse.BooleanOptionalAction, default=None,
         help="same batches and dropout on every run, also across a resume (slower)")
-    add("--log_every", type=int, default=100, help="steps between progress lines (default 100)")
-    add("--max_minutes", type=float,
+    add("--log_every", type=_at_least(1), default=100,
+        help="steps between progress lines (default 100)")
+    add("--max_minutes", type=_at_least(0, float),
         help="stop (with a checkpoint and an evaluation) after this many minutes of training; "
              "running the command again continues")
     return parser.parse_args(argv)
@@ -88,11 +101,18 @@ def run_config(args):
     given = {name: value for name, value in vars(args).items()
              if value is not None and name in config.field_names()}
     saved = config.load(args.model_dir)
-    if saved is None or "hparams_name" in given or "hparams_override" in given:
-        name = given.get("hparams_name", saved.hparams_name if saved else
-                         config.RunConfig.hparams_name)
-        override = given.get("hparams_override", saved.hparams_override if saved else "")
-        given["hparams"] = kt.hparams.get(name).override_from_string(override).to_dict()
+    name = given.get("hparams_name", saved.hparams_name if saved else
+                     config.RunConfig.hparams_name)
+    if saved is not None and name == saved.hparams_name:
+        # New overrides apply on top of the run's own (e.g. a lower learning rate to resume).
+        if "hparams_override" in given:
+            given["hparams"] = kt.HParams(**saved.hparams).override_from_string(
+                given["hparams_override"]).to_dict()
+            given["hparams_override"] = ",".join(
+                filter(None, (saved.hparams_override, given["hparams_override"])))
+    else:
+        given["hparams"] = kt.hparams.get(name).override_from_string(
+            given.get("hparams_override", "")).to_dict()
     return config.merge(saved, given, args.model_dir)
 
 
@@ -110,8 +130,15 @@ def prepare_vocabulary(args, run, source, write):
                   flush=True)
             data.build_vocabulary(data.corpus_texts(source), args.build_vocab_size, given)
         if given != target:
-            shutil.copyfile(given, target)
+            data.Vocabulary.load(given)  # refuse a bad file before it becomes the run's
+            partial = target.with_name(target.name + ".partial")
+            shutil.copyfile(given, partial)
+            os.replace(partial, target)
     vocabulary = data.Vocabulary.load(target if target.exists() else given)
+    if args.vocab and target.exists() and given.exists() and \
+            given.read_bytes() != target.read_bytes():
+        raise config.ConfigError(f"--vocab {given} differs from {target}, the vocabulary this "
+                                 f"run was started with; drop --vocab to continue the run")
     if run.vocab_size is not None:
         vocabulary.check_size(run.vocab_size, f"{args.model_dir}/{config.CONFIG_FILE}")
     return vocabulary
@@ -129,8 +156,13 @@ def train(args):
     model_dir = pathlib.Path(args.model_dir)
     run = run_config(args)
     hp = kt.HParams(**run.hparams)
+    if model_dir.exists() and not model_dir.is_dir():
+        raise config.ConfigError(f"--model_dir {model_dir} is a file, not a directory")
     distribution = distribute.strategy()
     chief = distribute.is_chief(distribution)
+    if args.max_minutes and distribute.is_multi_worker(distribution):
+        raise config.ConfigError("--max_minutes would stop workers at different steps (each "
+                                 "has its own clock); use --train_steps with several workers")
     keras.utils.set_random_seed(run.seed)
     keras.mixed_precision.set_global_policy(PRECISIONS[run.mixed_precision])
     source = data.get_source(run.data, run.source_lang, run.target_lang, run.tfds_data_dir,
@@ -156,7 +188,8 @@ def train(args):
     print(f"{'resuming from ' + str(restored) if restored else 'starting'} at step {step} of "
           f"{train_steps}: {run.hparams_name} ({model.count_params():,} parameters), "
           f"{source!r}, vocabulary {vocabulary.vocab_size}, {distribution.num_replicas_in_sync} "
-          f"replica(s), model_dir {model_dir}", flush=True)
+          f"replica(s), {keras.mixed_precision.global_policy().name}"
+          f"{', XLA' if run.jit_compile else ''}, model_dir {model_dir}", flush=True)
     if step >= train_steps:
         print(f"nothing to do: step {step} >= --train_steps {train_steps}")
         return 0
@@ -201,7 +234,8 @@ def train(args):
               verbose=1 if interactive else 0, shuffle=False)
     # Workers of a multi-worker run print the same checksum when they agree.
     checksum = sum(float(np.abs(w).sum()) for w in model.get_weights())
-    traces = model.train_step_traces // distribution.num_replicas_in_sync
+    local_replicas = len(distribution.extended.worker_devices)
+    traces = model.train_step_traces // local_replicas
     print(f"done: step {checkpoints.step_of(model)}, weights checksum {checksum:.9e}, train step "
           f"traced {traces} time(s), checkpoints in {checkpoints.default_directory(model_dir)}",
           flush=True)
@@ -216,7 +250,7 @@ def main(argv=None):
     args = parse_args(argv)
     try:
         return train(args)
-    except ERRORS as error:
+    except (*ERRORS, OSError) as error:  # OSError: an unreadable or unwritable path
         print(f"kt-train: error: {error}", file=sys.stderr)
         return 1 if isinstance(error, evaluation.TrainingError) else 2
 
