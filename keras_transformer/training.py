@@ -42,8 +42,8 @@ class TokenLevelTraining:
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
         if iterator is not None and self._distribute_strategy is not None:
-            # From a fresh iterator: Keras takes the first batch of the iterator that training
-            # then continues with steps_per_epoch, so that batch would never be trained on.
+            # Only the batch's structure, shapes and dtypes matter here; a fresh iterator leaves
+            # the one training reads untouched.
             first = next(iter(iterator._get_iterator()))
             data_batch = tf.nest.map_structure(self._one_replica, first)
         return super()._maybe_symbolic_build(data_batch=data_batch)
