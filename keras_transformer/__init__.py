@@ -25,7 +25,9 @@ if keras.backend.backend() != "tensorflow":
 
 from keras_transformer import hparams
 from keras_transformer.attention import MultiHeadAttention, scaled_dot_product_attention
+from keras_transformer.beam_search import beam_search, length_penalty, sampling_search
 from keras_transformer.builders import build_loss, build_model, build_optimizer
+from keras_transformer.decoding import beam_decode, greedy_decode, sample_decode
 from keras_transformer.embedding import SharedEmbedding
 from keras_transformer.feed_forward import PositionwiseFeedForward
 from keras_transformer.hparams import HParams, HParamsError
@@ -46,7 +48,8 @@ __all__ = [
     "DecoderLayer", "EOS_ID", "EncoderLayer", "HParams", "HParamsError",
     "LabelSmoothedCrossEntropy", "LearnedPositionEmbedding", "MultiHeadAttention", "PAD_ID",
     "Perplexity", "PositionwiseFeedForward", "SharedEmbedding", "SinusoidalPositionEncoding",
-    "TargetTokens", "TokenAccuracy", "Transformer", "TransformerSchedule", "build_loss",
-    "build_model", "build_optimizer",
-    "causal_mask", "hparams", "padding_mask", "paper_adam", "scaled_dot_product_attention",
+    "TargetTokens", "TokenAccuracy", "Transformer", "TransformerSchedule", "beam_decode",
+    "beam_search", "build_loss", "build_model", "build_optimizer", "causal_mask",
+    "greedy_decode", "hparams", "length_penalty", "padding_mask", "paper_adam",
+    "sample_decode", "sampling_search", "scaled_dot_product_attention",
 ]

@@ -1,57 +1,148 @@
-"""Greedy decoding through the key/value cache, compiled into one TensorFlow graph.
+"""Decoding a `Transformer`: its step functions, and beam search, greedy decoding and sampling.
 
-Each step feeds the previous token and reads the cache, so a sentence of n tokens costs n
-one-position decoder passes; the encoder runs once and the encoder-decoder keys and values are
-computed once (`Transformer.init_cache`).
+`cached_step` feeds one token a step through the key/value cache: the encoder runs once, the
+encoder-decoder keys and values are computed once (`Transformer.init_cache`), and each step writes
+one position of the preallocated self-attention buffers, so a sentence of n tokens costs n
+one-position decoder passes. `recomputing_step` runs the decoder over the whole prefix every step
+instead (n(n+1)/2 positions): the reference the cache must agree with, and the baseline it beats.
+
+The searches themselves are in `beam_search.py`.
 """
 
 import tensorflow as tf
 
-from keras_transformer.masks import EOS_ID, PAD_ID, padding_mask
+from keras_transformer.beam_search import beam_search, sampling_search, write_position
+from keras_transformer.masks import EOS_ID, padding_mask
 
 
-def decode_length(source_ids, extra_length=50, max_length=None):
-    """The paper's output bound: the longest real source length + `extra_length` (section 6.1).
+def decode_lengths(source_ids, extra_length=50, max_length=None):
+    """The paper's output limit for each sentence: its real length + `extra_length` (6.1).
 
-    Returns an int32 scalar, capped at `max_length` when given.
+    Args:
+        source_ids: int [batch, source_length], 0-padded.
+        extra_length: tokens allowed beyond the source length (the paper: 50; parsing: 300).
+        max_length: optional cap (int or int32 scalar).
+
+    Returns:
+        int32 [batch].
     """
-    source_lengths = tf.reduce_sum(tf.cast(padding_mask(source_ids), tf.int32), axis=1)
-    length = tf.reduce_max(source_lengths) + extra_length
-    return length if max_length is None else tf.minimum(length, max_length)
+    lengths = tf.reduce_sum(tf.cast(padding_mask(source_ids), tf.int32), axis=1) + extra_length
+    return lengths if max_length is None else tf.minimum(lengths, max_length)
 
 
-@tf.function(reduce_retracing=True)
-def greedy_decode(model, source_ids, max_length):
-    """The most probable next token at every step, until end of sentence or `max_length` tokens.
+def cached_step(model, source_ids, max_length):
+    """A step function and its initial cache for the searches in `beam_search.py`.
 
     Args:
         model: a `Transformer`.
-        source_ids: int [batch, source_length], 0-padded.
-        max_length: scalar int, the most tokens to produce (end of sentence included).
+        source_ids: int32 [batch, source_length], 0-padded.
+        max_length: positions the cache holds (int or int32 scalar).
 
     Returns:
-        (ids int32 [batch, max_length], 0 after each sentence's end of sentence; scores float32
+        (step_fn, cache): step_fn(ids [rows], step, cache) -> (float32 logits [rows, vocab],
+        cache), the cache a nest of [batch, ...] tensors.
+    """
+    cache = model.init_cache(model.encode(source_ids), padding_mask(source_ids), max_length)
+
+    def step_fn(ids, step, cache):
+        logits, cache = model.decode(ids[:, None], cache=cache, step=step)
+        return logits[:, 0], cache
+
+    return step_fn, cache
+
+
+def recomputing_step(model, source_ids, max_length):
+    """Like `cached_step`, but every step runs the decoder over all positions up to `step`.
+
+    The cache holds only the encoder output and the decoder inputs so far. Not for
+    `jit_compile` (the prefix grows each step).
+    """
+    cache = {"memory": model.encode(source_ids), "source_mask": padding_mask(source_ids),
+             "inputs": tf.zeros([tf.shape(source_ids)[0], max_length], tf.int32)}
+
+    def step_fn(ids, step, cache):
+        inputs = write_position(cache["inputs"], step, ids)
+        logits = model.decode(inputs[:, :step + 1], cache["memory"], cache["source_mask"])
+        return logits[:, -1], dict(cache, inputs=inputs)
+
+    return step_fn, cache
+
+
+def _limits(model, source_ids, max_length, extra_length, static_buffer):
+    """Per-sentence limits [batch] and the buffer length (a Python int if `static_buffer`)."""
+    if max_length is None:
+        limits = decode_lengths(source_ids, extra_length)
+    else:
+        limits = tf.broadcast_to(tf.cast(max_length, tf.int32), tf.shape(source_ids)[:1])
+    if model.position_encoding == "learned":
+        limits = tf.minimum(limits, model.max_length)  # no learned position beyond the table
+    if not static_buffer:
+        return limits, tf.reduce_max(tf.concat([limits, [0]], axis=0))
+    if max_length is not None and not isinstance(max_length, int):
+        raise ValueError("with jit_compile, max_length must be None or a Python int (XLA "
+                         "needs the output length when it compiles)")
+    buffer = source_ids.shape[1] + extra_length if max_length is None else max_length
+    if model.position_encoding == "learned":
+        buffer = min(buffer, model.max_length)
+    return tf.minimum(limits, buffer), buffer
+
+
+def _beam_decode(model, source_ids, max_length, extra_length, beam_size, alpha, eos_id,
+                 static_buffer):
+    source_ids = tf.cast(source_ids, tf.int32)
+    limits, buffer = _limits(model, source_ids, max_length, extra_length, static_buffer)
+    step_fn, cache = cached_step(model, source_ids, buffer)
+    return beam_search(step_fn, cache, limits, beam_size, alpha, buffer, eos_id)
+
+
+_beam_decode_graph = tf.function(_beam_decode, reduce_retracing=True)
+# XLA compiles once per [batch, source_length]; the buffers' length follows from that shape.
+_beam_decode_xla = tf.function(_beam_decode, jit_compile=True)
+
+
+def beam_decode(model, source_ids, max_length=None, extra_length=50, beam_size=4, alpha=0.6,
+                eos_id=EOS_ID, jit_compile=False):
+    """Beam search through the key/value cache, compiled into one TensorFlow graph.
+
+    Args:
+        model: a `Transformer`.
+        source_ids: int [batch, source_length], 0-padded, each ending with end of sentence.
+        max_length: the most tokens to produce: a scalar or int [batch]; None (the paper) for
+            each sentence's real length + `extra_length`. Learned positions cap it at the
+            model's `max_length`.
+        extra_length: see `max_length`.
+        beam_size, alpha, eos_id: see `beam_search.beam_search` (the paper: 4 and 0.6).
+        jit_compile: compile with XLA; the output length is then source_length + extra_length
+            (one compilation per input shape: pad to a few fixed shapes).
+
+    Returns:
+        (ids int32 [batch, beam_size, length], best first, 0 after end of sentence;
+        scores float32 [batch, beam_size]: log-probability / length penalty).
+    """
+    decode = _beam_decode_xla if jit_compile else _beam_decode_graph
+    return decode(model, source_ids, max_length, extra_length, beam_size, alpha, eos_id,
+                  jit_compile)
+
+
+@tf.function(reduce_retracing=True)
+def sample_decode(model, source_ids, max_length=None, extra_length=50, temperature=1.0, top_k=0,
+                  seed=None):
+    """Sampling (temperature, top-k) or, at temperature 0, greedy decoding, through the cache.
+
+    Args:
+        model, source_ids, max_length, extra_length: as for `beam_decode`.
+        temperature, top_k, seed: see `beam_search.sampling_search`.
+
+    Returns:
+        (ids int32 [batch, length], 0 after each sentence's end of sentence; scores float32
         [batch], the sum of the chosen tokens' log-probabilities).
     """
     source_ids = tf.cast(source_ids, tf.int32)
-    max_length = tf.cast(max_length, tf.int32)
-    batch = tf.shape(source_ids)[0]
-    cache = model.init_cache(model.encode(source_ids), padding_mask(source_ids), max_length)
+    limits, buffer = _limits(model, source_ids, max_length, extra_length, static_buffer=False)
+    step_fn, cache = cached_step(model, source_ids, buffer)
+    return sampling_search(step_fn, cache, limits, temperature, top_k, seed, buffer)
 
-    def step_fn(step, previous, output, finished, scores, cache):
-        logits, cache = model.decode(previous[:, None], cache=cache, step=step)
-        log_probs = tf.nn.log_softmax(logits[:, -1])
-        chosen = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
-        chosen = tf.where(finished, PAD_ID, chosen)
-        scores += tf.where(finished, 0.0, tf.reduce_max(log_probs, axis=-1))
-        output = tf.tensor_scatter_nd_update(
-            output, tf.stack([tf.range(batch), tf.fill([batch], step)], axis=1), chosen)
-        return step + 1, chosen, output, finished | (chosen == EOS_ID), scores, cache
 
-    def not_done(step, previous, output, finished, scores, cache):
-        return tf.logical_and(step < max_length, tf.logical_not(tf.reduce_all(finished)))
-
-    initial = (tf.constant(0), tf.fill([batch], PAD_ID), tf.zeros([batch, max_length], tf.int32),
-               tf.zeros([batch], tf.bool), tf.zeros([batch]), cache)
-    _, _, output, _, scores, _ = tf.while_loop(not_done, step_fn, initial)
-    return output, scores
+def greedy_decode(model, source_ids, max_length=None, extra_length=50):
+    """The most probable next token at every step: `sample_decode` at temperature 0."""
+    return sample_decode(model, source_ids, max_length, extra_length, temperature=0.0)

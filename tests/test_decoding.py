@@ -2,7 +2,7 @@ import numpy as np
 import tensorflow as tf
 
 import keras_transformer as kt
-from keras_transformer.decoding import decode_length, greedy_decode
+from keras_transformer.decoding import decode_lengths, greedy_decode
 
 VOCAB = 25
 
@@ -54,7 +54,7 @@ def test_ended_sentences_produce_padding():
     assert np.all(scores.numpy() < 0) and np.all(scores.numpy() > -0.01)  # one likely token
 
 
-def test_decode_length_is_the_longest_source_plus_extra():
+def test_decode_lengths_are_each_source_length_plus_extra():
     source = np.array([[5, 6, 1, 0, 0], [5, 6, 7, 8, 1]])
-    assert int(decode_length(source, extra_length=50)) == 55
-    assert int(decode_length(source, extra_length=50, max_length=20)) == 20
+    np.testing.assert_array_equal(decode_lengths(source, extra_length=50), [53, 55])
+    np.testing.assert_array_equal(decode_lengths(source, 50, max_length=54), [53, 54])

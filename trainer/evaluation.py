@@ -10,7 +10,7 @@ import sacrebleu
 import tensorflow as tf
 
 import data
-from keras_transformer.decoding import decode_length, greedy_decode
+from keras_transformer.decoding import greedy_decode
 from trainer.checkpoints import step_of
 
 
@@ -24,18 +24,14 @@ def scalar(value):
 
 
 def translate_ids(model, source_ids, extra_length=50, batch_size=64):
-    """Greedy translations of int [n, length] source ids, as a list of id arrays.
-
-    Output lengths stop at the model's position table when its positions are learned.
-    """
-    cap = model.max_length if model.position_encoding == "learned" else None
+    """Greedy translations of int [n, length] source ids, as a list of id arrays."""
     outputs = []
     lengths = np.count_nonzero(source_ids, axis=1)
     order = np.argsort(lengths)  # similar lengths together: less padding, fewer steps
     for start in range(0, len(order), batch_size):
         rows = order[start:start + batch_size]
         batch = source_ids[rows][:, :max(1, lengths[rows].max())]
-        ids, _ = greedy_decode(model, batch, decode_length(batch, extra_length, cap))
+        ids, _ = greedy_decode(model, batch, extra_length=extra_length)
         outputs.extend(zip(rows, ids.numpy()))
     return [ids for _, ids in sorted(outputs, key=lambda pair: pair[0])]
 

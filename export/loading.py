@@ -1,0 +1,64 @@
+"""A trained model from a kt-train model_dir: its configuration, vocabulary and a checkpoint.
+
+The model_dir layout belongs to trainer/ (config.py, checkpoints.py); this module reads it through
+trainer's functions rather than a second copy of the layout.
+"""
+
+import pathlib
+import typing
+
+import data
+import keras_transformer as kt
+from trainer import checkpoints, config
+
+
+class ModelDirError(ValueError):
+    """A model_dir (or checkpoint) that cannot be loaded, with the reason and the path."""
+
+
+class Loaded(typing.NamedTuple):
+    model: kt.Transformer
+    vocabulary: data.Vocabulary
+    run: config.RunConfig
+    checkpoint: pathlib.Path
+
+
+def load(model_dir, checkpoint=None):
+    """The model of `model_dir` with the weights of `checkpoint` (default: its newest readable).
+
+    Args:
+        model_dir: a directory written by kt-train.
+        checkpoint: a checkpoint directory (e.g. model_dir/averaged/ckpt-N from kt-average).
+
+    Raises:
+        ModelDirError: no config.json, no vocabulary, no checkpoint, or an unreadable one.
+        config.ConfigError: a config.json that is damaged or from a newer version.
+    """
+    model_dir = pathlib.Path(model_dir)
+    if not model_dir.is_dir():
+        raise ModelDirError(f"--model_dir {model_dir} is not a directory")
+    run = config.load(model_dir)
+    if run is None:
+        raise ModelDirError(f"{model_dir}: no {config.CONFIG_FILE}; is it a kt-train model_dir?")
+    vocab_path = model_dir / config.VOCAB_FILE
+    if not vocab_path.exists():
+        raise ModelDirError(f"{vocab_path} is missing; the model_dir is incomplete")
+    vocabulary = data.Vocabulary.load(vocab_path)
+    vocabulary.check_size(run.vocab_size, f"{model_dir / config.CONFIG_FILE}")
+    model = kt.build_model(kt.HParams(**run.hparams), run.vocab_size)
+    if checkpoint is not None:
+        checkpoint = pathlib.Path(checkpoint)
+        if not (checkpoint / checkpoints.WEIGHTS_FILE).exists():
+            raise ModelDirError(f"--checkpoint {checkpoint} holds no {checkpoints.WEIGHTS_FILE}")
+    try:
+        if checkpoint is None:
+            checkpoint = checkpoints.CheckpointDirectory(
+                checkpoints.default_directory(model_dir)).restore_latest(model)
+        else:
+            checkpoints.restore(model, checkpoint)
+    except (checkpoints.CheckpointError, OSError, ValueError, KeyError) as error:
+        raise ModelDirError(f"cannot load {checkpoint or model_dir}: {error}") from None
+    if checkpoint is None:
+        raise ModelDirError(f"{checkpoints.default_directory(model_dir)} has no checkpoint yet; "
+                            f"train first")
+    return Loaded(model, vocabulary, run, pathlib.Path(checkpoint))

@@ -1,0 +1,126 @@
+"""kt-export: a SavedModel that TF Serving serves, raw strings in and translations out.
+
+    kt-export --model_dir runs/demo --output exported/demo     # writes exported/demo/1/
+
+Signatures:
+- `serving_default`: `inputs` tf.string [batch] -> `translations` tf.string [batch], `scores`
+  float32 [batch] (log-probability / length penalty of each translation).
+- `translate_ids`: `source_ids` int32 [batch, length] (subwords + end of sentence 1, 0-padded)
+  -> `ids` int32 [batch, output_length] (0 after end of sentence), `scores` float32 [batch].
+- `tokenize`: `inputs` tf.string [batch] -> `source_ids`, for clients that want the ids.
+
+Tokenizing and detokenizing run in the graph with tensorflow-text's SentencePiece ops, which
+stock TF Serving includes; no other custom op is used. Loading in Python needs only
+`import tensorflow, tensorflow_text`. The vocabulary and the settings travel as assets.
+
+Each export is a new numbered version directory under --output, the layout TF Serving watches
+(it serves the highest number); an existing version is never replaced.
+"""
+
+import argparse
+import json
+import pathlib
+import shutil
+import sys
+import tempfile
+import time
+
+import tensorflow as tf
+
+from export import loading
+from export.translate import add_decoding_flags, translator_from_flags
+from export.translator import IDS, TEXTS
+from trainer import config
+
+SETTINGS_FILE = "export.json"
+
+
+class ExportError(ValueError):
+    """The output directory cannot take a new version."""
+
+
+def next_version(output):
+    """1 for a new directory, else one more than the highest numbered version in it."""
+    output = pathlib.Path(output)
+    if output.exists() and not output.is_dir():
+        raise ExportError(f"--output {output} is a file, not a directory")
+    versions = [int(p.name) for p in output.glob("*") if p.is_dir() and p.name.isdigit()]
+    return max(versions, default=0) + 1
+
+
+def export(translator, loaded, output, version=None):
+    """Writes the SavedModel of `translator` to output/<version>; returns that path.
+
+    It is written next to its final place and renamed into it when complete, so TF Serving,
+    which watches `output`, never loads half a model.
+    """
+    output = pathlib.Path(output)
+    version = next_version(output) if version is None else version
+    path = output / str(version)
+    if path.exists():
+        raise ExportError(f"{path} exists; choose another --version (TF Serving serves the "
+                          f"highest) or remove it yourself")
+    output.mkdir(parents=True, exist_ok=True)
+    settings = dict(translator.settings(), checkpoint=str(loaded.checkpoint),
+                    step=int(loaded.checkpoint.name.split("-")[-1]),
+                    run=json.loads(loaded.run.to_json()), versions=config.versions())
+    with tempfile.TemporaryDirectory(dir=output, prefix=".export-") as scratch:
+        scratch = pathlib.Path(scratch)
+        assets = scratch / "assets-source"
+        assets.mkdir()
+        shutil.copy(loaded.vocabulary.path, assets / config.VOCAB_FILE)
+        (assets / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n")
+        translator.vocabulary_file = tf.saved_model.Asset(str(assets / config.VOCAB_FILE))
+        translator.settings_file = tf.saved_model.Asset(str(assets / SETTINGS_FILE))
+        signatures = {
+            "serving_default": translator.translate.get_concrete_function(TEXTS),
+            "translate_ids": translator.translate_ids.get_concrete_function(IDS),
+            "tokenize": translator.tokenize.get_concrete_function(TEXTS),
+        }
+        tf.saved_model.save(translator, str(scratch / "model"), signatures=signatures)
+        (scratch / "model").rename(path)
+    return path
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="kt-export", description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    add_decoding_flags(parser)
+    parser.add_argument("--output", required=True,
+                        help="directory of versions; the export goes to OUTPUT/<version>")
+    parser.add_argument("--version", type=int,
+                        help="version number (default: one more than the highest in --output)")
+    parser.add_argument("--max_batch_size", type=int, default=64,
+                        help="most sentences one request may carry; more is an error "
+                             "(default %(default)s)")
+    args = parser.parse_args(argv)
+    for flag in ("beam_size", "max_batch_size", "version"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            parser.error(f"--{flag} must be at least 1, got {value}")
+    if args.alpha < 0:
+        parser.error(f"--alpha must be >= 0, got {args.alpha}")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    start = time.perf_counter()
+    try:
+        next_version(args.output)  # a bad --output fails before the model loads
+        translator, loaded = translator_from_flags(args, args.max_batch_size)
+        path = export(translator, loaded, args.output, args.version)
+    except (ExportError, loading.ModelDirError, config.ConfigError, ValueError) as error:
+        print(f"kt-export: error: {error}", file=sys.stderr)
+        return 2
+    print(f"exported {loaded.checkpoint} to {path} in {time.perf_counter() - start:.1f} s; "
+          f"signatures serving_default (strings), translate_ids, tokenize; beam "
+          f"{args.beam_size}, alpha {args.alpha}, inputs cut at {translator.max_input_length} "
+          f"tokens, at most {translator.max_batch_size} sentences a request")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""kt-translate: translate lines of text with a trained model_dir (beam search, paper 6.1).
+
+    kt-translate --model_dir runs/demo < input.en > output.es
+    kt-translate --model_dir runs/demo --input dev.en --reference dev.es
+
+Lines are translated in batches of similar length (less padding, fewer decoding steps) and
+written in input order, one translation a line. With --reference, sacrebleu's BLEU and chrF and
+their signatures go to stderr.
+"""
+
+import argparse
+import pathlib
+import sys
+import time
+
+import numpy as np
+import sacrebleu
+import tensorflow as tf
+
+from export import loading
+from export.translator import Translator
+from trainer import config
+
+
+class InputError(ValueError):
+    """Input or reference text that cannot be used, naming the file."""
+
+
+def add_decoding_flags(parser):
+    """Beam search and request-bound flags shared by kt-translate and kt-export."""
+    parser.add_argument("--model_dir", required=True, help="a kt-train model_dir")
+    parser.add_argument("--checkpoint", help="a checkpoint directory to use instead of the "
+                                             "newest (e.g. MODEL_DIR/averaged/ckpt-N)")
+    parser.add_argument("--beam_size", type=int, default=4, help="(paper: 4; default %(default)s)")
+    parser.add_argument("--alpha", type=float, default=0.6,
+                        help="length penalty exponent (paper: 0.6; default %(default)s)")
+    parser.add_argument("--extra_length", type=int, default=50,
+                        help="output tokens allowed beyond the input's (paper: 50; default "
+                             "%(default)s)")
+    parser.add_argument("--max_input_length", type=int,
+                        help="longest input in tokens; longer ones are truncated (default: the "
+                             "model_dir's training --max_length)")
+    parser.add_argument("--max_output_length", type=int,
+                        help="longest output in tokens (default: max_input_length + "
+                             "extra_length)")
+
+
+def translator_from_flags(args, max_batch_size):
+    loaded = loading.load(args.model_dir, args.checkpoint)
+    translator = Translator(
+        loaded.model, loaded.vocabulary, beam_size=args.beam_size, alpha=args.alpha,
+        extra_length=args.extra_length,
+        max_input_length=args.max_input_length or loaded.run.max_length,
+        max_output_length=args.max_output_length, max_batch_size=max_batch_size)
+    return translator, loaded
+
+
+def read_lines(path, what):
+    """Lines of a file (or stdin for None) as bytes without their newline, warning on stderr
+    about lines that are not UTF-8 (their bad bytes are translated as U+FFFD)."""
+    name = "<stdin>" if path is None else str(path)
+    try:
+        raw = sys.stdin.buffer.read() if path is None else pathlib.Path(path).read_bytes()
+    except OSError as error:
+        raise InputError(f"cannot read {what} {name}: {error.strerror}") from None
+    lines = raw.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    lines = [line[:-1] if line.endswith(b"\r") else line for line in lines]
+    for number, line in enumerate(lines, 1):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as error:
+            print(f"kt-translate: warning: {name}:{number}: not UTF-8 at byte {error.start}; "
+                  f"undecodable bytes are read as U+FFFD", file=sys.stderr)
+    return lines
+
+
+def translate_lines(translator, lines, batch_size):
+    """Translations (str) and scores of `lines` (bytes or str), in input order.
+
+    Lines are tokenized, sorted by length and translated `batch_size` at a time.
+    """
+    if not lines:
+        return [], np.zeros([0], np.float32)
+    ids = np.concatenate([
+        _padded(translator.tokenize(tf.constant(lines[start:start + batch_size]))["source_ids"],
+                translator.max_input_length)
+        for start in range(0, len(lines), batch_size)])
+    lengths = np.count_nonzero(ids, axis=1)
+    order = np.argsort(-lengths, kind="stable")  # the longest first: memory trouble shows early
+    translations, scores = [None] * len(lines), np.zeros(len(lines), np.float32)
+    for start in range(0, len(order), batch_size):
+        rows = order[start:start + batch_size]
+        batch = ids[rows][:, :max(1, lengths[rows].max())]
+        result = translator.translate_ids(tf.constant(batch))
+        texts = translator.detokenize(result["ids"]).numpy()
+        for row, text, score in zip(rows, texts, result["scores"].numpy()):
+            translations[row], scores[row] = text.decode("utf-8"), score
+    return translations, scores
+
+
+def _padded(ids, width):
+    return np.pad(ids, [(0, 0), (0, width - ids.shape[1])])
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="kt-translate", description=__doc__.split("\n\n")[0],
+        epilog="Example: kt-translate --model_dir runs/demo --input dev.en --reference dev.es")
+    add_decoding_flags(parser)
+    parser.add_argument("--input", help="file of sentences, one a line (default: stdin)")
+    parser.add_argument("--output", help="file for the translations (default: stdout)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
+    parser.add_argument("--reference", help="reference translations, one a line: print BLEU "
+                                            "and chrF (sacrebleu) to stderr")
+    parser.add_argument("--batch_size", type=int, default=32,
+                        help="sentences translated together (default %(default)s)")
+    parser.add_argument("--scores", action="store_true",
+                        help="write 'score<TAB>translation' lines")
+    args = parser.parse_args(argv)
+    if args.batch_size < 1:
+        parser.error(f"--batch_size must be at least 1, got {args.batch_size}")
+    if args.beam_size < 1:
+        parser.error(f"--beam_size must be at least 1, got {args.beam_size}")
+    if args.alpha < 0:
+        parser.error(f"--alpha must be >= 0, got {args.alpha}")
+    if args.output and pathlib.Path(args.output).exists() and not args.overwrite:
+        parser.error(f"--output {args.output} exists; pass --overwrite to replace it")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        lines = read_lines(args.input, "--input")
+        references = None
+        if args.reference:
+            references = [line.decode("utf-8", errors="replace")
+                          for line in read_lines(args.reference, "--reference")]
+            if len(references) != len(lines):
+                raise InputError(f"--reference {args.reference} has {len(references)} lines "
+                                 f"but {args.input or '<stdin>'} has {len(lines)}")
+        translator, loaded = translator_from_flags(args, args.batch_size)
+    except (InputError, loading.ModelDirError, config.ConfigError, ValueError) as error:
+        print(f"kt-translate: error: {error}", file=sys.stderr)
+        return 2
+    start = time.perf_counter()
+    translations, scores = translate_lines(translator, lines, args.batch_size)
+    seconds = time.perf_counter() - start
+    text = "".join(f"{score:.4f}\t{line}\n" if args.scores else f"{line}\n"
+                   for line, score in zip(translations, scores))
+    if args.output:
+        partial = pathlib.Path(args.output + ".partial")
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(args.output)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    print(f"translated {len(lines)} sentence(s) in {seconds:.1f} s "
+          f"({len(lines) / max(seconds, 1e-9):.1f}/s) with {loaded.checkpoint}, beam "
+          f"{args.beam_size}, alpha {args.alpha}", file=sys.stderr)
+    if references is not None:
+        for metric in (sacrebleu.BLEU(), sacrebleu.CHRF()):
+            score = metric.corpus_score(translations, [references])
+            print(f"{score} {metric.get_signature()}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

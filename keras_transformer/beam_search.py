@@ -1,0 +1,195 @@
+"""Search over output sequences (paper section 6.1): beam search, greedy decoding and sampling.
+
+Each search is a pure function of a step function and a cache, in the manner of the TF Model
+Garden's beam search, so it knows nothing about the model and compiles into one `tf.while_loop`
+that runs inside `tf.function`, under `jit_compile=True` and in an exported SavedModel:
+
+    step_fn(ids int32 [rows], step int32 scalar, cache) -> (logits [rows, vocab], cache)
+
+`ids` are the tokens at position `step` (`start_id` at step 0), one per hypothesis; `cache` is any
+nest of tensors whose leading dimension is `rows`, returned with the same structure and shapes
+(preallocated buffers written at `step`, as `Transformer.init_cache` makes, keep it so).
+
+Each sentence has its own length limit `max_lengths[b]` (tokens produced, end of sentence
+included): its hypotheses end there whether or not they produced `eos_id`, so a sentence's result
+does not depend on the other sentences of its batch.
+"""
+
+import tensorflow as tf
+
+from keras_transformer.masks import EOS_ID, PAD_ID
+
+_NEG_INF = float("-inf")
+
+
+def length_penalty(length, alpha):
+    """GNMT's length penalty ((5 + length) / 6) ** alpha (Wu et al. 2016, eq. 14); float32."""
+    return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
+
+
+def _limits_and_buffer(max_lengths, batch_size, buffer_length):
+    """Per-sentence limits int32 [batch] and the buffer length (int32 scalar or Python int)."""
+    max_lengths = tf.cast(max_lengths, tf.int32)
+    if max_lengths.shape.rank == 0:
+        max_lengths = tf.fill([batch_size], max_lengths)
+    if buffer_length is None:
+        # An empty batch has no maximum; it gets an empty buffer.
+        buffer_length = tf.reduce_max(tf.concat([max_lengths, [0]], axis=0))
+    return tf.minimum(max_lengths, buffer_length), buffer_length
+
+
+def _batch_size(cache):
+    return tf.shape(tf.nest.flatten(cache)[0])[0]
+
+
+def write_position(buffer, step, values):
+    """buffer [..., length] with position `step` replaced by values [...]; XLA-friendly."""
+    return tf.where(tf.range(tf.shape(buffer)[-1]) == step, values[..., None], buffer)
+
+
+def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_length=None,
+                eos_id=EOS_ID, start_id=PAD_ID, early_stopping=True):
+    """Beam search with the GNMT length penalty and early termination.
+
+    Every step extends each of the `beam_size` alive hypotheses of a sentence by every token and
+    keeps the best 2 * beam_size extensions by log-probability: those that end (`eos_id`, or the
+    sentence's length limit) join the finished hypotheses, scored by log-probability /
+    `length_penalty(length, alpha)`, and the best `beam_size` that do not end stay alive. A
+    sentence is done when its `beam_size`-th finished score is at least the best score an alive
+    hypothesis could still reach (its log-probability can only fall, and the penalty is largest
+    at the limit); the search stops when every sentence is done. So the returned hypotheses are
+    those a search run to the limit would return.
+
+    Args:
+        step_fn: see the module docstring; called with `rows = batch * beam_size`.
+        cache: nest of tensors [batch, ...]; each is repeated `beam_size` times along axis 0.
+        max_lengths: int [batch] or scalar, the most tokens a hypothesis may have (the paper:
+            input length + 50).
+        beam_size: hypotheses kept per sentence (the paper: 4; parsing 21).
+        alpha: length penalty exponent >= 0 (the paper: 0.6; parsing 0.3); 0 ranks by
+            log-probability alone.
+        buffer_length: length of the returned ids, >= max(max_lengths); a Python int makes the
+            shapes static, which `jit_compile=True` needs. Default: max(max_lengths).
+        eos_id: the token that ends a hypothesis (-1: none does; every hypothesis runs to its
+            limit).
+        start_id: the token fed at step 0.
+        early_stopping: stop once no alive hypothesis can enter the finished ones; False runs to
+            the longest limit (same result, for tests and benchmarks).
+
+    Returns:
+        (ids int32 [batch, beam_size, buffer_length], 0 after each hypothesis's end;
+        scores float32 [batch, beam_size], best first; -inf where fewer hypotheses exist).
+    """
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be at least 1, got {beam_size}")
+    if alpha < 0:
+        raise ValueError(f"alpha must be >= 0 (a negative one would favour endless "
+                         f"hypotheses), got {alpha}")
+    batch = _batch_size(cache)
+    max_lengths, buffer_length = _limits_and_buffer(max_lengths, batch, buffer_length)
+    beams = beam_size
+
+    cache = tf.nest.map_structure(lambda t: tf.repeat(t, beams, axis=0), cache)
+    # Only the first beam is alive at the start, or the first step would pick one token K times.
+    alive_log_probs = tf.tile(tf.constant([[0.0] + [_NEG_INF] * (beams - 1)]), [batch, 1])
+    alive_ids = tf.zeros([batch, beams, buffer_length], tf.int32)
+    finished_ids = tf.zeros([batch, beams, buffer_length], tf.int32)
+    finished_scores = tf.fill([batch, beams], _NEG_INF)
+    best_possible_penalty = length_penalty(max_lengths, alpha)
+
+    def step_body(step, alive_ids, alive_log_probs, finished_ids, finished_scores, cache):
+        previous = tf.gather(alive_ids, tf.maximum(step - 1, 0), axis=2)
+        previous = tf.where(step == 0, start_id, previous)
+        logits, cache = step_fn(tf.reshape(previous, [-1]), step, cache)
+        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
+        vocab = tf.shape(log_probs)[-1]
+        totals = alive_log_probs[:, :, None] + tf.reshape(log_probs, [batch, beams, vocab])
+        # 2K candidates leave K that do not end even if K of them end.
+        top_log_probs, top_index = tf.math.top_k(tf.reshape(totals, [batch, -1]), k=2 * beams)
+        top_beam, top_token = top_index // vocab, top_index % vocab
+        top_ids = write_position(tf.gather(alive_ids, top_beam, batch_dims=1), step, top_token)
+        length = step + 1
+        ends = (top_token == eos_id) | (length >= max_lengths[:, None])
+
+        alive_log_probs, keep = tf.math.top_k(
+            tf.where(ends, _NEG_INF, top_log_probs), k=beams)
+        alive_ids = tf.gather(top_ids, keep, batch_dims=1)
+        parent = tf.gather(top_beam, keep, batch_dims=1) + tf.range(batch)[:, None] * beams
+        # (ensure_shape: the gather loses the static row count that the loop must keep)
+        cache = tf.nest.map_structure(
+            lambda t: tf.ensure_shape(tf.gather(t, tf.reshape(parent, [-1])), t.shape), cache)
+
+        ended_scores = tf.where(ends, top_log_probs / length_penalty(length, alpha), _NEG_INF)
+        finished_scores, keep = tf.math.top_k(
+            tf.concat([finished_scores, ended_scores], axis=1), k=beams)
+        finished_ids = tf.gather(tf.concat([finished_ids, top_ids], axis=1), keep, batch_dims=1)
+        return step + 1, alive_ids, alive_log_probs, finished_ids, finished_scores, cache
+
+    def not_done(step, alive_ids, alive_log_probs, finished_ids, finished_scores, cache):
+        within = step < tf.reduce_max(tf.concat([max_lengths, [0]], axis=0))
+        if not early_stopping:
+            return within
+        best_reachable = alive_log_probs[:, 0] / best_possible_penalty
+        settled = finished_scores[:, -1] >= best_reachable  # -inf alive: nothing left to try
+        return within & tf.logical_not(tf.reduce_all(settled))
+
+    _, _, _, finished_ids, finished_scores, _ = tf.while_loop(
+        not_done, step_body,
+        (tf.constant(0), alive_ids, alive_log_probs, finished_ids, finished_scores, cache))
+    return finished_ids, finished_scores
+
+
+def sampling_search(step_fn, cache, max_lengths, temperature=0.0, top_k=0, seed=None,
+                    buffer_length=None, eos_id=EOS_ID, start_id=PAD_ID):
+    """One hypothesis a sentence, choosing each token greedily or by sampling.
+
+    Args:
+        step_fn, cache, max_lengths, buffer_length, eos_id, start_id: as for `beam_search`.
+        temperature: 0 takes the most probable token (greedy decoding); > 0 samples from
+            softmax(logits / temperature).
+        top_k: with sampling, draw only among the `top_k` most probable tokens (0: all).
+        seed: int [2] (or a Python pair) for `tf.random.stateless_categorical`; the same seed
+            gives the same samples. None draws one.
+
+    Returns:
+        (ids int32 [batch, buffer_length], 0 after each sentence's end; scores float32 [batch],
+        the sum of the chosen tokens' log-probabilities under the model, untempered).
+    """
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if top_k < 0:
+        raise ValueError(f"top_k must be >= 0, got {top_k}")
+    batch = _batch_size(cache)
+    max_lengths, buffer_length = _limits_and_buffer(max_lengths, batch, buffer_length)
+    if temperature > 0:
+        seed = (tf.random.uniform([2], maxval=tf.int32.max, dtype=tf.int32) if seed is None
+                else tf.cast(seed, tf.int32))
+
+    def choose(log_probs, step):
+        if temperature == 0:
+            return tf.argmax(log_probs, axis=-1, output_type=tf.int32)
+        logits = log_probs / temperature
+        if top_k:
+            kth_best = tf.math.top_k(logits, k=top_k).values[:, -1:]
+            logits = tf.where(logits < kth_best, _NEG_INF, logits)
+        step_seed = tf.stack([seed[0], seed[1] + step])
+        return tf.random.stateless_categorical(logits, 1, step_seed, dtype=tf.int32)[:, 0]
+
+    def step_body(step, previous, ids, finished, scores, cache):
+        logits, cache = step_fn(previous, step, cache)
+        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
+        chosen = tf.where(finished, PAD_ID, choose(log_probs, step))
+        chosen_log_prob = tf.gather(log_probs, chosen, batch_dims=1)
+        scores += tf.where(finished, 0.0, chosen_log_prob)
+        ids = write_position(ids, step, chosen)
+        finished |= (chosen == eos_id) | (step + 1 >= max_lengths)
+        return step + 1, chosen, ids, finished, scores, cache
+
+    def not_done(step, previous, ids, finished, scores, cache):
+        return (step < buffer_length) & tf.logical_not(tf.reduce_all(finished))
+
+    initial = (tf.constant(0), tf.fill([batch], start_id),
+               tf.zeros([batch, buffer_length], tf.int32), max_lengths <= 0,
+               tf.zeros([batch]), cache)
+    _, _, ids, _, scores, _ = tf.while_loop(not_done, step_body, initial)
+    return ids, scores

@@ -1,0 +1,165 @@
+"""The searches as pure functions, on step functions whose every sequence can be enumerated."""
+
+import itertools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer.beam_search import beam_search, length_penalty, sampling_search
+
+EOS = 1
+VOCAB = 3  # 0 (an ordinary token here), end of sentence, 2
+
+
+def table_step(table):
+    """A step function whose logits are table[sentence, step, previous token] (float [B, L, V, V]).
+
+    The cache holds each row's sentence index, so it follows the hypotheses through reordering.
+    """
+    table = tf.constant(table, tf.float32)
+
+    def step_fn(ids, step, cache):
+        index = tf.stack([cache["sentence"], tf.fill(tf.shape(ids), step), ids], axis=1)
+        return tf.gather_nd(table, index), cache
+
+    return step_fn, {"sentence": tf.range(table.shape[0])}
+
+
+def log_softmax(x):
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def exhaustive(table, sentence, limit, alpha, start=0):
+    """Every hypothesis of one sentence with its penalized score, best first."""
+    log_probs = log_softmax(table[sentence].astype("float64"))
+    hypotheses = []
+    for length in range(1, limit + 1):
+        for tokens in itertools.product(range(VOCAB), repeat=length):
+            if EOS in tokens[:-1] or (length < limit and tokens[-1] != EOS):
+                continue  # ended early, or neither ended nor reached the limit
+            previous = (start,) + tokens[:-1]
+            total = sum(log_probs[t, p, y] for t, (p, y) in enumerate(zip(previous, tokens)))
+            hypotheses.append((total / ((5 + length) / 6) ** alpha, tokens))
+    return sorted(hypotheses, key=lambda pair: -pair[0])
+
+
+@pytest.fixture
+def table(rng):
+    return rng.normal(scale=2.0, size=(3, 4, VOCAB, VOCAB))
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
+def test_a_beam_wide_enough_finds_the_exhaustive_best_hypotheses(table, alpha):
+    limits = [4, 2, 3]
+    step_fn, cache = table_step(table)
+    ids, scores = beam_search(step_fn, cache, limits, beam_size=8, alpha=alpha)
+    for sentence, limit in enumerate(limits):
+        expected = exhaustive(table, sentence, limit, alpha)[:8]
+        for k, (score, tokens) in enumerate(expected):
+            np.testing.assert_allclose(scores[sentence, k], score, rtol=1e-5)
+            padded = list(tokens) + [0] * (max(limits) - len(tokens))
+            assert ids[sentence, k].numpy().tolist() == padded
+
+
+def test_the_length_penalty_is_gnmts():
+    np.testing.assert_allclose(length_penalty(10, 0.6), (15 / 6) ** 0.6, rtol=1e-6)
+    np.testing.assert_allclose(length_penalty([1, 7], 0.0), [1.0, 1.0])
+
+
+def test_a_narrow_beam_keeps_the_best_it_found_with_exact_scores(table):
+    step_fn, cache = table_step(table)
+    ids, scores = beam_search(step_fn, cache, [4, 4, 4], beam_size=2, alpha=0.6)
+    for sentence in range(3):
+        every = dict((tokens, score) for score, tokens in exhaustive(table, sentence, 4, 0.6))
+        for k in range(2):
+            tokens = tuple(t for t in ids[sentence, k].numpy())
+            end = tokens.index(EOS) + 1 if EOS in tokens else 4
+            np.testing.assert_allclose(scores[sentence, k], every[tokens[:end]], rtol=1e-5)
+        assert scores[sentence, 0] >= scores[sentence, 1]
+
+
+def test_early_stopping_returns_what_running_to_the_limit_returns(rng):
+    # End of sentence is likely at every step, so every sentence settles long before 30.
+    table = rng.normal(size=(4, 30, VOCAB, VOCAB))
+    table[..., EOS] += 3.0
+    step_fn, cache = table_step(table)
+    steps = []
+
+    def counting_step(ids, step, cache):
+        steps.append(int(step))  # eager: the loop body runs in Python
+        return step_fn(ids, step, cache)
+
+    early = beam_search(counting_step, cache, 30, beam_size=2, alpha=0.6)
+    full = beam_search(step_fn, cache, 30, beam_size=2, alpha=0.6, early_stopping=False)
+    for a, b in zip(early, full):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert len(steps) < 15
+
+
+def test_beam_one_is_greedy(table):
+    step_fn, cache = table_step(table)
+    beam_ids, beam_scores = beam_search(step_fn, cache, [4, 2, 3], beam_size=1, alpha=0.6)
+    greedy_ids, greedy_log_probs = sampling_search(step_fn, cache, [4, 2, 3])
+    np.testing.assert_array_equal(beam_ids[:, 0].numpy(), greedy_ids.numpy())
+    lengths = [list(row).index(EOS) + 1 if EOS in row else limit
+               for row, limit in zip(greedy_ids.numpy().tolist(), [4, 2, 3])]
+    np.testing.assert_allclose(beam_scores[:, 0],
+                               greedy_log_probs / length_penalty(lengths, 0.6), rtol=1e-6)
+
+
+def test_xla_gives_the_same_hypotheses(table):
+    step_fn, cache = table_step(table)
+    search = tf.function(jit_compile=True)(
+        lambda: beam_search(step_fn, cache, [4, 2, 3], beam_size=3, buffer_length=6))
+    xla_ids, xla_scores = search()
+    ids, scores = beam_search(step_fn, cache, [4, 2, 3], beam_size=3)
+    np.testing.assert_array_equal(xla_ids.numpy()[:, :, :4], ids.numpy())
+    assert not xla_ids.numpy()[:, :, 4:].any()
+    np.testing.assert_allclose(xla_scores, scores, rtol=1e-6)
+
+
+def test_an_empty_batch_gives_empty_results():
+    step_fn, cache = table_step(np.zeros((0, 4, VOCAB, VOCAB)))
+    ids, scores = beam_search(step_fn, cache, tf.zeros([0], tf.int32), beam_size=4)
+    assert ids.shape == (0, 4, 0) and scores.shape == (0, 4)
+    ids, scores = sampling_search(step_fn, cache, tf.zeros([0], tf.int32))
+    assert ids.shape == (0, 0) and scores.shape == (0,)
+
+
+def test_no_end_of_sentence_runs_every_hypothesis_to_its_limit(table):
+    step_fn, cache = table_step(table)
+    ids, scores = beam_search(step_fn, cache, [4, 2, 3], beam_size=2, eos_id=-1)
+    lengths = (ids.numpy() != 0).sum(-1)  # token 0 may occur, so compare with the positions
+    assert np.all(lengths <= [[4], [2], [3]])
+    assert np.all(np.isfinite(scores))
+
+
+def test_sampling_is_reproducible_and_draws_from_the_top_k(rng):
+    table = rng.normal(size=(64, 6, VOCAB, VOCAB))
+    step_fn, cache = table_step(table)
+    first = sampling_search(step_fn, cache, 6, temperature=1.0, seed=[3, 4])
+    again = sampling_search(step_fn, cache, 6, temperature=1.0, seed=[3, 4])
+    other = sampling_search(step_fn, cache, 6, temperature=1.0, seed=[5, 6])
+    np.testing.assert_array_equal(first[0], again[0])
+    assert not np.array_equal(first[0], other[0])
+    top1 = sampling_search(step_fn, cache, 6, temperature=1.0, top_k=1, seed=[3, 4])
+    np.testing.assert_array_equal(top1[0], sampling_search(step_fn, cache, 6)[0])
+    # top_k=2 never picks a sentence's least likely token at any step it takes.
+    ids = sampling_search(step_fn, cache, 6, temperature=5.0, top_k=2, seed=[1, 2])[0].numpy()
+    for sentence, row in enumerate(ids):
+        previous = 0
+        for step, token in enumerate(row):
+            if step and row[step - 1] == EOS:
+                break
+            assert token != table[sentence, step, previous].argmin()
+            previous = token
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(beam_size=0), "beam_size"), (dict(alpha=-0.1), "alpha")])
+def test_bad_arguments_are_named(table, bad, message):
+    step_fn, cache = table_step(table)
+    with pytest.raises(ValueError, match=message):
+        beam_search(step_fn, cache, 4, **bad)
