@@ -20,7 +20,6 @@ Each export is a new numbered version directory under --output, the layout TF Se
 import argparse
 import json
 import pathlib
-import shutil
 import sys
 import tempfile
 import time
@@ -31,6 +30,7 @@ from export import loading
 from export.translate import add_decoding_flags, translator_from_flags
 from export.translator import IDS, TEXTS
 from trainer import config
+from trainer.checkpoints import step_in_name
 
 SETTINGS_FILE = "export.json"
 
@@ -48,11 +48,18 @@ def next_version(output):
     return max(versions, default=0) + 1
 
 
-def export(translator, loaded, output, version=None):
+def export(translator, output, version=None, provenance=None):
     """Writes the SavedModel of `translator` to output/<version>; returns that path.
 
     It is written next to its final place and renamed into it when complete, so TF Serving,
     which watches `output`, never loads half a model.
+
+    Args:
+        translator: a `Translator`.
+        output: the directory of versions.
+        version: default: `next_version(output)`.
+        provenance: JSON-able facts to keep in the export.json asset beside the settings
+            (kt-export: the checkpoint, its step and the run's configuration).
     """
     output = pathlib.Path(output)
     version = next_version(output) if version is None else version
@@ -61,14 +68,12 @@ def export(translator, loaded, output, version=None):
         raise ExportError(f"{path} exists; choose another --version (TF Serving serves the "
                           f"highest) or remove it yourself")
     output.mkdir(parents=True, exist_ok=True)
-    settings = dict(translator.settings(), checkpoint=str(loaded.checkpoint),
-                    step=int(loaded.checkpoint.name.split("-")[-1]),
-                    run=json.loads(loaded.run.to_json()), versions=config.versions())
+    settings = dict(translator.settings(), **(provenance or {}), versions=config.versions())
     with tempfile.TemporaryDirectory(dir=output, prefix=".export-") as scratch:
         scratch = pathlib.Path(scratch)
         assets = scratch / "assets-source"
         assets.mkdir()
-        shutil.copy(loaded.vocabulary.path, assets / config.VOCAB_FILE)
+        (assets / config.VOCAB_FILE).write_bytes(translator.vocabulary.model_proto)
         (assets / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n")
         translator.vocabulary_file = tf.saved_model.Asset(str(assets / config.VOCAB_FILE))
         translator.settings_file = tf.saved_model.Asset(str(assets / SETTINGS_FILE))
@@ -111,7 +116,9 @@ def main(argv=None):
     try:
         next_version(args.output)  # a bad --output fails before the model loads
         translator, loaded = translator_from_flags(args, args.max_batch_size)
-        path = export(translator, loaded, args.output, args.version)
+        path = export(translator, args.output, args.version, provenance={
+            "checkpoint": str(loaded.checkpoint), "step": step_in_name(loaded.checkpoint),
+            "run": json.loads(loaded.run.to_json())})
     except (ExportError, loading.ModelDirError, config.ConfigError, ValueError) as error:
         print(f"kt-export: error: {error}", file=sys.stderr)
         return 2

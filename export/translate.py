@@ -148,6 +148,8 @@ def main(argv=None):
     start = time.perf_counter()
     translations, scores = translate_lines(translator, lines, args.batch_size)
     seconds = time.perf_counter() - start
+    # One translation a line, even if the model produced a line break (byte-fallback pieces).
+    translations = [" ".join(line.splitlines()) for line in translations]
     text = "".join(f"{score:.4f}\t{line}\n" if args.scores else f"{line}\n"
                    for line, score in zip(translations, scores))
     if args.output:

@@ -52,9 +52,10 @@ def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_leng
     """Beam search with the GNMT length penalty and early termination.
 
     Every step extends each of the `beam_size` alive hypotheses of a sentence by every token and
-    keeps the best 2 * beam_size extensions by log-probability: those that end (`eos_id`, or the
-    sentence's length limit) join the finished hypotheses, scored by log-probability /
-    `length_penalty(length, alpha)`, and the best `beam_size` that do not end stay alive. A
+    ranks the extensions by log-probability: those among the best `beam_size` that end
+    (`eos_id`, or the sentence's length limit) join the finished hypotheses, scored by
+    log-probability / `length_penalty(length, alpha)`, and the best `beam_size` that do not end
+    stay alive (taken from the best 2 * beam_size, so the beam stays full). A
     sentence is done when its `beam_size`-th finished score is at least the best score an alive
     hypothesis could still reach (its log-probability can only fall, and the penalty is largest
     at the limit); the search stops when every sentence is done. So the returned hypotheses are
@@ -119,7 +120,12 @@ def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_leng
         cache = tf.nest.map_structure(
             lambda t: tf.ensure_shape(tf.gather(t, tf.reshape(parent, [-1])), t.shape), cache)
 
-        ended_scores = tf.where(ends, top_log_probs / length_penalty(length, alpha), _NEG_INF)
+        # Only the best K candidates may finish (as fairseq and Hugging Face do): an end ranked
+        # below K continuations is not what a beam of K would have chosen. So beam 1 follows the
+        # greedy path, and with alpha 0 returns exactly what greedy decoding does.
+        finishes = ends & (tf.range(2 * beams) < beams)
+        ended_scores = tf.where(finishes, top_log_probs / length_penalty(length, alpha),
+                                _NEG_INF)
         finished_scores, keep = tf.math.top_k(
             tf.concat([finished_scores, ended_scores], axis=1), k=beams)
         finished_ids = tf.gather(tf.concat([finished_ids, top_ids], axis=1), keep, batch_dims=1)

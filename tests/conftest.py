@@ -1,4 +1,6 @@
 import os
+import subprocess
+import sys
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -29,6 +31,44 @@ def bible_vocab(bible_vocab_path, _seeded):
     import data
 
     return data.Vocabulary.load(bible_vocab_path)
+
+
+TRAINED_STEPS = 300
+
+
+@pytest.fixture(scope="session")
+def trained_model_dir(tmp_path_factory, bible_vocab_path):
+    """A kt-train model_dir: transformer_tiny trained 300 steps on the bundled corpus (~40 s).
+
+    Trained enough that its distributions are a translation model's, not uniform: beam search
+    and greedy decoding disagree on it, which is what the decoding tests need.
+    """
+    model_dir = tmp_path_factory.mktemp("trained") / "run"
+    command = [sys.executable, "-m", "trainer.task", "--model_dir", str(model_dir),
+               "--hparams", "transformer_tiny", "--hparams_override", "warmup_steps=100",
+               "--vocab", str(bible_vocab_path), "--batch_tokens", "3000", "--max_length", "64",
+               "--train_steps", str(TRAINED_STEPS), "--eval_every", "100000",
+               "--eval_sentences", "4", "--log_every", "100", "--deterministic"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return model_dir
+
+
+@pytest.fixture(scope="session")
+def trained(trained_model_dir):
+    """`export.load(trained_model_dir)`: the model, vocabulary, run config and checkpoint."""
+    import export
+
+    return export.load(trained_model_dir)
+
+
+@pytest.fixture(scope="session")
+def dev_sentences():
+    """The first 24 (English, Spanish) dev pairs of the bundled corpus, as str."""
+    import data
+
+    pairs = data.get_source("bible_en_es").pairs("dev").take(24).as_numpy_iterator()
+    return [(en.decode("utf-8"), es.decode("utf-8")) for en, es in pairs]
 
 
 @pytest.fixture

@@ -54,9 +54,11 @@ def table(rng):
 def test_a_beam_wide_enough_finds_the_exhaustive_best_hypotheses(table, alpha):
     limits = [4, 2, 3]
     step_fn, cache = table_step(table)
-    ids, scores = beam_search(step_fn, cache, limits, beam_size=8, alpha=alpha)
+    # 12 beams hold every prefix and every candidate of a step up to the last one (3 tokens,
+    # limits <= 4); then only length ranks the candidates, which keeps the search exact.
+    ids, scores = beam_search(step_fn, cache, limits, beam_size=12, alpha=alpha)
     for sentence, limit in enumerate(limits):
-        expected = exhaustive(table, sentence, limit, alpha)[:8]
+        expected = exhaustive(table, sentence, limit, alpha)[:12]
         for k, (score, tokens) in enumerate(expected):
             np.testing.assert_allclose(scores[sentence, k], score, rtol=1e-5)
             padded = list(tokens) + [0] * (max(limits) - len(tokens))
@@ -98,15 +100,24 @@ def test_early_stopping_returns_what_running_to_the_limit_returns(rng):
     assert len(steps) < 15
 
 
-def test_beam_one_is_greedy(table):
+def greedy_lengths(ids, limits):
+    return [list(row).index(EOS) + 1 if EOS in row else limit
+            for row, limit in zip(ids.numpy().tolist(), limits)]
+
+
+def test_beam_one_without_length_penalty_is_greedy(rng):
+    # Many steps and a likely end of sentence: many chances for a second-ranked end to enter.
+    table = rng.normal(size=(16, 12, VOCAB, VOCAB))
+    table[..., EOS] += 1.0
     step_fn, cache = table_step(table)
-    beam_ids, beam_scores = beam_search(step_fn, cache, [4, 2, 3], beam_size=1, alpha=0.6)
-    greedy_ids, greedy_log_probs = sampling_search(step_fn, cache, [4, 2, 3])
+    beam_ids, beam_scores = beam_search(step_fn, cache, 12, beam_size=1, alpha=0.0)
+    greedy_ids, greedy_log_probs = sampling_search(step_fn, cache, 12)
     np.testing.assert_array_equal(beam_ids[:, 0].numpy(), greedy_ids.numpy())
-    lengths = [list(row).index(EOS) + 1 if EOS in row else limit
-               for row, limit in zip(greedy_ids.numpy().tolist(), [4, 2, 3])]
-    np.testing.assert_allclose(beam_scores[:, 0],
-                               greedy_log_probs / length_penalty(lengths, 0.6), rtol=1e-6)
+    np.testing.assert_allclose(beam_scores[:, 0], greedy_log_probs, rtol=1e-6)
+    # With a length penalty, beam 1 goes on looking past greedy's end and keeps the better.
+    _, penalized = beam_search(step_fn, cache, 12, beam_size=1, alpha=0.6)
+    greedy_scores = greedy_log_probs / length_penalty(greedy_lengths(greedy_ids, [12] * 16), 0.6)
+    assert np.all(penalized[:, 0] >= greedy_scores - 1e-6)
 
 
 def test_xla_gives_the_same_hypotheses(table):

@@ -1,0 +1,87 @@
+"""Beam search against greedy decoding on a trained model_dir: scores and BLEU by beam size.
+
+For each beam size: the mean length-penalized score of the best hypothesis, on how many
+sentences it scores below / above greedy decoding's hypothesis (scored the same way), whether
+those greedy hypotheses ended or ran to the length limit, and sacrebleu BLEU on the dev split.
+
+    python bench/beam_vs_greedy.py --model_dir runs/demo --sentences 492
+"""
+
+import argparse
+import pathlib
+import sys
+import time
+
+import numpy as np
+import sacrebleu
+import tensorflow as tf
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+import data  # noqa: E402
+import export  # noqa: E402
+import keras_transformer as kt  # noqa: E402
+from bench.common import append_results  # noqa: E402
+from trainer.evaluation import source_ids_of  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model_dir", required=True)
+    parser.add_argument("--sentences", type=int, default=200)
+    parser.add_argument("--beam_sizes", default="1,2,4,8")
+    parser.add_argument("--alpha", type=float, default=0.6)
+    parser.add_argument("--batch_size", type=int, default=50)
+    args = parser.parse_args()
+
+    loaded = export.load(args.model_dir)
+    source = data.get_source(loaded.run.data, loaded.run.source_lang, loaded.run.target_lang)
+    pairs = list(source.pairs("dev").take(args.sentences).as_numpy_iterator())
+    sources = [en.decode("utf-8") for en, _ in pairs]
+    references = [es.decode("utf-8") for _, es in pairs]
+    ids = source_ids_of(loaded.vocabulary, sources, loaded.run.max_length)
+
+    def decode(beam_size):
+        """Best hypotheses' texts and scores; beam_size 0 is greedy decoding."""
+        texts, scores, ended = [], [], []
+        for start in range(0, len(ids), args.batch_size):
+            batch = ids[start:start + args.batch_size]
+            batch = batch[:, :max(1, np.count_nonzero(batch, axis=1).max())]
+            if beam_size:
+                best, score = (t[:, 0] for t in kt.beam_decode(
+                    loaded.model, batch, beam_size=beam_size, alpha=args.alpha))
+            else:
+                best, log_prob = kt.greedy_decode(loaded.model, batch)
+                has_eos = (best.numpy() == kt.EOS_ID).any(-1)
+                lengths = np.where(has_eos, (best.numpy() == kt.EOS_ID).argmax(-1) + 1,
+                                   np.count_nonzero(batch, axis=1) + 50)
+                score = log_prob / kt.length_penalty(lengths, args.alpha)
+                ended.extend(has_eos)
+            texts.extend(t.decode("utf-8") for t in loaded.vocabulary.detokenize(best).numpy())
+            scores.extend(np.asarray(score))
+        return texts, np.array(scores), np.array(ended)
+
+    start = time.perf_counter()
+    greedy_texts, greedy_scores, greedy_ended = decode(0)
+    rows = [f"| greedy | {greedy_scores.mean():.3f} | - | - | "
+            f"{sacrebleu.corpus_bleu(greedy_texts, [references]).score:.2f} |"]
+    for beam_size in (int(b) for b in args.beam_sizes.split(",")):
+        texts, scores, _ = decode(beam_size)
+        worse = scores < greedy_scores - 1e-5
+        rows.append(
+            f"| beam {beam_size} | {scores.mean():.3f} | {worse.sum()} "
+            f"({(worse & ~greedy_ended).sum()} where greedy ran to the limit) | "
+            f"{(scores > greedy_scores + 1e-5).sum()} | "
+            f"{sacrebleu.corpus_bleu(texts, [references]).score:.2f} |")
+    table = (f"{args.model_dir} ({loaded.run.hparams_name}, {loaded.checkpoint.name}), the first "
+             f"{len(ids)} dev sentences, alpha {args.alpha}; greedy hypotheses ended on "
+             f"{greedy_ended.sum()} of them, the rest ran to input + 50 tokens. "
+             f"{time.perf_counter() - start:.0f} s in all.\n\n"
+             f"| decoding | mean score | below greedy | above greedy | BLEU |\n"
+             f"| --- | --- | --- | --- | --- |\n" + "\n".join(rows))
+    append_results("Beam search against greedy decoding", table)
+
+
+if __name__ == "__main__":
+    tf.get_logger().setLevel("ERROR")
+    main()

@@ -1,0 +1,221 @@
+"""kt-translate and kt-export on a trained model_dir, and the SavedModel in a fresh process that
+imports only tensorflow and tensorflow_text."""
+
+import io
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import export
+from export import saved_model, translate
+from export.translate import translate_lines
+
+# Lines a user or a client may send besides real sentences.
+ODD_LINES = [b"", b"   ", " ".join(["word"] * 10_000).encode(), b"caf\xe9 \xff\xfe not utf-8",
+             b"nul\x00byte", "😀 e\u0301 \u202bright-to-left\u202c".encode()]
+
+CLIENT = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  registers the SentencePiece ops
+
+model = tf.saved_model.load(sys.argv[1])
+serve = model.signatures["serving_default"]
+requests = json.loads(sys.stdin.read())
+
+def call(texts):
+    try:
+        out = serve(inputs=tf.constant([t.encode("latin-1") for t in texts], tf.string))
+        return {"translations": [t.decode("utf-8") for t in out["translations"].numpy()],
+                "scores": out["scores"].numpy().tolist()}
+    except tf.errors.InvalidArgumentError as error:
+        return {"error": error.message}
+
+results = [call(texts) for texts in requests]
+ids = model.signatures["tokenize"](inputs=tf.constant(["In the beginning."]))["source_ids"]
+by_ids = model.signatures["translate_ids"](source_ids=ids)
+ours = sorted(m for m in sys.modules if m.split(".")[0] in
+              ("keras_transformer", "data", "trainer", "export"))
+print(json.dumps({"results": results, "ids": by_ids["ids"].numpy().tolist(),
+                  "id_scores": by_ids["scores"].numpy().tolist(), "our_modules": ours,
+                  "assets": sorted(a.asset_path.numpy().decode().rsplit("/", 1)[-1]
+                                   for a in (model.vocabulary_file, model.settings_file))}))
+"""
+
+
+def run(command, **kwargs):
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, **kwargs)
+
+
+def kt_translate(*flags, **kwargs):
+    return run([sys.executable, "-m", "export.translate", *flags], **kwargs)
+
+
+def kt_export(*flags):
+    return run([sys.executable, "-m", "export", *flags])
+
+
+@pytest.fixture
+def translator(trained):
+    return export.Translator(trained.model, trained.vocabulary, max_input_length=64,
+                             max_batch_size=64)
+
+
+@pytest.fixture(scope="module")
+def input_lines(dev_sentences, tmp_path_factory):
+    """A file of 24 dev sentences and the odd lines; the references beside it."""
+    directory = tmp_path_factory.mktemp("text")
+    lines = [en.encode("utf-8") for en, _ in dev_sentences] + ODD_LINES
+    (directory / "input.en").write_bytes(b"\n".join(lines) + b"\n")
+    references = [es for _, es in dev_sentences] + ["-"] * len(ODD_LINES)
+    (directory / "reference.es").write_text("\n".join(references) + "\n", encoding="utf-8")
+    return directory / "input.en", directory / "reference.es", lines
+
+
+@pytest.fixture(scope="module")
+def translated(trained_model_dir, input_lines):
+    """kt-translate's output for the input file, in batches of 5 sorted by length."""
+    source, reference, lines = input_lines
+    result = kt_translate("--model_dir", str(trained_model_dir), "--input", str(source),
+                          "--reference", str(reference), "--batch_size", "5")
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+@pytest.fixture(scope="module")
+def exported(trained_model_dir, tmp_path_factory):
+    output = tmp_path_factory.mktemp("exported") / "translator"
+    result = kt_export("--model_dir", str(trained_model_dir), "--output", str(output),
+                       "--max_batch_size", "40")
+    assert result.returncode == 0, result.stderr
+    assert (output / "1" / "saved_model.pb").exists()
+    return output
+
+
+def test_kt_translate_writes_one_line_per_input_in_order(translated, input_lines, translator):
+    _, _, lines = input_lines
+    output = translated.stdout.split("\n")[:-1]
+    assert len(output) == len(lines)
+    # In order: one batch of everything, unsorted, gives the same lines.
+    expected, _ = translate_lines(translator, lines, batch_size=64)
+    assert output == expected
+    assert output[24] == "" and output[25] == ""  # empty and blank lines: empty translations
+    assert all(output[:24])
+
+
+def test_kt_translate_reports_bleu_chrf_and_bad_lines(translated, input_lines):
+    source, _, _ = input_lines
+    assert "BLEU = " in translated.stderr and "chrF2 = " in translated.stderr
+    assert "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0" in translated.stderr
+    assert f"{source}:28: not UTF-8 at byte 3" in translated.stderr
+    assert "translated 30 sentence(s)" in translated.stderr
+
+
+def test_kt_translate_reads_stdin_and_writes_scores(trained_model_dir, monkeypatch, capsys):
+    text = b"In the beginning God created the heaven and the earth.\n"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text)))
+    assert translate.main(["--model_dir", str(trained_model_dir), "--scores",
+                           "--beam_size", "2"]) == 0
+    score, translation = capsys.readouterr().out.rstrip("\n").split("\t")
+    assert float(score) < 0 and translation
+
+
+def refusal(main, argv, capsys):
+    """stderr of a command that must refuse `argv` with exit status 2."""
+    try:
+        status = main(argv)
+    except SystemExit as exit:  # argparse's refusals
+        status = exit.code
+    assert status == 2
+    return capsys.readouterr().err
+
+
+def test_kt_translate_refusals_name_the_problem(trained_model_dir, input_lines, tmp_path,
+                                                capsys):
+    source, reference, _ = input_lines
+    model_dir = ["--model_dir", str(trained_model_dir)]
+    short = tmp_path / "short.es"
+    short.write_text("uno\n")
+    assert f"--reference {short} has 1 lines but {source} has 30" in refusal(
+        translate.main, [*model_dir, "--input", str(source), "--reference", str(short)], capsys)
+    existing = tmp_path / "out.es"
+    existing.write_text("keep me\n")
+    assert "exists; pass --overwrite" in refusal(
+        translate.main, [*model_dir, "--input", str(source), "--output", str(existing)], capsys)
+    assert existing.read_text() == "keep me\n"
+    assert f"{tmp_path}: no config.json" in refusal(
+        translate.main, ["--model_dir", str(tmp_path), "--input", str(source)], capsys)
+    assert f"cannot read --input {tmp_path / 'missing.en'}" in refusal(
+        translate.main, [*model_dir, "--input", str(tmp_path / "missing.en")], capsys)
+    assert "--beam_size must be at least 1" in refusal(
+        translate.main, [*model_dir, "--beam_size", "0"], capsys)
+
+
+def test_the_saved_model_in_a_fresh_process_translates_as_kt_translate(
+        exported, translated, input_lines):
+    _, _, lines = input_lines
+    requests = [
+        [line.decode("latin-1") for line in lines],  # all at once, unsorted
+        [], ["x"] * 41,  # an empty batch; one over --max_batch_size
+        ["In the beginning God created the heaven and the earth."],  # still serving
+    ]
+    result = run([sys.executable, "-c", CLIENT, str(exported / "1")],
+                 input=json.dumps(requests), cwd=exported)
+    assert result.returncode == 0, result.stderr
+    reply = json.loads(result.stdout)
+    assert reply["our_modules"] == []
+    assert reply["assets"] == ["export.json", "vocab.model"]
+    everything, empty, too_many, after = reply["results"]
+    assert everything["translations"] == translated.stdout.split("\n")[:-1]
+    assert everything["scores"][24:26] == [0.0, 0.0]
+    assert all(np.isfinite(everything["scores"]))
+    assert empty == {"translations": [], "scores": []}
+    assert "max_batch_size" in too_many["error"] and "40" in too_many["error"]
+    assert after["translations"][0] and after["scores"][0] < 0
+    assert reply["ids"][0][:reply["ids"][0].index(1) + 1] and reply["id_scores"][0] < 0
+
+
+def test_each_export_is_a_new_version_and_none_is_replaced(exported, trained_model_dir,
+                                                          translator, capsys):
+    path = export.export(translator, exported)
+    assert path == exported / "2"
+    assert f"{exported / '1'} exists" in refusal(saved_model.main, [
+        "--model_dir", str(trained_model_dir), "--output", str(exported), "--version", "1"],
+        capsys)
+    settings = json.loads((exported / "2" / "assets" / "export.json").read_text())
+    assert settings["beam_size"] == 4 and settings["alpha"] == 0.6
+    assert settings["max_input_length"] == 64 and settings["run"]["hparams_name"] == \
+        "transformer_tiny"
+    assert sorted(p.name for p in exported.iterdir()) == ["1", "2"]  # no leftovers
+
+
+def test_saved_model_cli_lists_the_string_signatures(exported):
+    cli = [sys.executable, "-m", "tensorflow.python.tools.saved_model_cli"]
+    result = run([*cli, "show", "--all", "--dir", str(exported / "1")])
+    assert result.returncode == 0, result.stderr
+    serving = result.stdout.split("signature_def['serving_default']")[1].split("signature_def")[0]
+    assert "inputs['inputs']" in serving and "DT_STRING" in serving
+    assert "outputs['translations']" in serving and "outputs['scores']" in serving
+    assert "signature_def['translate_ids']" in result.stdout
+    assert "signature_def['tokenize']" in result.stdout
+
+
+def test_requests_are_bounded(translator):
+    long_text = tf.constant([" ".join(["word"] * 10_000)])
+    ids = translator.tokenize(long_text)["source_ids"].numpy()
+    assert ids.shape == (1, 64) and ids[0, -1] == 1  # cut to max_input_length, still ended
+    result = translator.translate_ids(tf.constant(np.full((1, 500), 5, "int32")))
+    assert result["ids"].shape[1] <= 64 + 50  # the input is cut, so is the output
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_batch_size"):
+        translator.translate(tf.constant(["x"] * 65))
+
+
+def test_kt_export_refuses_a_file_as_output(trained_model_dir, tmp_path, capsys):
+    target = tmp_path / "a_file"
+    target.write_text("")
+    assert f"--output {target} is a file" in refusal(saved_model.main, [
+        "--model_dir", str(trained_model_dir), "--output", str(target)], capsys)
