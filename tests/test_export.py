@@ -186,10 +186,11 @@ def test_each_export_is_a_new_version_and_none_is_replaced(exported, trained_mod
     assert f"{exported / '1'} exists" in refusal(saved_model.main, [
         "--model_dir", str(trained_model_dir), "--output", str(exported), "--version", "1"],
         capsys)
-    settings = json.loads((exported / "2" / "assets" / "export.json").read_text())
+    settings = json.loads((exported / "1" / "assets" / "export.json").read_text())  # kt-export's
     assert settings["beam_size"] == 4 and settings["alpha"] == 0.6
-    assert settings["max_input_length"] == 64 and settings["run"]["hparams_name"] == \
-        "transformer_tiny"
+    assert settings["max_input_length"] == 64 and settings["max_batch_size"] == 40
+    assert settings["run"]["hparams_name"] == "transformer_tiny"
+    assert settings["step"] == 300 and settings["checkpoint"].endswith("ckpt-300")
     assert sorted(p.name for p in exported.iterdir()) == ["1", "2"]  # no leftovers
 
 
@@ -212,6 +213,8 @@ def test_requests_are_bounded(translator):
     assert result["ids"].shape[1] <= 64 + 50  # the input is cut, so is the output
     with pytest.raises(tf.errors.InvalidArgumentError, match="max_batch_size"):
         translator.translate(tf.constant(["x"] * 65))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"outside \[0, 2000\)"):
+        translator.translate_ids(tf.constant([[5, 2000, 1]]))
 
 
 def test_kt_export_refuses_a_file_as_output(trained_model_dir, tmp_path, capsys):
