@@ -42,6 +42,12 @@ def _batch_size(cache):
     return tf.shape(tf.nest.flatten(cache)[0])[0]
 
 
+def _same_shapes(before, after):
+    """`after` with the static shapes of `before`, which a while loop's state must keep (batch
+    reshapes and gathers lose a static batch size)."""
+    return tf.nest.map_structure(lambda old, new: tf.ensure_shape(new, old.shape), before, after)
+
+
 def write_position(buffer, step, values):
     """buffer [..., length] with position `step` replaced by values [...]; XLA-friendly."""
     return tf.where(tf.range(tf.shape(buffer)[-1]) == step, values[..., None], buffer)
@@ -98,7 +104,8 @@ def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_leng
     finished_scores = tf.fill([batch, beams], _NEG_INF)
     best_possible_penalty = length_penalty(max_lengths, alpha)
 
-    def step_body(step, alive_ids, alive_log_probs, finished_ids, finished_scores, cache):
+    def step_body(*state):
+        step, alive_ids, alive_log_probs, finished_ids, finished_scores, cache = state
         previous = tf.gather(alive_ids, tf.maximum(step - 1, 0), axis=2)
         previous = tf.where(step == 0, start_id, previous)
         logits, cache = step_fn(tf.reshape(previous, [-1]), step, cache)
@@ -116,9 +123,7 @@ def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_leng
             tf.where(ends, _NEG_INF, top_log_probs), k=beams)
         alive_ids = tf.gather(top_ids, keep, batch_dims=1)
         parent = tf.gather(top_beam, keep, batch_dims=1) + tf.range(batch)[:, None] * beams
-        # (ensure_shape: the gather loses the static row count that the loop must keep)
-        cache = tf.nest.map_structure(
-            lambda t: tf.ensure_shape(tf.gather(t, tf.reshape(parent, [-1])), t.shape), cache)
+        cache = tf.nest.map_structure(lambda t: tf.gather(t, tf.reshape(parent, [-1])), cache)
 
         # Only the best K candidates may finish (as fairseq and Hugging Face do): an end ranked
         # below K continuations is not what a beam of K would have chosen. So beam 1 follows the
@@ -129,7 +134,8 @@ def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_leng
         finished_scores, keep = tf.math.top_k(
             tf.concat([finished_scores, ended_scores], axis=1), k=beams)
         finished_ids = tf.gather(tf.concat([finished_ids, top_ids], axis=1), keep, batch_dims=1)
-        return step + 1, alive_ids, alive_log_probs, finished_ids, finished_scores, cache
+        return _same_shapes(state, (step + 1, alive_ids, alive_log_probs, finished_ids,
+                                    finished_scores, cache))
 
     def not_done(step, alive_ids, alive_log_probs, finished_ids, finished_scores, cache):
         within = step < tf.reduce_max(tf.concat([max_lengths, [0]], axis=0))
@@ -181,7 +187,8 @@ def sampling_search(step_fn, cache, max_lengths, temperature=0.0, top_k=0, seed=
         step_seed = tf.stack([seed[0], seed[1] + step])
         return tf.random.stateless_categorical(logits, 1, step_seed, dtype=tf.int32)[:, 0]
 
-    def step_body(step, previous, ids, finished, scores, cache):
+    def step_body(*state):
+        step, previous, ids, finished, scores, cache = state
         logits, cache = step_fn(previous, step, cache)
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
         chosen = tf.where(finished, PAD_ID, choose(log_probs, step))
@@ -189,7 +196,7 @@ def sampling_search(step_fn, cache, max_lengths, temperature=0.0, top_k=0, seed=
         scores += tf.where(finished, 0.0, chosen_log_prob)
         ids = write_position(ids, step, chosen)
         finished |= (chosen == eos_id) | (step + 1 >= max_lengths)
-        return step + 1, chosen, ids, finished, scores, cache
+        return _same_shapes(state, (step + 1, chosen, ids, finished, scores, cache))
 
     def not_done(step, previous, ids, finished, scores, cache):
         return (step < buffer_length) & tf.logical_not(tf.reduce_all(finished))

@@ -174,3 +174,11 @@ def test_bad_arguments_are_named(table, bad, message):
     step_fn, cache = table_step(table)
     with pytest.raises(ValueError, match=message):
         beam_search(step_fn, cache, 4, **bad)
+
+
+def test_static_batch_shapes_stay_static(table):
+    step_fn, cache = table_step(table[:1])
+    search = tf.function(lambda: beam_search(step_fn, cache, [4], beam_size=2))
+    assert search()[0].shape == (1, 2, 4)
+    greedy = tf.function(lambda: sampling_search(step_fn, cache, [4]))
+    assert greedy()[0].shape == (1, 4)
