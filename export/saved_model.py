@@ -31,6 +31,7 @@ from export.translate import add_decoding_flags, translator_from_flags
 from export.translator import IDS, TEXTS
 from trainer import config
 from trainer.checkpoints import step_in_name
+from trainer.task import at_least
 
 SETTINGS_FILE = "export.json"
 
@@ -95,19 +96,12 @@ def parse_args(argv=None):
     add_decoding_flags(parser)
     parser.add_argument("--output", required=True,
                         help="directory of versions; the export goes to OUTPUT/<version>")
-    parser.add_argument("--version", type=int,
+    parser.add_argument("--version", type=at_least(1),
                         help="version number (default: one more than the highest in --output)")
-    parser.add_argument("--max_batch_size", type=int, default=64,
+    parser.add_argument("--max_batch_size", type=at_least(1), default=64,
                         help="most sentences one request may carry; more is an error "
                              "(default %(default)s)")
-    args = parser.parse_args(argv)
-    for flag in ("beam_size", "max_batch_size", "version"):
-        value = getattr(args, flag)
-        if value is not None and value < 1:
-            parser.error(f"--{flag} must be at least 1, got {value}")
-    if args.alpha < 0:
-        parser.error(f"--alpha must be >= 0, got {args.alpha}")
-    return args
+    return parser.parse_args(argv)
 
 
 def main(argv=None):

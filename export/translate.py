@@ -20,6 +20,7 @@ import tensorflow as tf
 from export import loading
 from export.translator import Translator
 from trainer import config
+from trainer.task import at_least
 
 
 class InputError(ValueError):
@@ -31,16 +32,17 @@ def add_decoding_flags(parser):
     parser.add_argument("--model_dir", required=True, help="a kt-train model_dir")
     parser.add_argument("--checkpoint", help="a checkpoint directory to use instead of the "
                                              "newest (e.g. MODEL_DIR/averaged/ckpt-N)")
-    parser.add_argument("--beam_size", type=int, default=4, help="(paper: 4; default %(default)s)")
-    parser.add_argument("--alpha", type=float, default=0.6,
+    parser.add_argument("--beam_size", type=at_least(1), default=4,
+                        help="(paper: 4; default %(default)s)")
+    parser.add_argument("--alpha", type=at_least(0.0, float), default=0.6,
                         help="length penalty exponent (paper: 0.6; default %(default)s)")
-    parser.add_argument("--extra_length", type=int, default=50,
+    parser.add_argument("--extra_length", type=at_least(0), default=50,
                         help="output tokens allowed beyond the input's (paper: 50; default "
                              "%(default)s)")
-    parser.add_argument("--max_input_length", type=int,
+    parser.add_argument("--max_input_length", type=at_least(1),
                         help="longest input in tokens; longer ones are truncated (default: the "
                              "model_dir's training --max_length)")
-    parser.add_argument("--max_output_length", type=int,
+    parser.add_argument("--max_output_length", type=at_least(1),
                         help="longest output in tokens (default: max_input_length + "
                              "extra_length)")
 
@@ -76,10 +78,11 @@ def read_lines(path, what):
     return lines
 
 
-def translate_lines(translator, lines, batch_size):
+def translate_lines(translator, lines, batch_size, progress_every=None):
     """Translations (str) and scores of `lines` (bytes or str), in input order.
 
-    Lines are tokenized, sorted by length and translated `batch_size` at a time.
+    Lines are tokenized, sorted by length and translated `batch_size` at a time; with
+    `progress_every` (seconds), a progress line goes to stderr that often.
     """
     if not lines:
         return [], np.zeros([0], np.float32)
@@ -90,7 +93,12 @@ def translate_lines(translator, lines, batch_size):
     lengths = np.count_nonzero(ids, axis=1)
     order = np.argsort(-lengths, kind="stable")  # the longest first: memory trouble shows early
     translations, scores = [None] * len(lines), np.zeros(len(lines), np.float32)
+    began = reported = time.perf_counter()
     for start in range(0, len(order), batch_size):
+        if progress_every and time.perf_counter() - reported > progress_every:
+            reported = time.perf_counter()
+            print(f"translated {start}/{len(lines)} sentences "
+                  f"({start / (reported - began):.1f}/s)", file=sys.stderr, flush=True)
         rows = order[start:start + batch_size]
         batch = ids[rows][:, :max(1, lengths[rows].max())]
         result = translator.translate_ids(tf.constant(batch))
@@ -114,17 +122,11 @@ def parse_args(argv=None):
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     parser.add_argument("--reference", help="reference translations, one a line: print BLEU "
                                             "and chrF (sacrebleu) to stderr")
-    parser.add_argument("--batch_size", type=int, default=32,
+    parser.add_argument("--batch_size", type=at_least(1), default=32,
                         help="sentences translated together (default %(default)s)")
     parser.add_argument("--scores", action="store_true",
                         help="write 'score<TAB>translation' lines")
     args = parser.parse_args(argv)
-    if args.batch_size < 1:
-        parser.error(f"--batch_size must be at least 1, got {args.batch_size}")
-    if args.beam_size < 1:
-        parser.error(f"--beam_size must be at least 1, got {args.beam_size}")
-    if args.alpha < 0:
-        parser.error(f"--alpha must be >= 0, got {args.alpha}")
     if args.output and pathlib.Path(args.output).exists() and not args.overwrite:
         parser.error(f"--output {args.output} exists; pass --overwrite to replace it")
     return args
@@ -146,7 +148,8 @@ def main(argv=None):
         print(f"kt-translate: error: {error}", file=sys.stderr)
         return 2
     start = time.perf_counter()
-    translations, scores = translate_lines(translator, lines, args.batch_size)
+    translations, scores = translate_lines(translator, lines, args.batch_size,
+                                           progress_every=10)
     seconds = time.perf_counter() - start
     # One translation a line, even if the model produced a line break (byte-fallback pieces).
     translations = [" ".join(line.splitlines()) for line in translations]

@@ -151,8 +151,10 @@ def test_kt_translate_refusals_name_the_problem(trained_model_dir, input_lines, 
         translate.main, ["--model_dir", str(tmp_path), "--input", str(source)], capsys)
     assert f"cannot read --input {tmp_path / 'missing.en'}" in refusal(
         translate.main, [*model_dir, "--input", str(tmp_path / "missing.en")], capsys)
-    assert "--beam_size must be at least 1" in refusal(
+    assert "--beam_size: must be at least 1, got 0" in refusal(
         translate.main, [*model_dir, "--beam_size", "0"], capsys)
+    assert "--alpha: must be at least 0.0, got -0.5" in refusal(
+        translate.main, [*model_dir, "--alpha", "-0.5"], capsys)
 
 
 def test_the_saved_model_in_a_fresh_process_translates_as_kt_translate(

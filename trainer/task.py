@@ -30,11 +30,15 @@ PRECISIONS = {"none": "float32", "mixed_float16": "mixed_float16",
               "mixed_bfloat16": "mixed_bfloat16"}
 
 
-def _at_least(minimum, kind=int):
+def at_least(minimum, kind=int):
+    """An argparse type: a number of `kind` that is at least `minimum`."""
     def parse(text):
-        value = kind(text)
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a {kind.__name__}: {text!r}") from None
         if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {text}")
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
         return value
     return parse
 
@@ -62,24 +66,24 @@ def parse_args(argv=None):
         help="local files: refuse (error, default) or replace bytes that are not UTF-8")
     add("--vocab", help="SentencePiece model to use; built here from the training data if the "
                         "file does not exist (default: model_dir/vocab.model)")
-    add("--vocab_size", dest="build_vocab_size", type=_at_least(260), default=8000,
+    add("--vocab_size", dest="build_vocab_size", type=at_least(260), default=8000,
         help="ids in a vocabulary built by this run (default %(default)s; the paper: ~37000)")
-    add("--max_length", type=_at_least(2),
+    add("--max_length", type=at_least(2),
         help=f"longest pair in tokens (default {defaults.max_length})")
     add("--overlong", choices=("drop", "truncate"), help="longer pairs (default drop)")
-    add("--batch_tokens", type=_at_least(1),
+    add("--batch_tokens", type=at_least(1),
         help=f"padded tokens per batch, each side, all replicas (default {defaults.batch_tokens})")
-    add("--train_steps", type=_at_least(1),
+    add("--train_steps", type=at_least(1),
         help="total training steps (default: the hparams set's)")
-    add("--eval_every", type=_at_least(1),
+    add("--eval_every", type=at_least(1),
         help=f"steps between dev evaluations (default {defaults.eval_every})")
-    add("--eval_sentences", type=_at_least(0),
+    add("--eval_sentences", type=at_least(0),
         help=f"dev sentences translated for BLEU (default {defaults.eval_sentences}; 0: none)")
-    add("--keep_checkpoints", type=_at_least(0),
+    add("--keep_checkpoints", type=at_least(0),
         help=f"checkpoints kept (default {defaults.keep_checkpoints}; 0: all)")
-    add("--checkpoint_every_steps", type=_at_least(0),
+    add("--checkpoint_every_steps", type=at_least(0),
         help=f"steps between checkpoints (default {defaults.checkpoint_every_steps}; 0: off)")
-    add("--checkpoint_every_minutes", type=_at_least(0, float),
+    add("--checkpoint_every_minutes", type=at_least(0, float),
         help=f"minutes between checkpoints (default {defaults.checkpoint_every_minutes}; 0: off)")
     add("--mixed_precision", choices=sorted(PRECISIONS),
         help="compute dtype policy (default none: float32)")
@@ -88,9 +92,9 @@ def parse_args(argv=None):
     add("--seed", type=int, help=f"random seed (default {defaults.seed})")
     add("--deterministic", action=argparse.BooleanOptionalAction, default=None,
         help="same batches and dropout on every run, also across a resume (slower)")
-    add("--log_every", type=_at_least(1), default=100,
+    add("--log_every", type=at_least(1), default=100,
         help="steps between progress lines (default 100)")
-    add("--max_minutes", type=_at_least(0, float),
+    add("--max_minutes", type=at_least(0, float),
         help="stop (with a checkpoint and an evaluation) after this many minutes of training; "
              "running the command again continues")
     return parser.parse_args(argv)
