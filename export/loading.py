@@ -33,6 +33,7 @@ def load(model_dir, checkpoint=None):
     Raises:
         ModelDirError: no config.json, no vocabulary, no checkpoint, or an unreadable one.
         config.ConfigError: a config.json that is damaged or from a newer version.
+        data.VocabularyError: a vocabulary that is not one, or not the model's size.
     """
     model_dir = pathlib.Path(model_dir)
     if not model_dir.is_dir():

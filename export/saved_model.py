@@ -49,6 +49,16 @@ def next_version(output):
     return max(versions, default=0) + 1
 
 
+def version_path(output, version=None):
+    """output/<version> (default the next version); an existing one is an ExportError."""
+    output = pathlib.Path(output)
+    path = output / str(next_version(output) if version is None else version)
+    if path.exists():
+        raise ExportError(f"{path} exists; choose another --version (TF Serving serves the "
+                          f"highest) or remove it yourself")
+    return path
+
+
 def export(translator, output, version=None, provenance=None):
     """Writes the SavedModel of `translator` to output/<version>; returns that path.
 
@@ -63,11 +73,7 @@ def export(translator, output, version=None, provenance=None):
             (kt-export: the checkpoint, its step and the run's configuration).
     """
     output = pathlib.Path(output)
-    version = next_version(output) if version is None else version
-    path = output / str(version)
-    if path.exists():
-        raise ExportError(f"{path} exists; choose another --version (TF Serving serves the "
-                          f"highest) or remove it yourself")
+    path = version_path(output, version)
     output.mkdir(parents=True, exist_ok=True)
     settings = dict(translator.settings(), **(provenance or {}), versions=config.versions())
     with tempfile.TemporaryDirectory(dir=output, prefix=".export-") as scratch:
@@ -76,14 +82,17 @@ def export(translator, output, version=None, provenance=None):
         assets.mkdir()
         (assets / config.VOCAB_FILE).write_bytes(translator.vocabulary.model_proto)
         (assets / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n")
-        translator.vocabulary_file = tf.saved_model.Asset(str(assets / config.VOCAB_FILE))
-        translator.settings_file = tf.saved_model.Asset(str(assets / SETTINGS_FILE))
+        # A root of its own, so the caller's translator keeps no asset in a deleted directory.
+        root = tf.Module()
+        root.translator = translator
+        root.vocabulary_file = tf.saved_model.Asset(str(assets / config.VOCAB_FILE))
+        root.settings_file = tf.saved_model.Asset(str(assets / SETTINGS_FILE))
         signatures = {
             "serving_default": translator.translate.get_concrete_function(TEXTS),
             "translate_ids": translator.translate_ids.get_concrete_function(IDS),
             "tokenize": translator.tokenize.get_concrete_function(TEXTS),
         }
-        tf.saved_model.save(translator, str(scratch / "model"), signatures=signatures)
+        tf.saved_model.save(root, str(scratch / "model"), signatures=signatures)
         (scratch / "model").rename(path)
     return path
 
@@ -108,7 +117,7 @@ def main(argv=None):
     args = parse_args(argv)
     start = time.perf_counter()
     try:
-        next_version(args.output)  # a bad --output fails before the model loads
+        version_path(args.output, args.version)  # a bad --output fails before loading
         translator, loaded = translator_from_flags(args, args.max_batch_size)
         path = export(translator, args.output, args.version, provenance={
             "checkpoint": str(loaded.checkpoint), "step": step_in_name(loaded.checkpoint),

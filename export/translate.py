@@ -9,6 +9,7 @@ their signatures go to stderr.
 """
 
 import argparse
+import os
 import pathlib
 import sys
 import time
@@ -39,7 +40,7 @@ def add_decoding_flags(parser):
     parser.add_argument("--extra_length", type=at_least(0), default=50,
                         help="output tokens allowed beyond the input's (paper: 50; default "
                              "%(default)s)")
-    parser.add_argument("--max_input_length", type=at_least(1),
+    parser.add_argument("--max_input_length", type=at_least(2),
                         help="longest input in tokens; longer ones are truncated (default: the "
                              "model_dir's training --max_length)")
     parser.add_argument("--max_output_length", type=at_least(1),
@@ -127,8 +128,12 @@ def parse_args(argv=None):
     parser.add_argument("--scores", action="store_true",
                         help="write 'score<TAB>translation' lines")
     args = parser.parse_args(argv)
-    if args.output and pathlib.Path(args.output).exists() and not args.overwrite:
-        parser.error(f"--output {args.output} exists; pass --overwrite to replace it")
+    if args.output:
+        output = pathlib.Path(args.output)
+        if output.exists() and not args.overwrite:
+            parser.error(f"--output {output} exists; pass --overwrite to replace it")
+        if not output.parent.is_dir() or not os.access(output.parent, os.W_OK):
+            parser.error(f"--output {output}: {output.parent} is not a writable directory")
     return args
 
 
@@ -156,11 +161,13 @@ def main(argv=None):
     text = "".join(f"{score:.4f}\t{line}\n" if args.scores else f"{line}\n"
                    for line, score in zip(translations, scores))
     if args.output:
-        partial = pathlib.Path(args.output + ".partial")
-        partial.write_text(text, encoding="utf-8")
-        partial.replace(args.output)
+        # Written beside the output and renamed over it: never half a file, nothing else touched.
+        output = pathlib.Path(args.output)
+        partial = output.with_name(f".{output.name}.kt-translate-{os.getpid()}")
+        partial.write_bytes(text.encode("utf-8"))
+        os.replace(partial, output)
     else:
-        sys.stdout.write(text)
+        sys.stdout.buffer.write(text.encode("utf-8"))  # UTF-8 whatever the locale
         sys.stdout.flush()
     print(f"translated {len(lines)} sentence(s) in {seconds:.1f} s "
           f"({len(lines) / max(seconds, 1e-9):.1f}/s) with {loaded.checkpoint}, beam "

@@ -39,10 +39,11 @@ class Translator(tf.Module):
         vocabulary.check_size(model.vocab_size)
         if model.position_encoding == "learned":
             max_input_length = min(max_input_length, model.max_length)
-        for field, value in (("beam_size", beam_size), ("max_input_length", max_input_length),
-                             ("max_batch_size", max_batch_size)):
-            if value < 1:
-                raise ValueError(f"{field} must be at least 1, got {value}")
+        for field, value, minimum in (("beam_size", beam_size, 1), ("max_batch_size",
+                                       max_batch_size, 1), ("max_input_length", max_input_length,
+                                       2)):  # room for a token and the end of sentence
+            if value < minimum:
+                raise ValueError(f"{field} must be at least {minimum}, got {value}")
         self.model = model
         self.vocabulary = vocabulary
         # Keras keeps the model's layers in lists that tf.Module does not follow; the SavedModel
@@ -89,11 +90,16 @@ class Translator(tf.Module):
     def translate_ids(self, source_ids):
         """int32 source ids [batch, length] (subwords + end of sentence, 0-padded) ->
         {"ids": int32 [batch, output_length] (0 after end of sentence), "scores": float32
-        [batch], log-probability / length penalty}. Rows longer than max_input_length are cut;
-        a row of zeros gets an empty output with score 0.
+        [batch], log-probability / length penalty}. Rows longer than max_input_length are cut
+        and end with end of sentence, as `tokenize` cuts texts; a row of zeros gets an empty
+        output with score 0.
         """
         with tf.control_dependencies([self._check_batch(tf.shape(source_ids)[0])]):
-            source_ids = source_ids[:, :self.max_input_length]
+            cut = tf.reduce_any(source_ids[:, self.max_input_length:] != PAD_ID, axis=1)
+        source_ids = source_ids[:, :self.max_input_length]
+        width = tf.shape(source_ids)[1]
+        last_column = tf.range(width) == width - 1
+        source_ids = tf.where(cut[:, None] & last_column, EOS_ID, source_ids)
         empty = tf.reduce_all(source_ids == PAD_ID, axis=1)
         limits = tf.minimum(decode_lengths(source_ids, self.extra_length),
                             self.max_output_length)

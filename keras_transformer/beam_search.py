@@ -85,20 +85,23 @@ def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_leng
 
     Returns:
         (ids int32 [batch, beam_size, buffer_length], 0 after each hypothesis's end;
-        scores float32 [batch, beam_size], best first; -inf where fewer hypotheses exist).
+        scores float32 [batch, beam_size], best first; -inf where fewer hypotheses exist, as
+        for a sentence whose limit is 0).
     """
     if beam_size < 1:
         raise ValueError(f"beam_size must be at least 1, got {beam_size}")
-    if alpha < 0:
-        raise ValueError(f"alpha must be >= 0 (a negative one would favour endless "
-                         f"hypotheses), got {alpha}")
+    if not 0 <= alpha < float("inf"):
+        raise ValueError(f"alpha must be a finite number >= 0 (a negative one would favour "
+                         f"endless hypotheses), got {alpha}")
     batch = _batch_size(cache)
     max_lengths, buffer_length = _limits_and_buffer(max_lengths, batch, buffer_length)
     beams = beam_size
 
     cache = tf.nest.map_structure(lambda t: tf.repeat(t, beams, axis=0), cache)
-    # Only the first beam is alive at the start, or the first step would pick one token K times.
-    alive_log_probs = tf.tile(tf.constant([[0.0] + [_NEG_INF] * (beams - 1)]), [batch, 1])
+    # Only the first beam is alive at the start, or the first step would pick one token K times;
+    # a sentence with no room (limit <= 0) starts with none.
+    alive_log_probs = tf.where(
+        max_lengths[:, None] > 0, tf.constant([[0.0] + [_NEG_INF] * (beams - 1)]), _NEG_INF)
     alive_ids = tf.zeros([batch, beams, buffer_length], tf.int32)
     finished_ids = tf.zeros([batch, beams, buffer_length], tf.int32)
     finished_scores = tf.fill([batch, beams], _NEG_INF)
@@ -167,8 +170,8 @@ def sampling_search(step_fn, cache, max_lengths, temperature=0.0, top_k=0, seed=
         (ids int32 [batch, buffer_length], 0 after each sentence's end; scores float32 [batch],
         the sum of the chosen tokens' log-probabilities under the model, untempered).
     """
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if not 0 <= temperature < float("inf"):
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
     if top_k < 0:
         raise ValueError(f"top_k must be >= 0, got {top_k}")
     batch = _batch_size(cache)
@@ -184,7 +187,7 @@ def sampling_search(step_fn, cache, max_lengths, temperature=0.0, top_k=0, seed=
         if top_k:
             kth_best = tf.math.top_k(logits, k=top_k).values[:, -1:]
             logits = tf.where(logits < kth_best, _NEG_INF, logits)
-        step_seed = tf.stack([seed[0], seed[1] + step])
+        step_seed = tf.random.experimental.stateless_fold_in(seed, step)
         return tf.random.stateless_categorical(logits, 1, step_seed, dtype=tf.int32)[:, 0]
 
     def step_body(*state):

@@ -112,8 +112,9 @@ def beam_decode(model, source_ids, max_length=None, extra_length=50, beam_size=4
             model's `max_length`.
         extra_length: see `max_length`.
         beam_size, alpha, eos_id: see `beam_search.beam_search` (the paper: 4 and 0.6).
-        jit_compile: compile with XLA; the output length is then source_length + extra_length
-            (one compilation per input shape: pad to a few fixed shapes).
+        jit_compile: compile with XLA; the output length is then source_length + extra_length,
+            or `max_length` (a Python int) if given, capped as above (one compilation per
+            input shape: pad to a few fixed shapes).
 
     Returns:
         (ids int32 [batch, beam_size, length], best first, 0 after end of sentence;

@@ -141,10 +141,24 @@ def test_an_empty_batch_gives_empty_results():
 
 def test_no_end_of_sentence_runs_every_hypothesis_to_its_limit(table):
     step_fn, cache = table_step(table)
-    ids, scores = beam_search(step_fn, cache, [4, 2, 3], beam_size=2, eos_id=-1)
-    lengths = (ids.numpy() != 0).sum(-1)  # token 0 may occur, so compare with the positions
-    assert np.all(lengths <= [[4], [2], [3]])
-    assert np.all(np.isfinite(scores))
+    ids, scores = beam_search(step_fn, cache, [4, 2, 3], beam_size=2, alpha=0.6, eos_id=-1)
+    for sentence, limit in enumerate([4, 2, 3]):
+        log_probs = log_softmax(table[sentence].astype("float64"))
+        for k in range(2):
+            tokens = ids[sentence, k].numpy()[:limit]
+            previous = np.concatenate([[0], tokens[:-1]])
+            total = log_probs[np.arange(limit), previous, tokens].sum()  # all `limit` tokens
+            np.testing.assert_allclose(scores[sentence, k], total / ((5 + limit) / 6) ** 0.6,
+                                       rtol=1e-5)
+
+
+def test_a_sentence_without_room_has_no_hypothesis_alone_or_batched(table):
+    step_fn, cache = table_step(table[:2])
+    ids, scores = beam_search(step_fn, cache, [0, 3], beam_size=2)
+    assert np.all(np.isneginf(scores[0])) and not ids.numpy()[0].any()
+    step_fn, cache = table_step(table[:1])
+    alone_ids, alone_scores = beam_search(step_fn, cache, [0], beam_size=2)
+    assert np.all(np.isneginf(alone_scores)) and alone_ids.shape == (1, 2, 0)
 
 
 def test_sampling_is_reproducible_and_draws_from_the_top_k(rng):
@@ -169,7 +183,8 @@ def test_sampling_is_reproducible_and_draws_from_the_top_k(rng):
 
 
 @pytest.mark.parametrize("bad, message", [
-    (dict(beam_size=0), "beam_size"), (dict(alpha=-0.1), "alpha")])
+    (dict(beam_size=0), "beam_size"), (dict(alpha=-0.1), "alpha"),
+    (dict(alpha=float("nan")), "alpha")])
 def test_bad_arguments_are_named(table, bad, message):
     step_fn, cache = table_step(table)
     with pytest.raises(ValueError, match=message):

@@ -3,6 +3,7 @@ imports only tensorflow and tensorflow_text."""
 
 import io
 import json
+import shutil
 import subprocess
 import sys
 
@@ -155,6 +156,10 @@ def test_kt_translate_refusals_name_the_problem(trained_model_dir, input_lines, 
         translate.main, [*model_dir, "--beam_size", "0"], capsys)
     assert "--alpha: must be at least 0.0, got -0.5" in refusal(
         translate.main, [*model_dir, "--alpha", "-0.5"], capsys)
+    assert "--alpha: must be at least 0.0, got nan" in refusal(
+        translate.main, [*model_dir, "--alpha", "nan"], capsys)
+    assert f"{tmp_path / 'no_such_dir'} is not a writable directory" in refusal(
+        translate.main, [*model_dir, "--output", str(tmp_path / "no_such_dir" / "out")], capsys)
 
 
 def test_the_saved_model_in_a_fresh_process_translates_as_kt_translate(
@@ -193,7 +198,13 @@ def test_each_export_is_a_new_version_and_none_is_replaced(exported, trained_mod
     assert settings["max_input_length"] == 64 and settings["max_batch_size"] == 40
     assert settings["run"]["hparams_name"] == "transformer_tiny"
     assert settings["step"] == 300 and settings["checkpoint"].endswith("ckpt-300")
-    assert sorted(p.name for p in exported.iterdir()) == ["1", "2"]  # no leftovers
+    # A checkpoint directory by another name (a copy the user kept) exports too.
+    kept = exported.parent / "best"
+    shutil.copytree(trained_model_dir / "checkpoints" / "ckpt-300", kept)
+    assert saved_model.main(["--model_dir", str(trained_model_dir), "--checkpoint", str(kept),
+                             "--output", str(exported)]) == 0
+    assert json.loads((exported / "3" / "assets" / "export.json").read_text())["step"] is None
+    assert sorted(p.name for p in exported.iterdir()) == ["1", "2", "3"]  # no leftovers
 
 
 def test_saved_model_cli_lists_the_string_signatures(exported):
@@ -211,8 +222,12 @@ def test_requests_are_bounded(translator):
     long_text = tf.constant([" ".join(["word"] * 10_000)])
     ids = translator.tokenize(long_text)["source_ids"].numpy()
     assert ids.shape == (1, 64) and ids[0, -1] == 1  # cut to max_input_length, still ended
-    result = translator.translate_ids(tf.constant(np.full((1, 500), 5, "int32")))
+    long_ids = np.full((1, 500), 5, "int32")
+    result = translator.translate_ids(tf.constant(long_ids))
     assert result["ids"].shape[1] <= 64 + 50  # the input is cut, so is the output
+    cut = long_ids[:, :64].copy()
+    cut[0, -1] = 1  # cut as tokenize cuts: the end of sentence stays
+    np.testing.assert_array_equal(result["ids"], translator.translate_ids(cut)["ids"])
     with pytest.raises(tf.errors.InvalidArgumentError, match="max_batch_size"):
         translator.translate(tf.constant(["x"] * 65))
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"outside \[0, 2000\)"):

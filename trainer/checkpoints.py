@@ -43,8 +43,9 @@ def step_of(model):
 
 
 def step_in_name(path):
-    """The step a checkpoint directory's name gives: ckpt-<step>."""
-    return int(_NAME.match(pathlib.Path(path).name).group(1))
+    """The step a checkpoint directory's name gives (ckpt-<step>), or None for another name."""
+    match = _NAME.match(pathlib.Path(path).name)
+    return int(match.group(1)) if match else None
 
 
 def _seed_states(model):

@@ -37,7 +37,7 @@ def at_least(minimum, kind=int):
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a {kind.__name__}: {text!r}") from None
-        if value < minimum:
+        if not minimum <= value < float("inf"):  # also refuses nan
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
         return value
     return parse
