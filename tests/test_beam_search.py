@@ -182,13 +182,16 @@ def test_sampling_is_reproducible_and_draws_from_the_top_k(rng):
             previous = token
 
 
-@pytest.mark.parametrize("bad, message", [
-    (dict(beam_size=0), "beam_size"), (dict(alpha=-0.1), "alpha"),
-    (dict(alpha=float("nan")), "alpha")])
-def test_bad_arguments_are_named(table, bad, message):
+@pytest.mark.parametrize("search, bad, message", [
+    (beam_search, dict(beam_size=0), "beam_size"), (beam_search, dict(alpha=-0.1), "alpha"),
+    (beam_search, dict(alpha=float("nan")), "alpha"),
+    (sampling_search, dict(temperature=float("inf")), "temperature"),
+    (sampling_search, dict(temperature=-1.0), "temperature"),
+    (sampling_search, dict(temperature=1.0, top_k=-1), "top_k")])
+def test_bad_arguments_are_named(table, search, bad, message):
     step_fn, cache = table_step(table)
     with pytest.raises(ValueError, match=message):
-        beam_search(step_fn, cache, 4, **bad)
+        search(step_fn, cache, 4, **bad)
 
 
 def test_static_batch_shapes_stay_static(table):

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import keras_transformer as kt
@@ -52,6 +53,12 @@ def test_ended_sentences_produce_padding():
     np.testing.assert_array_equal(ids.numpy()[:, 0], kt.EOS_ID)
     np.testing.assert_array_equal(ids.numpy()[:, 1:], kt.PAD_ID)
     assert np.all(scores.numpy() < 0) and np.all(scores.numpy() > -0.01)  # one likely token
+
+
+def test_xla_needs_a_python_max_length():
+    model = kt.build_model(kt.hparams.get("transformer_tiny"), VOCAB)
+    with pytest.raises(ValueError, match="with jit_compile, max_length must be None or a Python"):
+        kt.beam_decode(model, np.array([[5, 1]]), max_length=tf.constant(3), jit_compile=True)
 
 
 def test_decode_lengths_are_each_source_length_plus_extra():

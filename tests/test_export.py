@@ -152,6 +152,13 @@ def test_kt_translate_refusals_name_the_problem(trained_model_dir, input_lines, 
         translate.main, ["--model_dir", str(tmp_path), "--input", str(source)], capsys)
     assert f"cannot read --input {tmp_path / 'missing.en'}" in refusal(
         translate.main, [*model_dir, "--input", str(tmp_path / "missing.en")], capsys)
+    assert f"--checkpoint {tmp_path} holds no model.weights.h5" in refusal(
+        translate.main, [*model_dir, "--checkpoint", str(tmp_path), "--input", str(source)],
+        capsys)
+    untrained = tmp_path / "untrained"
+    shutil.copytree(trained_model_dir, untrained, ignore=shutil.ignore_patterns("checkpoints"))
+    assert "has no checkpoint yet; train first" in refusal(
+        translate.main, ["--model_dir", str(untrained), "--input", str(source)], capsys)
     assert "--beam_size: must be at least 1, got 0" in refusal(
         translate.main, [*model_dir, "--beam_size", "0"], capsys)
     assert "--alpha: must be at least 0.0, got -0.5" in refusal(
