@@ -21,7 +21,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 import data  # noqa: E402
 import export  # noqa: E402
 import keras_transformer as kt  # noqa: E402
-from bench.common import append_results  # noqa: E402
+from bench.common import append_results, markdown_table  # noqa: E402
 from trainer.evaluation import source_ids_of  # noqa: E402
 
 
@@ -63,22 +63,20 @@ def main():
 
     start = time.perf_counter()
     greedy_texts, greedy_scores, greedy_ended = decode(0)
-    rows = [f"| greedy | {greedy_scores.mean():.3f} | - | - | "
-            f"{sacrebleu.corpus_bleu(greedy_texts, [references]).score:.2f} |"]
+    rows = [["greedy", f"{greedy_scores.mean():.3f}", "-", "-",
+             f"{sacrebleu.corpus_bleu(greedy_texts, [references]).score:.2f}"]]
     for beam_size in (int(b) for b in args.beam_sizes.split(",")):
         texts, scores, _ = decode(beam_size)
         worse = scores < greedy_scores - 1e-5
-        rows.append(
-            f"| beam {beam_size} | {scores.mean():.3f} | {worse.sum()} "
-            f"({(worse & ~greedy_ended).sum()} where greedy ran to the limit) | "
-            f"{(scores > greedy_scores + 1e-5).sum()} | "
-            f"{sacrebleu.corpus_bleu(texts, [references]).score:.2f} |")
+        rows.append([f"beam {beam_size}", f"{scores.mean():.3f}",
+                     f"{worse.sum()} ({(worse & ~greedy_ended).sum()} where greedy ran to the "
+                     f"limit)", (scores > greedy_scores + 1e-5).sum(),
+                     f"{sacrebleu.corpus_bleu(texts, [references]).score:.2f}"])
     table = (f"{args.model_dir} ({loaded.run.hparams_name}, {loaded.checkpoint.name}), the first "
              f"{len(ids)} dev sentences, alpha {args.alpha}; greedy hypotheses ended on "
              f"{greedy_ended.sum()} of them, the rest ran to input + 50 tokens. "
-             f"{time.perf_counter() - start:.0f} s in all.\n\n"
-             f"| decoding | mean score | below greedy | above greedy | BLEU |\n"
-             f"| --- | --- | --- | --- | --- |\n" + "\n".join(rows))
+             f"{time.perf_counter() - start:.0f} s in all.\n\n" + markdown_table(
+                 ["decoding", "mean score", "below greedy", "above greedy", "BLEU"], rows))
     append_results("Beam search against greedy decoding", table)
 
 

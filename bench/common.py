@@ -33,6 +33,12 @@ def summary(values):
             f"n={len(values)})")
 
 
+def markdown_table(columns, rows):
+    """A Markdown table: a header of `columns`, then one line per row (a sequence of cells)."""
+    lines = [columns, ["---"] * len(columns), *rows]
+    return "\n".join("| " + " | ".join(str(cell) for cell in line) + " |" for line in lines)
+
+
 def append_results(title, table):
     """Appends a dated section with the machine and the command to bench/RESULTS.md."""
     command = "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])

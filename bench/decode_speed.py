@@ -25,7 +25,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 import data  # noqa: E402
 import export  # noqa: E402
 import keras_transformer as kt  # noqa: E402
-from bench.common import append_results  # noqa: E402
+from bench.common import append_results, markdown_table  # noqa: E402
 from keras_transformer.decoding import recomputing_step  # noqa: E402
 
 
@@ -120,16 +120,16 @@ def main():
             cached = statistics.median(times["beam 4, cached"])
             for name, seconds in times.items():
                 rates = [batch / s for s in seconds]
-                rows.append(f"| {batch} | {name} | {statistics.median(rates):.2f} "
-                            f"({min(rates):.2f}-{max(rates):.2f}, n={len(rates)}) | "
-                            f"{statistics.median(seconds):.2f} | "
-                            f"{statistics.median(seconds) / cached:.2f}x |")
+                rows.append([batch, name, f"{statistics.median(rates):.2f} ({min(rates):.2f}-"
+                             f"{max(rates):.2f}, n={len(rates)})",
+                             f"{statistics.median(seconds):.2f}",
+                             f"{statistics.median(seconds) / cached:.2f}x"])
 
     table = (f"{args.hparams} shape, {vocabulary.vocab_size}-id shared vocabulary, random "
              f"weights, float32; {args.source_length} source tokens, {args.new_tokens} output "
-             f"tokens every hypothesis, beam 4 / alpha 0.6.\n\n"
-             f"| batch | decode | sentences/s | s/batch (median) | time vs cached beam |\n"
-             f"| --- | --- | --- | --- | --- |\n" + "\n".join(rows))
+             f"tokens every hypothesis, beam 4 / alpha 0.6.\n\n" + markdown_table(
+                 ["batch", "decode", "sentences/s", "s/batch (median)", "time vs cached beam"],
+                 rows))
     append_results("Decoding speed, beam 4 and greedy", table)
 
 

@@ -14,7 +14,7 @@ import tempfile
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import data  # noqa: E402
-from bench.common import append_results  # noqa: E402
+from bench.common import append_results, markdown_table  # noqa: E402
 from data.inspect import describe  # noqa: E402
 
 
@@ -23,8 +23,7 @@ def main():
     parser.add_argument("--vocab_sizes", default="2000,8000,16000")
     parser.add_argument("--batch_tokens", default="4096,25000")
     args = parser.parse_args()
-    rows = ["| vocab | batch_tokens | batches/epoch | real tokens/batch (src, tgt) | "
-            "largest padded side | padding efficiency |", "| --- | --- | --- | --- | --- | --- |"]
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for vocab_size in map(int, args.vocab_sizes.split(",")):
             vocabulary = data.build_vocabulary(
@@ -32,12 +31,14 @@ def main():
                 pathlib.Path(tmp) / f"v{vocab_size}.model")
             for batch_tokens in map(int, args.batch_tokens.split(",")):
                 report = describe("bible_en_es", vocabulary, "train", batch_tokens)
-                rows.append(
-                    f"| {vocab_size} | {batch_tokens} | {report.batches} | "
-                    f"{report.mean_source_tokens:,.0f}, {report.mean_target_tokens:,.0f} | "
-                    f"{report.max_padded_tokens} | {report.padding_efficiency:.3f} |")
+                rows.append([
+                    vocab_size, batch_tokens, report.batches,
+                    f"{report.mean_source_tokens:,.0f}, {report.mean_target_tokens:,.0f}",
+                    report.max_padded_tokens, f"{report.padding_efficiency:.3f}"])
     append_results("Padding efficiency, bundled corpus, train split, max_length 256",
-                   "\n".join(rows))
+                   markdown_table(["vocab", "batch_tokens", "batches/epoch",
+                                   "real tokens/batch (src, tgt)", "largest padded side",
+                                   "padding efficiency"], rows))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import data  # noqa: E402
 import keras_transformer as kt  # noqa: E402
-from bench.common import append_results, summary  # noqa: E402
+from bench.common import append_results, markdown_table, summary  # noqa: E402
 
 
 def real_tokens(batch):
@@ -62,18 +62,15 @@ def main():
         model.train_on_batch(*batch)
         model_rates.append(real_tokens(batch) / (time.perf_counter() - start))
     ratio = np.median(pipeline_rates) / np.median(model_rates)
-    table = "\n".join([
+    table = (
         f"Real source + target tokens per second, batches of {args.batch_tokens} padded tokens "
-        f"a side, bundled corpus, {args.vocab_size}-id vocabulary; median (min-max).",
-        "",
-        "| what | tokens/s |",
-        "| --- | --- |",
-        f"| input pipeline alone ({args.pipeline_batches} batches a run) | "
-        f"{summary(pipeline_rates)} |",
-        f"| transformer_base training step (float32, batch shape {tuple(batch[1].shape)}) | "
-        f"{summary(model_rates)} |",
-        f"| ratio of medians (pipeline / model) | {ratio:,.0f}x |",
-    ])
+        f"a side, bundled corpus, {args.vocab_size}-id vocabulary; median (min-max).\n\n"
+        + markdown_table(["what", "tokens/s"], [
+            [f"input pipeline alone ({args.pipeline_batches} batches a run)",
+             summary(pipeline_rates)],
+            [f"transformer_base training step (float32, batch shape {tuple(batch[1].shape)})",
+             summary(model_rates)],
+            ["ratio of medians (pipeline / model)", f"{ratio:,.0f}x"]]))
     append_results("Input pipeline vs the base model", table)
 
 

@@ -8,7 +8,12 @@
 Nothing here imports the model: data flows from here into keras_transformer, not back.
 """
 
-from data.batching import batch_by_length, bucket_batch_sizes, bucket_boundaries
+from data.batching import (
+    batch_by_length,
+    bucket_batch_sizes,
+    bucket_boundaries,
+    length_sorted_batches,
+)
 from data.input_pipeline import limit_length, pipeline, shift_right, tokenized_pairs
 from data.sources import (
     BUNDLED,
@@ -33,5 +38,6 @@ __all__ = [
     "BUNDLED", "CorpusError", "EOS_ID", "LocalSource", "PAD_ID", "TfdsSource", "Vocabulary",
     "VocabularyError", "batch_by_length", "bucket_batch_sizes", "bucket_boundaries",
     "build_vocabulary", "bundled_source", "corpus_texts", "directory_source", "get_source",
-    "limit_length", "normalize_whitespace", "pipeline", "shift_right", "tokenized_pairs",
+    "length_sorted_batches", "limit_length", "normalize_whitespace", "pipeline", "shift_right",
+    "tokenized_pairs",
 ]

@@ -8,6 +8,7 @@ batch_tokens // (b - 1) pairs, so no batch exceeds the budget on either side, an
 distinct shapes keeps `model.fit` from retracing for every batch.
 """
 
+import numpy as np
 import tensorflow as tf
 
 
@@ -75,3 +76,16 @@ def batch_by_length(pairs, batch_tokens, max_length, batch_size_multiple=1, min_
         return tuple(tf.pad(ids, [[0, missing], [0, 0]]) for ids in (source, target))
 
     return batches.map(pad_rows)
+
+
+def length_sorted_batches(ids, batch_size):
+    """Rows of int ids [n, length] (0-padded) in batches of similar length, the longest first.
+
+    Yields (rows, batch): the row indices and ids[rows] cut to that batch's longest row, so
+    decoding a batch spends little on padding; callers put results back in order with `rows`.
+    """
+    lengths = np.count_nonzero(ids, axis=1)
+    order = np.argsort(-lengths, kind="stable")  # the longest first: memory trouble shows early
+    for start in range(0, len(order), batch_size):
+        rows = order[start:start + batch_size]
+        yield rows, ids[rows][:, :max(1, lengths[rows].max())]

@@ -18,6 +18,7 @@ import numpy as np
 import sacrebleu
 import tensorflow as tf
 
+import data
 from export import loading
 from export.translator import Translator
 from trainer import config
@@ -91,17 +92,15 @@ def translate_lines(translator, lines, batch_size, progress_every=None):
         _padded(translator.tokenize(tf.constant(lines[start:start + batch_size]))["source_ids"],
                 translator.max_input_length)
         for start in range(0, len(lines), batch_size)])
-    lengths = np.count_nonzero(ids, axis=1)
-    order = np.argsort(-lengths, kind="stable")  # the longest first: memory trouble shows early
     translations, scores = [None] * len(lines), np.zeros(len(lines), np.float32)
     began = reported = time.perf_counter()
-    for start in range(0, len(order), batch_size):
+    done = 0
+    for rows, batch in data.length_sorted_batches(ids, batch_size):
         if progress_every and time.perf_counter() - reported > progress_every:
             reported = time.perf_counter()
-            print(f"translated {start}/{len(lines)} sentences "
-                  f"({start / (reported - began):.1f}/s)", file=sys.stderr, flush=True)
-        rows = order[start:start + batch_size]
-        batch = ids[rows][:, :max(1, lengths[rows].max())]
+            print(f"translated {done}/{len(lines)} sentences "
+                  f"({done / (reported - began):.1f}/s)", file=sys.stderr, flush=True)
+        done += len(rows)
         result = translator.translate_ids(tf.constant(batch))
         texts = translator.detokenize(result["ids"]).numpy()
         for row, text, score in zip(rows, texts, result["scores"].numpy()):

@@ -27,14 +27,19 @@ def length_penalty(length, alpha):
     return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
 
 
+def longest(lengths):
+    """The largest of int32 lengths [batch]; 0 for an empty batch (reduce_max would give
+    int32's minimum)."""
+    return tf.reduce_max(tf.concat([lengths, [0]], axis=0))
+
+
 def _limits_and_buffer(max_lengths, batch_size, buffer_length):
     """Per-sentence limits int32 [batch] and the buffer length (int32 scalar or Python int)."""
     max_lengths = tf.cast(max_lengths, tf.int32)
     if max_lengths.shape.rank == 0:
         max_lengths = tf.fill([batch_size], max_lengths)
     if buffer_length is None:
-        # An empty batch has no maximum; it gets an empty buffer.
-        buffer_length = tf.reduce_max(tf.concat([max_lengths, [0]], axis=0))
+        buffer_length = longest(max_lengths)
     return tf.minimum(max_lengths, buffer_length), buffer_length
 
 
@@ -106,6 +111,7 @@ def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_leng
     finished_ids = tf.zeros([batch, beams, buffer_length], tf.int32)
     finished_scores = tf.fill([batch, beams], _NEG_INF)
     best_possible_penalty = length_penalty(max_lengths, alpha)
+    last_step = longest(max_lengths)
 
     def step_body(*state):
         step, alive_ids, alive_log_probs, finished_ids, finished_scores, cache = state
@@ -141,7 +147,7 @@ def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_leng
                                     finished_scores, cache))
 
     def not_done(step, alive_ids, alive_log_probs, finished_ids, finished_scores, cache):
-        within = step < tf.reduce_max(tf.concat([max_lengths, [0]], axis=0))
+        within = step < last_step
         if not early_stopping:
             return within
         best_reachable = alive_log_probs[:, 0] / best_possible_penalty

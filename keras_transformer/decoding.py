@@ -11,7 +11,12 @@ The searches themselves are in `beam_search.py`.
 
 import tensorflow as tf
 
-from keras_transformer.beam_search import beam_search, sampling_search, write_position
+from keras_transformer.beam_search import (
+    beam_search,
+    longest,
+    sampling_search,
+    write_position,
+)
 from keras_transformer.masks import EOS_ID, padding_mask
 
 
@@ -77,7 +82,7 @@ def _limits(model, source_ids, max_length, extra_length, static_buffer):
     if model.position_encoding == "learned":
         limits = tf.minimum(limits, model.max_length)  # no learned position beyond the table
     if not static_buffer:
-        return limits, tf.reduce_max(tf.concat([limits, [0]], axis=0))
+        return limits, longest(limits)
     if max_length is not None and not isinstance(max_length, int):
         raise ValueError("with jit_compile, max_length must be None or a Python int (XLA "
                          "needs the output length when it compiles)")

@@ -57,3 +57,12 @@ def test_batch_sizes_split_evenly_across_replicas(rng, repeat):
     if not repeat:  # The partial last batches were rounded up with all-padding rows only.
         real_rows = sum(int(np.any(source > 0, axis=1).sum()) for source, _ in batches)
         assert real_rows == len(pairs)
+
+
+def test_length_sorted_batches_cover_every_row_once_trimmed_longest_first():
+    ids = np.array([[5, 1, 0, 0], [5, 6, 7, 1], [1, 0, 0, 0], [5, 6, 1, 0], [0, 0, 0, 0]])
+    batches = list(data.length_sorted_batches(ids, batch_size=2))
+    assert [rows.tolist() for rows, _ in batches] == [[1, 3], [0, 2], [4]]
+    assert [batch.shape for _, batch in batches] == [(2, 4), (2, 2), (1, 1)]
+    for rows, batch in batches:
+        np.testing.assert_array_equal(batch, ids[rows][:, :batch.shape[1]])

@@ -25,15 +25,12 @@ def scalar(value):
 
 def translate_ids(model, source_ids, extra_length=50, batch_size=64):
     """Greedy translations of int [n, length] source ids, as a list of id arrays."""
-    outputs = []
-    lengths = np.count_nonzero(source_ids, axis=1)
-    order = np.argsort(lengths)  # similar lengths together: less padding, fewer steps
-    for start in range(0, len(order), batch_size):
-        rows = order[start:start + batch_size]
-        batch = source_ids[rows][:, :max(1, lengths[rows].max())]
+    outputs = [None] * len(source_ids)
+    for rows, batch in data.length_sorted_batches(source_ids, batch_size):
         ids, _ = greedy_decode(model, batch, extra_length=extra_length)
-        outputs.extend(zip(rows, ids.numpy()))
-    return [ids for _, ids in sorted(outputs, key=lambda pair: pair[0])]
+        for row, row_ids in zip(rows, ids.numpy()):
+            outputs[row] = row_ids
+    return outputs
 
 
 def source_ids_of(vocabulary, texts, max_length):
