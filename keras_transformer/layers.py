@@ -95,9 +95,11 @@ class EncoderLayer(_TransformerLayer):
         inputs: [batch, length, d_model].
         attention_mask: boolean, broadcastable to [batch, length, length]; True = may attend
             (usually the source padding mask, [batch, 1, length]).
+        return_attention_scores: also return the self-attention weights.
 
     Returns:
-        [batch, length, d_model].
+        [batch, length, d_model]; with `return_attention_scores`, `(output, weights)`, weights
+        [batch, heads, length, length].
 
     Example:
     >>> EncoderLayer(num_heads=2, d_ff=32, d_k=8)(np.zeros((2, 5, 16))).shape
@@ -114,10 +116,13 @@ class EncoderLayer(_TransformerLayer):
         self.self_attention_block.build(inputs_shape)
         self._build_feed_forward(inputs_shape)
 
-    def call(self, inputs, attention_mask=None, training=None):
-        attended = self.self_attention(inputs, attention_mask=attention_mask, training=training)
+    def call(self, inputs, attention_mask=None, return_attention_scores=False, training=None):
+        attended, weights = self.self_attention(
+            inputs, attention_mask=attention_mask, return_attention_scores=True,
+            training=training)
         x = self.self_attention_block(inputs, attended, training=training)
-        return self._feed_forward(x, training)
+        x = self._feed_forward(x, training)
+        return (x, weights) if return_attention_scores else x
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -136,9 +141,13 @@ class DecoderLayer(_TransformerLayer):
             source padding mask).
         cache: optional dict from `init_cache`, for incremental decoding.
         cache_index: scalar int, the position of `inputs`' first step in the cache.
+        return_attention_scores: also return the attention weights (not with a cache).
 
     Returns:
-        [batch, target_length, d_model], or `(output, cache)` when a cache is given.
+        [batch, target_length, d_model], or `(output, cache)` when a cache is given. With
+        `return_attention_scores`, `(output, (self_weights, memory_weights))`: self_weights
+        [batch, heads, target_length, target_length], memory_weights
+        [batch, heads, target_length, source_length].
 
     Example:
     >>> layer = DecoderLayer(num_heads=2, d_ff=32, d_k=8)
@@ -178,11 +187,15 @@ class DecoderLayer(_TransformerLayer):
         }
 
     def call(self, inputs, memory=None, self_attention_mask=None, memory_mask=None, cache=None,
-             cache_index=None, training=None):
+             cache_index=None, return_attention_scores=False, training=None):
         if cache is None:
-            attended = self.self_attention(
-                inputs, attention_mask=self_attention_mask, training=training)
+            attended, self_weights = self.self_attention(
+                inputs, attention_mask=self_attention_mask, return_attention_scores=True,
+                training=training)
             memory_cache = None
+        elif return_attention_scores:
+            raise ValueError("return_attention_scores needs the whole target at once, not a "
+                             "cache: run decode without one on the decoded ids")
         else:
             attended, (keys, values) = self.self_attention(
                 inputs, attention_mask=self_attention_mask,
@@ -191,10 +204,11 @@ class DecoderLayer(_TransformerLayer):
             memory_cache = (cache["memory_keys"], cache["memory_values"])
             cache = dict(cache, self_keys=keys, self_values=values)
         x = self.self_attention_block(inputs, attended, training=training)
-        attended = self.memory_attention(x, memory, attention_mask=memory_mask,
-                                         cache=memory_cache, training=training)
-        if memory_cache is not None:
-            attended = attended[0]
+        attended, *_, memory_weights = self.memory_attention(
+            x, memory, attention_mask=memory_mask, cache=memory_cache,
+            return_attention_scores=True, training=training)
         x = self.memory_attention_block(x, attended, training=training)
         x = self._feed_forward(x, training)
+        if return_attention_scores:
+            return x, (self_weights, memory_weights)
         return x if cache is None else (x, cache)

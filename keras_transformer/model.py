@@ -37,9 +37,14 @@ class Transformer(TokenLevelTraining, keras.Model):
     Call arguments:
         inputs: (source_ids [batch, source_length], target_input_ids [batch, target_length]), int.
         training: enables dropout.
+        return_attention_scores: also return every attention layer's weights (figures 3-5).
 
     Returns:
-        float32 logits [batch, target_length, vocab_size].
+        float32 logits [batch, target_length, vocab_size]. With `return_attention_scores`,
+        `(logits, weights)`, where weights is a dict of [batch, num_layers, num_heads, queries,
+        keys] tensors: "encoder_self_attention" (source x source), "decoder_self_attention"
+        (target x target) and "encoder_decoder_attention" (target x source). They are the
+        softmax outputs the layers use, in the compute dtype (after dropout when training).
 
     Compiled with a `LabelSmoothedCrossEntropy`, `fit` normalizes the loss by the real target
     tokens of the global batch, on one device or under any `tf.distribute` strategy
@@ -114,13 +119,21 @@ class Transformer(TokenLevelTraining, keras.Model):
         for layer in self.decoder_layers:
             layer.build(hidden, hidden)
 
-    def call(self, inputs, training=None):
+    def call(self, inputs, training=None, return_attention_scores=False):
         if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:
             raise ValueError("Transformer inputs must be a pair (source_ids, target_input_ids), "
                              f"got {type(inputs).__name__}")
         source_ids, target_input_ids = inputs
-        memory = self.encode(source_ids, training=training)  # Validates source_ids.
-        return self.decode(target_input_ids, memory, padding_mask(source_ids), training=training)
+        # encode validates source_ids before padding_mask reads them.
+        encoded = self.encode(source_ids, training=training,
+                              return_attention_scores=return_attention_scores)
+        if not return_attention_scores:
+            return self.decode(target_input_ids, encoded, padding_mask(source_ids),
+                               training=training)
+        memory, encoder_weights = encoded
+        logits, weights = self.decode(target_input_ids, memory, padding_mask(source_ids),
+                                      training=training, return_attention_scores=True)
+        return logits, dict(weights, encoder_self_attention=encoder_weights)
 
     def _token_ids(self, ids, name):
         return checks.token_ids(ids, name, self.vocab_size)
@@ -136,22 +149,28 @@ class Transformer(TokenLevelTraining, keras.Model):
         x = x + positions(x, start_index=start_index)
         return dropout(x, training=training)
 
-    def encode(self, source_ids, training=None):
+    def encode(self, source_ids, training=None, return_attention_scores=False):
         """Runs the encoder stack.
 
         Args:
             source_ids: int [batch, source_length], 0-padded.
+            return_attention_scores: also return the self-attention weights.
 
         Returns:
             memory [batch, source_length, d_model]. Pass `padding_mask(source_ids)` beside it.
+            With `return_attention_scores`, `(memory, weights)`, weights
+            [batch, num_layers, num_heads, source_length, source_length].
         """
         self._ensure_built()
         source_ids = self._token_ids(source_ids, "source_ids")
         attention_mask = padding_mask(source_ids)[:, None, :]
         x = self._embed(source_ids, self.encoder_positions, self.encoder_input_dropout, training)
+        weights = []
         for layer in self.encoder_layers:
-            x = layer(x, attention_mask=attention_mask, training=training)
-        return x
+            x, layer_weights = layer(x, attention_mask=attention_mask,
+                                     return_attention_scores=True, training=training)
+            weights.append(layer_weights)
+        return (x, ops.stack(weights, axis=1)) if return_attention_scores else x
 
     def init_cache(self, memory, source_mask, max_length):
         """Prepares incremental decoding of up to `max_length` target positions.
@@ -175,7 +194,7 @@ class Transformer(TokenLevelTraining, keras.Model):
         }
 
     def decode(self, target_ids, memory=None, source_mask=None, cache=None, step=None,
-               training=None):
+               training=None, return_attention_scores=False):
         """Runs the decoder stack and the output projection.
 
         Without a cache (training, scoring): `target_ids` is the whole shifted-right target and
@@ -191,9 +210,13 @@ class Transformer(TokenLevelTraining, keras.Model):
             source_mask: bool [batch, source_length] (no cache).
             cache: dict from `init_cache`, or a previous call's returned cache.
             step: scalar int, the position of target_ids[:, 0] (with a cache).
+            return_attention_scores: also return the attention weights (not with a cache).
 
         Returns:
             float32 logits [batch, length, vocab_size]; with a cache, `(logits, updated cache)`.
+            With `return_attention_scores`, `(logits, weights)`: a dict of
+            "decoder_self_attention" [batch, num_layers, num_heads, length, length] and
+            "encoder_decoder_attention" [batch, num_layers, num_heads, length, source_length].
         """
         self._ensure_built()
         target_ids = self._token_ids(target_ids, "target_ids")
@@ -205,10 +228,18 @@ class Transformer(TokenLevelTraining, keras.Model):
                             training)
             self_mask = causal_mask(length)
             memory_mask = ops.convert_to_tensor(source_mask, "bool")[:, None, :]
+            self_weights, memory_weights = [], []
             for layer in self.decoder_layers:
-                x = layer(x, memory, self_attention_mask=self_mask, memory_mask=memory_mask,
-                          training=training)
-            return self.embedding(x, reverse=True)
+                x, (layer_self, layer_memory) = layer(
+                    x, memory, self_attention_mask=self_mask, memory_mask=memory_mask,
+                    return_attention_scores=True, training=training)
+                self_weights.append(layer_self)
+                memory_weights.append(layer_memory)
+            logits = self.embedding(x, reverse=True)
+            if not return_attention_scores:
+                return logits
+            return logits, {"decoder_self_attention": ops.stack(self_weights, axis=1),
+                            "encoder_decoder_attention": ops.stack(memory_weights, axis=1)}
 
         if step is None:
             raise ValueError("decode with a cache needs step, the position of target_ids[:, 0]")
@@ -227,7 +258,9 @@ class Transformer(TokenLevelTraining, keras.Model):
         layer_caches = []
         for layer, layer_cache in zip(self.decoder_layers, cache["layers"]):
             x, layer_cache = layer(x, self_attention_mask=self_mask, memory_mask=memory_mask,
-                                   cache=layer_cache, cache_index=step, training=training)
+                                   cache=layer_cache, cache_index=step,
+                                   return_attention_scores=return_attention_scores,
+                                   training=training)
             layer_caches.append(layer_cache)
         return self.embedding(x, reverse=True), dict(cache, layers=layer_caches)
 

@@ -57,6 +57,63 @@ def test_source_padding_does_not_change_logits(rng):
     np.testing.assert_allclose(alone, logits[2:], atol=1e-5)
 
 
+def _softmax_attention(queries_in, keys_in, attention, mask):
+    """Eq. 1 in numpy from a MultiHeadAttention's own kernels: [batch, heads, queries, keys]."""
+    def heads(x, kernel):
+        y = np.asarray(x) @ np.asarray(kernel)
+        return y.reshape(y.shape[0], y.shape[1], attention.num_heads, -1)
+    q = heads(queries_in, attention.query_kernel)
+    k = heads(keys_in, attention.key_kernel)
+    scores = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(q.shape[-1])
+    scores = np.where(mask[:, None], scores, -np.inf)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    return weights / weights.sum(-1, keepdims=True)
+
+
+def test_attention_scores_are_the_weights_the_layers_use(rng):
+    model = tiny_model()
+    source, target = padded_pair(rng)
+    logits, weights = model((source, target), return_attention_scores=True)
+    np.testing.assert_array_equal(np.asarray(logits), np.asarray(model((source, target))))
+    layers, heads = model.num_layers, model.num_heads
+    assert {name: tuple(w.shape) for name, w in weights.items()} == {
+        "encoder_self_attention": (3, layers, heads, 7, 7),
+        "decoder_self_attention": (3, layers, heads, 6, 6),
+        "encoder_decoder_attention": (3, layers, heads, 6, 7)}
+    for w in weights.values():
+        np.testing.assert_allclose(np.asarray(w).sum(-1), 1.0, rtol=1e-5)
+    keys_real = (source != kt.PAD_ID)[:, None, None, None, :]
+    assert not np.asarray(weights["encoder_self_attention"])[~np.broadcast_to(
+        keys_real, weights["encoder_self_attention"].shape)].any()
+    assert not np.asarray(weights["encoder_decoder_attention"])[~np.broadcast_to(
+        keys_real, weights["encoder_decoder_attention"].shape)].any()
+    future = np.triu(np.ones((6, 6), bool), k=1)
+    assert not np.asarray(weights["decoder_self_attention"])[..., future].any()
+
+    # Recomputed with eq. 1 from the first layers' inputs and kernels.
+    source_mask = (source != kt.PAD_ID)[:, None, :]
+    x = model._embed(source, model.encoder_positions, model.encoder_input_dropout, False)
+    expected = _softmax_attention(x, x, model.encoder_layers[0].self_attention,
+                                  np.broadcast_to(source_mask, (3, 7, 7)))
+    np.testing.assert_allclose(weights["encoder_self_attention"][:, 0], expected, atol=1e-5)
+    decoder = model.decoder_layers[0]
+    y = model._embed(target, model.decoder_positions, model.decoder_input_dropout, False)
+    y = decoder.self_attention_block(y, decoder.self_attention(
+        y, attention_mask=kt.causal_mask(6)))
+    expected = _softmax_attention(y, model.encode(source), decoder.memory_attention,
+                                  np.broadcast_to(source_mask, (3, 6, 7)))
+    np.testing.assert_allclose(weights["encoder_decoder_attention"][:, 0], expected, atol=1e-5)
+
+
+def test_attention_scores_need_the_whole_target_not_a_cache(rng):
+    model = tiny_model()
+    source, _ = padded_pair(rng)
+    cache = model.init_cache(model.encode(source), source != kt.PAD_ID, 4)
+    with pytest.raises(ValueError, match="whole target at once"):
+        model.decode(np.zeros((3, 1), "int32"), cache=cache, step=0,
+                     return_attention_scores=True)
+
+
 @pytest.mark.parametrize("position_encoding", ["sinusoidal", "learned"])
 def test_step_by_step_cached_decoding_equals_full_pass(rng, position_encoding):
     model = tiny_model(position_encoding=position_encoding)
