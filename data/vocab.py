@@ -133,6 +133,11 @@ class Vocabulary(tf.Module):
         keep = before_eos & (ids != EOS_ID) & (ids != PAD_ID)
         return self._live_tokenizer().detokenize(tf.ragged.boolean_mask(ids, keep))
 
+    def pieces(self, ids):
+        """The subword of each id in int ids [length], as str: e.g. ['▁In', '▁the', '</s>']."""
+        pieces = self._live_tokenizer().id_to_string(tf.constant(ids, tf.int32)).numpy()
+        return [piece.decode("utf-8") for piece in pieces]
+
     def check_size(self, vocab_size, what="the model"):
         """Raises VocabularyError unless this vocabulary has `vocab_size` ids."""
         if vocab_size != self.vocab_size:

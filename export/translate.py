@@ -2,10 +2,13 @@
 
     kt-translate --model_dir runs/demo < input.en > output.es
     kt-translate --model_dir runs/demo --input dev.en --reference dev.es
+    kt-translate --model_dir runs/wmt --data wmt_t2t_translate/de-en --source_lang en \
+        --target_lang de --split test --output newstest2014.de
 
 Lines are translated in batches of similar length (less padding, fewer decoding steps) and
-written in input order, one translation a line. With --reference, sacrebleu's BLEU and chrF and
-their signatures go to stderr.
+written in input order, one translation a line. With --reference, or with --data (a corpus
+split's sources, scored against its targets), sacrebleu's BLEU and chrF and their signatures go
+to stderr.
 """
 
 import argparse
@@ -80,6 +83,16 @@ def read_lines(path, what):
     return lines
 
 
+def split_lines(source, split):
+    """A corpus split's sources (bytes) and references (str), in order.
+
+    Raises:
+        data.CorpusError: the source has no such split, or it cannot be read.
+    """
+    pairs = list(source.pairs(split).as_numpy_iterator())
+    return [s for s, _ in pairs], [t.decode("utf-8", errors="replace") for _, t in pairs]
+
+
 def translate_lines(translator, lines, batch_size, progress_every=None):
     """Translations (str) and scores of `lines` (bytes or str), in input order.
 
@@ -122,25 +135,51 @@ def parse_args(argv=None):
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     parser.add_argument("--reference", help="reference translations, one a line: print BLEU "
                                             "and chrF (sacrebleu) to stderr")
+    corpus = parser.add_argument_group(
+        "a corpus split instead of --input and --reference (e.g. a test set from TFDS)")
+    data.sources.add_flags(corpus, default=None)
+    corpus.add_argument("--split", choices=data.sources.SPLITS, default="test",
+                        help="which split of --data (default %(default)s)")
     parser.add_argument("--batch_size", type=at_least(1), default=32,
                         help="sentences translated together (default %(default)s)")
     parser.add_argument("--scores", action="store_true",
                         help="write 'score<TAB>translation' lines")
     args = parser.parse_args(argv)
+    if args.data and (args.input or args.reference):
+        parser.error("--data reads the sources and references of --split: drop --input and "
+                     "--reference")
     if args.output:
-        output = pathlib.Path(args.output)
-        if output.exists() and not args.overwrite:
-            parser.error(f"--output {output} exists; pass --overwrite to replace it")
-        if not output.parent.is_dir() or not os.access(output.parent, os.W_OK):
-            parser.error(f"--output {output}: {output.parent} is not a writable directory")
+        check_output(parser, args.output, args.overwrite)
     return args
+
+
+def check_output(parser, output, overwrite):
+    """Refuses (as a usage error) an --output that exists without --overwrite, or that cannot
+    be written."""
+    output = pathlib.Path(output)
+    if output.exists() and not overwrite:
+        parser.error(f"--output {output} exists; pass --overwrite to replace it")
+    if not output.parent.is_dir() or not os.access(output.parent, os.W_OK):
+        parser.error(f"--output {output}: {output.parent} is not a writable directory")
+
+
+def replace_atomically(output, write):
+    """Calls write(path) on a hidden file beside `output`, then renames it over `output`: never
+    half a file, nothing else touched."""
+    output = pathlib.Path(output)
+    partial = output.with_name(f".{output.name}.partial-{os.getpid()}")
+    write(partial)
+    os.replace(partial, output)
 
 
 def main(argv=None):
     args = parse_args(argv)
     try:
-        lines = read_lines(args.input, "--input")
         references = None
+        if args.data:
+            lines, references = split_lines(data.sources.from_flags(args), args.split)
+        else:
+            lines = read_lines(args.input, "--input")
         if args.reference:
             references = [line.decode("utf-8", errors="replace")
                           for line in read_lines(args.reference, "--reference")]
@@ -148,7 +187,8 @@ def main(argv=None):
                 raise InputError(f"--reference {args.reference} has {len(references)} lines "
                                  f"but {args.input or '<stdin>'} has {len(lines)}")
         translator, loaded = translator_from_flags(args, args.batch_size)
-    except (InputError, loading.ModelDirError, config.ConfigError, ValueError) as error:
+    except (InputError, loading.ModelDirError, config.ConfigError, data.CorpusError,
+            ValueError) as error:
         print(f"kt-translate: error: {error}", file=sys.stderr)
         return 2
     start = time.perf_counter()
@@ -160,11 +200,7 @@ def main(argv=None):
     text = "".join(f"{score:.4f}\t{line}\n" if args.scores else f"{line}\n"
                    for line, score in zip(translations, scores))
     if args.output:
-        # Written beside the output and renamed over it: never half a file, nothing else touched.
-        output = pathlib.Path(args.output)
-        partial = output.with_name(f".{output.name}.kt-translate-{os.getpid()}")
-        partial.write_bytes(text.encode("utf-8"))
-        os.replace(partial, output)
+        replace_atomically(args.output, lambda path: path.write_bytes(text.encode("utf-8")))
     else:
         sys.stdout.buffer.write(text.encode("utf-8"))  # UTF-8 whatever the locale
         sys.stdout.flush()

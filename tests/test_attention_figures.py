@@ -1,0 +1,79 @@
+"""kt-attention and export.attention: a sentence's attention maps, drawn as heatmaps."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from export import Translator, attention
+
+TEXT = "And God said, Let there be light: and there was light."
+
+
+@pytest.fixture
+def translator(trained):
+    return Translator(trained.model, trained.vocabulary, max_input_length=64)
+
+
+def test_maps_label_every_weight_with_its_tokens(translator, trained):
+    maps = attention.attention_maps(translator, TEXT)
+    source, target = len(maps.source_tokens), len(maps.target_tokens)
+    layers, heads = trained.model.num_layers, trained.model.num_heads
+    assert maps.weights["encoder_self_attention"].shape == (layers, heads, source, source)
+    assert maps.weights["decoder_self_attention"].shape == (layers, heads, target, target)
+    assert maps.weights["encoder_decoder_attention"].shape == (layers, heads, target, source)
+    assert maps.source_tokens[-1] == "</s>" and "▁light" in maps.source_tokens
+    assert maps.decoder_inputs == ["<s>"] + maps.target_tokens[:-1]
+    # The translation drawn is the one the translator gives (kt-translate's, the export's).
+    expected = translator.translate(tf.constant([TEXT]))["translations"][0].numpy().decode()
+    assert maps.translation == expected
+    assert "".join(maps.target_tokens).replace("▁", " ").strip().startswith(
+        expected.split()[0])
+
+
+def test_a_given_target_is_attended_as_teacher_forcing(translator):
+    maps = attention.attention_maps(translator, TEXT, target="Y dijo Dios: Sea la luz.")
+    assert maps.target_tokens[-1] == "</s>" and maps.translation == "Y dijo Dios: Sea la luz."
+    for name, weights in maps.weights.items():
+        np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-5, err_msg=name)
+
+
+def test_the_figure_shows_the_chosen_layer_and_head(translator, trained):
+    maps = attention.attention_maps(translator, TEXT)
+    fig = attention.figure(maps, layer=2, head=3)
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in panels] == [title for _, title in attention.PANELS]
+    for ax, (name, _) in zip(panels, attention.PANELS):
+        np.testing.assert_array_equal(ax.images[0].get_array(), maps.weights[name][1, 2])
+    assert [t.get_text() for t in panels[2].get_xticklabels()] == maps.source_tokens
+    assert [t.get_text() for t in panels[2].get_yticklabels()] == maps.target_tokens
+    assert [t.get_text() for t in panels[1].get_xticklabels()] == maps.decoder_inputs
+    assert "layer 2 of 2, head 3 of 4" in fig.get_suptitle()
+    for layer, head, message in ((3, 1, "--layer 3 does not exist: the model has layers 1 to 2"),
+                                 (1, 5, "--head 5 does not exist: the model has heads 1 to 4")):
+        with pytest.raises(ValueError, match=message):
+            attention.figure(maps, layer, head)
+
+
+def test_kt_attention_writes_a_png_and_refuses_bad_requests(trained_model_dir, tmp_path,
+                                                            capsys):
+    output = tmp_path / "a.png"
+    argv = ["--model_dir", str(trained_model_dir), "--text", TEXT, "--output", str(output)]
+    assert attention.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "▁God ▁said" in out and f"wrote {output}" in out
+    assert output.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    written = output.read_bytes()
+
+    with pytest.raises(SystemExit) as exit_info:  # never replaces a file unasked
+        attention.main(argv)
+    assert exit_info.value.code == 2 and "pass --overwrite" in capsys.readouterr().err
+    assert output.read_bytes() == written
+    assert attention.main([*argv, "--overwrite", "--layer", "9"]) == 2
+    assert "--layer 9 does not exist: the model has layers 1 to 2" in capsys.readouterr().err
+    assert attention.main([*argv[:2], "--text", "  ", "--output", str(output), "--overwrite"]) == 2
+    assert "--text has no tokens" in capsys.readouterr().err
+    assert output.read_bytes() == written
+    assert attention.main(["--model_dir", str(tmp_path), "--text", TEXT,
+                           "--output", str(tmp_path / "b.png")]) == 2
+    assert "no config.json" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.png"]  # no leftovers
