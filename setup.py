@@ -19,11 +19,13 @@ INSTALL_REQUIRES = [
     "tensorflow-datasets==4.9.10",
     # tensorflow-datasets imports it but declares it only for Python < 3.9.
     "importlib_resources==7.1.0",
+    # kt-attention and the demo draw attention heatmaps.
+    "matplotlib==3.11.2",
 ]
 
 EXTRAS_REQUIRE = {
-    "test": ["pytest==9.2.0", "pytest-timeout==2.4.0"],
-    "bench": ["matplotlib==3.11.2"],
+    # papermill and ipykernel execute notebooks/quickstart.ipynb in tests/test_notebook.py.
+    "test": ["pytest==9.2.0", "pytest-timeout==2.4.0", "papermill==2.7.0", "ipykernel==7.4.0"],
 }
 
 setup(
@@ -43,6 +45,8 @@ setup(
         "kt-average=trainer.average:main",
         "kt-translate=export.translate:main",
         "kt-export=export.saved_model:main",
+        "kt-attention=export.attention:main",
+        "kt-demo=export.demo:main",
     ]},
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,

@@ -97,6 +97,12 @@ def export(translator, output, version=None, provenance=None):
     return path
 
 
+def provenance(loaded):
+    """What an export of `export.load`'s result keeps of where it came from."""
+    return {"checkpoint": str(loaded.checkpoint), "step": step_in_name(loaded.checkpoint),
+            "run": json.loads(loaded.run.to_json())}
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         prog="kt-export", description=__doc__.split("\n\n")[0],
@@ -119,9 +125,7 @@ def main(argv=None):
     try:
         version_path(args.output, args.version)  # a bad --output fails before loading
         translator, loaded = translator_from_flags(args, args.max_batch_size)
-        path = export(translator, args.output, args.version, provenance={
-            "checkpoint": str(loaded.checkpoint), "step": step_in_name(loaded.checkpoint),
-            "run": json.loads(loaded.run.to_json())})
+        path = export(translator, args.output, args.version, provenance(loaded))
     except (ExportError, loading.ModelDirError, config.ConfigError, ValueError) as error:
         print(f"kt-export: error: {error}", file=sys.stderr)
         return 2

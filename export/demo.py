@@ -1,0 +1,156 @@
+"""kt-demo: train, evaluate, translate, export, reload and look at attention, in one command.
+
+    kt-demo                                  # transformer_small, bundled corpus, 10 minutes
+    kt-demo --minutes 60                     # run again to train on: it resumes
+    kt-demo --hparams transformer_base --data wmt14_translate/de-en --download --minutes 600
+
+Trains with kt-train (any kt-train flag is passed on; the defaults suit 2 CPU cores), then with
+the newest checkpoint: dev BLEU with beam search (sacrebleu), a few translations, a SavedModel
+export (kt-export), that SavedModel reloaded with tf.saved_model.load translating the same
+sentences, and one sentence's attention drawn to a PNG (kt-attention). Everything goes under
+--model_dir, and the last lines say where.
+"""
+
+import argparse
+import pathlib
+import sys
+import time
+
+import sacrebleu
+import tensorflow as tf
+
+import data
+from export import attention, loading
+from export.saved_model import ExportError, export, provenance
+from export.translate import translate_lines
+from export.translator import Translator
+from trainer import checkpoints, config, task
+
+# kt-train flags for a new run; a model_dir that already has a config keeps its own.
+NEW_RUN_DEFAULTS = {"--hparams": "transformer_small", "--batch_tokens": "3072",
+                    "--eval_every": "300"}
+EXAMPLES = 3
+PHASES = 6
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="kt-demo", description=__doc__.split("\n\n")[0], allow_abbrev=False,
+        epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model_dir", default="runs/demo",
+                        help="where everything goes (default %(default)s)")
+    parser.add_argument("--minutes", type=task.at_least(0, float), default=10.0,
+                        help="training time this run, in minutes (default %(default)s; 0 skips "
+                             "training and shows the newest checkpoint)")
+    parser.add_argument("--bleu_sentences", type=task.at_least(EXAMPLES), default=100,
+                        help="dev sentences translated with beam search for BLEU (default "
+                             "%(default)s)")
+    args, train_flags = parser.parse_known_args(argv)
+    return args, train_flags
+
+
+def phase(number, text):
+    print(f"\n[{number}/{PHASES}] {text}", flush=True)
+
+
+def train_argv(args, train_flags):
+    argv = ["--model_dir", args.model_dir, "--max_minutes", str(args.minutes), *train_flags]
+    if config.load(args.model_dir) is None:
+        given = {flag.split("=")[0] for flag in train_flags}
+        for flag, value in NEW_RUN_DEFAULTS.items():
+            if flag not in given:
+                argv += [flag, value]
+    return argv
+
+
+def dev_pairs(run, count):
+    source = data.get_source(run.data, run.source_lang, run.target_lang, run.tfds_data_dir,
+                             False, run.invalid_utf8)
+    sources, references = task.dev_sample(source, count)
+    if not sources:
+        raise data.CorpusError(f"{source!r} has no dev split to evaluate on")
+    return sources, references
+
+
+def examples_of(sources, references):
+    """The shortest few dev pairs of at least 5 words: short enough to read (and to draw)."""
+    pairs = sorted(zip(sources, references), key=lambda pair: len(pair[0].split()))
+    return ([pair for pair in pairs if len(pair[0].split()) >= 5] or pairs)[:EXAMPLES]
+
+
+def demo(args, train_flags):
+    model_dir = pathlib.Path(args.model_dir)
+    if args.minutes:
+        argv = train_argv(args, train_flags)
+        phase(1, f"training for {args.minutes:g} minutes: kt-train {' '.join(argv)}")
+        code = task.main(argv)
+        if code:
+            return code
+    else:
+        phase(1, "training skipped (--minutes 0)")
+
+    phase(2, "dev BLEU with beam search (beam 4, alpha 0.6) on the newest checkpoint")
+    loaded = loading.load(model_dir)
+    step = checkpoints.step_in_name(loaded.checkpoint)
+    translator = Translator(loaded.model, loaded.vocabulary,
+                            max_input_length=loaded.run.max_length)
+    sources, references = dev_pairs(loaded.run, args.bleu_sentences)
+    start = time.perf_counter()
+    hypotheses, _ = translate_lines(translator, sources, batch_size=32, progress_every=10)
+    metric = sacrebleu.BLEU()
+    bleu = metric.corpus_score(hypotheses, [references])
+    print(f"step {step}: dev BLEU {bleu.score:.2f} on {len(sources)} sentences "
+          f"({time.perf_counter() - start:.1f} s) {bleu} {metric.get_signature()}")
+
+    phase(3, "translations of dev sentences")
+    examples = examples_of(sources, references)
+    translations = dict(zip(sources, hypotheses))
+    for source, reference in examples:
+        print(f"  source:      {source}\n  reference:   {reference}\n"
+              f"  translation: {translations[source]}\n")
+
+    phase(4, "exporting a SavedModel for TF Serving (kt-export)")
+    export_path = export(translator, model_dir / "export", provenance=provenance(loaded))
+    print(f"exported {loaded.checkpoint} to {export_path}")
+
+    phase(5, f"reloading {export_path} with tf.saved_model.load and translating again")
+    serving = tf.saved_model.load(str(export_path)).signatures["serving_default"]
+    reloaded = serving(inputs=tf.constant([source for source, _ in examples]))
+    same = 0
+    for (source, _), text in zip(examples, reloaded["translations"].numpy()):
+        text = text.decode("utf-8")
+        same += text == translations[source]
+        print(f"  {source}\n  -> {text}")
+    print(f"the SavedModel's translations equal the checkpoint's on {same} of {len(examples)}")
+
+    phase(6, "attention of the shortest example (kt-attention)")
+    maps = attention.attention_maps(translator, examples[0][0])
+    png = model_dir / f"attention_step_{step}.png"
+    attention.write_png(attention.figure(maps, loaded.model.num_layers, 1), png)
+    print(f"drew layer {loaded.model.num_layers}, head 1 to {png}")
+
+    print(f"\ndone. Everything is in {model_dir}:\n"
+          f"  checkpoints      {checkpoints.default_directory(model_dir)}  (newest: "
+          f"{loaded.checkpoint.name})\n"
+          f"  TensorBoard      tensorboard --logdir {model_dir / task.LOG_DIR}\n"
+          f"  SavedModel       {export_path}\n"
+          f"  attention        {png}\n"
+          f"  dev BLEU         {bleu.score:.2f} at step {step}\n"
+          f"Next: kt-translate --model_dir {model_dir} < input.en, kt-attention --model_dir "
+          f"{model_dir} --text \"...\" --output a.png, or kt-demo --model_dir {model_dir} to "
+          f"train on.")
+    return 0
+
+
+def main(argv=None):
+    args, train_flags = parse_args(argv)
+    try:
+        return demo(args, train_flags)
+    except (loading.ModelDirError, config.ConfigError, data.CorpusError, ExportError,
+            ValueError) as error:
+        print(f"kt-demo: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

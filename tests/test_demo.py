@@ -1,0 +1,46 @@
+"""kt-demo, the README's first command, with test-sized kt-train flags (conftest's demo_run)."""
+
+import argparse
+import re
+
+from export import demo
+
+
+def test_the_demo_trains_evaluates_translates_exports_reloads_and_draws(demo_run):
+    model_dir, stdout = demo_run
+    phases = re.findall(r"^\[(\d)/6\] (.*)$", stdout, re.MULTILINE)
+    assert [int(number) for number, _ in phases] == [1, 2, 3, 4, 5, 6], stdout
+    assert "--hparams transformer_tiny" in phases[0][1]
+    assert "done: step 300" in stdout  # kt-train's own last line
+    bleu = re.search(r"^step 300: dev BLEU (\d+\.\d\d) on 12 sentences .*nrefs:1\|", stdout,
+                     re.MULTILINE)
+    assert bleu and 0 <= float(bleu.group(1)) <= 100, stdout
+    assert len(re.findall(r"^  translation: \S", stdout, re.MULTILINE)) == 3
+    assert f"to {model_dir / 'export' / '1'}\n" in stdout
+    assert "the SavedModel's translations equal the checkpoint's on 3 of 3" in stdout
+    assert (model_dir / "export" / "1" / "saved_model.pb").is_file()
+    png = model_dir / "attention_step_300.png"
+    assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert f"  attention        {png}\n" in stdout
+
+
+def test_demo_defaults_apply_to_new_runs_only_and_yield_to_given_flags(tmp_path):
+    args = argparse.Namespace(model_dir=str(tmp_path / "new"), minutes=5.0)
+    argv = demo.train_argv(args, ["--hparams=transformer_tiny"])
+    assert argv[:4] == ["--model_dir", str(tmp_path / "new"), "--max_minutes", "5.0"]
+    assert "transformer_small" not in argv and "--batch_tokens" in argv
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "config.json").write_text('{"format_version": 1}')
+    args.model_dir = str(tmp_path / "old")  # a resumed run keeps its saved flags
+    assert demo.train_argv(args, []) == ["--model_dir", args.model_dir, "--max_minutes", "5.0"]
+
+
+def test_demo_refusals_name_the_problem(tmp_path, capsys):
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    assert demo.main(["--model_dir", str(not_a_dir), "--minutes", "0"]) == 2
+    assert f"{not_a_dir} is not a directory" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert demo.main(["--model_dir", str(empty), "--minutes", "0"]) == 2
+    assert "no config.json" in capsys.readouterr().err
