@@ -14,7 +14,13 @@ from data.batching import (
     bucket_boundaries,
     length_sorted_batches,
 )
-from data.input_pipeline import limit_length, pipeline, shift_right, tokenized_pairs
+from data.input_pipeline import (
+    counted,
+    limit_length,
+    pipeline,
+    shift_right,
+    tokenized_pairs,
+)
 from data.sources import (
     BUNDLED,
     CorpusError,
@@ -37,7 +43,8 @@ from data.vocab import (
 __all__ = [
     "BUNDLED", "CorpusError", "EOS_ID", "LocalSource", "PAD_ID", "TfdsSource", "Vocabulary",
     "VocabularyError", "batch_by_length", "bucket_batch_sizes", "bucket_boundaries",
-    "build_vocabulary", "bundled_source", "corpus_texts", "directory_source", "get_source",
+    "build_vocabulary", "bundled_source", "corpus_texts", "counted", "directory_source",
+    "get_source",
     "length_sorted_batches", "limit_length", "normalize_whitespace", "pipeline", "shift_right",
     "tokenized_pairs",
 ]

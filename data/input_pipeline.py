@@ -107,6 +107,13 @@ def _cache_prefix(directory, source, vocabulary, split, max_length, overlong, sh
     return str(prefix)
 
 
+def counted(batches):
+    """A finite dataset with its length made known (by counting it once), which spares Keras'
+    evaluate (and fit's validation) its "ran out of data" warning at the end of each pass."""
+    return batches.apply(tf.data.experimental.assert_cardinality(
+        batches.reduce(tf.constant(0, tf.int64), lambda count, _: count + 1)))
+
+
 def pipeline(source, vocabulary, split="train", batch_tokens=25_000, max_length=256,
              overlong="drop", training=None, shuffle_buffer=50_000, cache=None, seed=None,
              deterministic=False, batch_size_multiple=1, input_context=None):

@@ -296,9 +296,9 @@ def get_source(spec, source_lang=None, target_lang=None, tfds_data_dir=None, dow
     return TfdsSource(spec, source_lang, target_lang, tfds_data_dir, download)
 
 
-def add_flags(parser):
+def add_flags(parser, default="bible_en_es"):
     """The flags that choose a source; shared by every command that reads a corpus."""
-    parser.add_argument("--data", default="bible_en_es",
+    parser.add_argument("--data", default=default,
                         help="bible_en_es (bundled), a directory, text:SRC,TGT, tsv:FILE, or a "
                              "TFDS name such as wmt14_translate/de-en (default: %(default)s)")
     parser.add_argument("--source_lang", help="source language code (default: the source's)")

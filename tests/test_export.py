@@ -125,6 +125,24 @@ def test_kt_translate_reads_stdin_and_writes_scores(trained_model_dir, monkeypat
     assert float(score) < 0 and translation
 
 
+def test_kt_translate_scores_a_corpus_split(trained_model_dir, dev_sentences, tmp_path, capsys):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for split in ("train", "test"):
+        (corpus / f"{split}.en").write_text("".join(en + "\n" for en, _ in dev_sentences[:3]))
+        (corpus / f"{split}.es").write_text("".join(es + "\n" for _, es in dev_sentences[:3]))
+    output = tmp_path / "test.translated.es"
+    argv = ["--model_dir", str(trained_model_dir), "--data", str(corpus), "--source_lang", "en",
+            "--target_lang", "es", "--output", str(output)]
+    assert translate.main(argv) == 0  # --split test by default
+    assert len(output.read_text().splitlines()) == 3
+    assert "BLEU = " in capsys.readouterr().err
+    assert "has no split 'dev'; it has train, test" in refusal(
+        translate.main, [*argv, "--split", "dev", "--overwrite"], capsys)
+    assert "--data reads the sources and references of --split" in refusal(
+        translate.main, [*argv, "--input", str(output)], capsys)
+
+
 def refusal(main, argv, capsys):
     """stderr of a command that must refuse `argv` with exit status 2."""
     try:

@@ -217,9 +217,8 @@ def train(args):
     else:
         batches = train_batches()
         dev = pipeline("dev", False) if "dev" in source.splits() else None
-        if dev is not None:  # a known length spares evaluate its "ran out of data" warning
-            dev = dev.apply(tf.data.experimental.assert_cardinality(
-                sum(1 for _ in dev)))
+        if dev is not None:
+            dev = data.counted(dev)
 
     writer = tf.summary.create_file_writer(str(model_dir / LOG_DIR)) if chief else None
     sources, references = dev_sample(source, run.eval_sentences if chief and dev else 0)
