@@ -300,7 +300,8 @@ def add_flags(parser, default="bible_en_es"):
     """The flags that choose a source; shared by every command that reads a corpus."""
     parser.add_argument("--data", default=default,
                         help="bible_en_es (bundled), a directory, text:SRC,TGT, tsv:FILE, or a "
-                             "TFDS name such as wmt14_translate/de-en (default: %(default)s)")
+                             "TFDS name such as wmt14_translate/de-en" +
+                             (" (default: %(default)s)" if default else ""))
     parser.add_argument("--source_lang", help="source language code (default: the source's)")
     parser.add_argument("--target_lang", help="target language code (default: the source's)")
     parser.add_argument("--tfds_data_dir", help="TFDS data directory (default: TFDS's)")

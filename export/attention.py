@@ -35,13 +35,19 @@ PANELS = (("encoder_self_attention", "encoder self-attention"),
 START = "<s>"  # how the decoder's first input (id 0, the shifted-in padding) is labelled
 
 
+class AttentionError(ValueError):
+    """A sentence, layer or head that cannot be drawn, naming the flag."""
+
+
 class AttentionMaps(typing.NamedTuple):
     """Every attention weight of one sentence pair, with the tokens that label them.
 
     weights maps each PANELS name to float32 [num_layers, num_heads, queries, keys]. Encoder
-    queries and keys are `source_tokens`; decoder queries are `target_tokens` (row i is where
-    target token i is predicted), decoder self-attention keys are `decoder_inputs` (the
-    target shifted right: "<s>" first).
+    queries and keys are `source_tokens`. Decoder position i holds `decoder_inputs[i]` (the
+    target shifted right: "<s>" first) and predicts `target_tokens[i]`: `figure` labels
+    decoder self-attention with the tokens the positions hold (so a position attending to
+    itself is on the diagonal), and encoder-decoder attention's rows with the token each
+    position predicts (so the picture reads as an alignment).
     """
     source_tokens: list
     target_tokens: list
@@ -67,18 +73,18 @@ def attention_maps(translator, text, target=None):
         AttentionMaps.
 
     Raises:
-        ValueError: `text` or `target` has no tokens.
+        AttentionError: `text` or `target` has no tokens.
     """
     source_ids = _unpadded(translator.tokenize(tf.constant([text]))["source_ids"][0])
     if not source_ids.size:
-        raise ValueError("--text has no tokens to attend to")
+        raise AttentionError("--text has no tokens to attend to")
     if target is None:
         target_ids = translator.translate_ids(tf.constant(source_ids[None]))["ids"][0]
     else:
         target_ids = translator.tokenize(tf.constant([target]))["source_ids"][0]
     target_ids = _unpadded(target_ids)
     if not target_ids.size:
-        raise ValueError("--target has no tokens to attend from")
+        raise AttentionError("--target has no tokens to attend from")
     decoder_inputs = np.concatenate([[PAD_ID], target_ids[:-1]]).astype(np.int32)
     _, weights = translator.model((source_ids[None], decoder_inputs[None]),
                                   return_attention_scores=True)
@@ -96,16 +102,16 @@ def figure(maps, layer, head):
     """A matplotlib Figure of the three heatmaps of `layer` and `head` (both from 1).
 
     Raises:
-        ValueError: no such layer or head.
+        AttentionError: no such layer or head.
     """
     num_layers, num_heads = maps.weights["encoder_self_attention"].shape[:2]
     for name, value, count in (("layer", layer, num_layers), ("head", head, num_heads)):
         if not 1 <= value <= count:
-            raise ValueError(f"--{name} {value} does not exist: the model has {name}s 1 to "
+            raise AttentionError(f"--{name} {value} does not exist: the model has {name}s 1 to "
                              f"{count}")
     axes_labels = {
         "encoder_self_attention": (maps.source_tokens, maps.source_tokens),
-        "decoder_self_attention": (maps.target_tokens, maps.decoder_inputs),
+        "decoder_self_attention": (maps.decoder_inputs, maps.decoder_inputs),
         "encoder_decoder_attention": (maps.target_tokens, maps.source_tokens),
     }
     widths = [len(axes_labels[name][1]) for name, _ in PANELS]
@@ -162,7 +168,7 @@ def main(argv=None):
         maps = attention_maps(translator, args.text, args.target)
         fig = figure(maps, args.layer or loaded.model.num_layers, args.head)
         write_png(fig, args.output)
-    except (loading.ModelDirError, config.ConfigError, ValueError, OSError) as error:
+    except (loading.ModelDirError, config.ConfigError, AttentionError, OSError) as error:
         print(f"kt-attention: error: {error}", file=sys.stderr)
         return 2
     print(f"source:      {' '.join(maps.source_tokens)}\n"

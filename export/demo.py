@@ -22,13 +22,14 @@ import tensorflow as tf
 import data
 from export import attention, loading
 from export.saved_model import ExportError, export, provenance
-from export.translate import translate_lines
+from export.translate import print_scores, translate_lines
 from export.translator import Translator
 from trainer import checkpoints, config, task
 
-# kt-train flags for a new run; a model_dir that already has a config keeps its own.
-NEW_RUN_DEFAULTS = {"--hparams": "transformer_small", "--batch_tokens": "3072",
-                    "--eval_every": "300"}
+# kt-train flags (by argparse dest) for a new run; a model_dir with a config keeps its own.
+NEW_RUN_DEFAULTS = {"hparams_name": ("--hparams", "transformer_small"),
+                    "batch_tokens": ("--batch_tokens", "3072"),
+                    "eval_every": ("--eval_every", "300")}
 EXAMPLES = 3
 PHASES = 6
 
@@ -54,18 +55,24 @@ def phase(number, text):
 
 
 def train_argv(args, train_flags):
+    """kt-train's arguments: the demo's, the user's, and the new-run defaults they leave unset.
+
+    kt-train's own parser reads the user's flags, so a typo or a bad value is refused by it,
+    naming the flag.
+    """
     argv = ["--model_dir", args.model_dir, "--max_minutes", str(args.minutes), *train_flags]
+    given = vars(task.parse_args(["--model_dir", args.model_dir, *train_flags]))
+    if given["max_minutes"] is not None:
+        raise config.ConfigError("kt-demo sets kt-train's --max_minutes: use --minutes")
     if config.load(args.model_dir) is None:
-        given = {flag.split("=")[0] for flag in train_flags}
-        for flag, value in NEW_RUN_DEFAULTS.items():
-            if flag not in given:
+        for dest, (flag, value) in NEW_RUN_DEFAULTS.items():
+            if given[dest] is None:
                 argv += [flag, value]
     return argv
 
 
 def dev_pairs(run, count):
-    source = data.get_source(run.data, run.source_lang, run.target_lang, run.tfds_data_dir,
-                             False, run.invalid_utf8)
+    source = task.source_of(run)
     sources, references = task.dev_sample(source, count)
     if not sources:
         raise data.CorpusError(f"{source!r} has no dev split to evaluate on")
@@ -86,6 +93,8 @@ def demo(args, train_flags):
         code = task.main(argv)
         if code:
             return code
+    elif train_flags:
+        raise config.ConfigError(f"{' '.join(train_flags)}: kt-train flags need --minutes > 0")
     else:
         phase(1, "training skipped (--minutes 0)")
 
@@ -97,10 +106,10 @@ def demo(args, train_flags):
     sources, references = dev_pairs(loaded.run, args.bleu_sentences)
     start = time.perf_counter()
     hypotheses, _ = translate_lines(translator, sources, batch_size=32, progress_every=10)
-    metric = sacrebleu.BLEU()
-    bleu = metric.corpus_score(hypotheses, [references])
-    print(f"step {step}: dev BLEU {bleu.score:.2f} on {len(sources)} sentences "
-          f"({time.perf_counter() - start:.1f} s) {bleu} {metric.get_signature()}")
+    bleu = sacrebleu.BLEU().corpus_score(hypotheses, [references]).score
+    print(f"step {step}: dev BLEU {bleu:.2f} on {len(sources)} sentences "
+          f"({time.perf_counter() - start:.1f} s)")
+    print_scores(hypotheses, references, sys.stdout)
 
     phase(3, "translations of dev sentences")
     examples = examples_of(sources, references)
@@ -126,8 +135,11 @@ def demo(args, train_flags):
     phase(6, "attention of the shortest example (kt-attention)")
     maps = attention.attention_maps(translator, examples[0][0])
     png = model_dir / f"attention_step_{step}.png"
-    attention.write_png(attention.figure(maps, loaded.model.num_layers, 1), png)
-    print(f"drew layer {loaded.model.num_layers}, head 1 to {png}")
+    if png.exists():  # drawn by an earlier kt-demo at this step: the same picture, kept
+        print(f"{png} exists; kept")
+    else:
+        attention.write_png(attention.figure(maps, loaded.model.num_layers, 1), png)
+        print(f"drew layer {loaded.model.num_layers}, head 1 to {png}")
 
     print(f"\ndone. Everything is in {model_dir}:\n"
           f"  checkpoints      {checkpoints.default_directory(model_dir)}  (newest: "
@@ -135,7 +147,7 @@ def demo(args, train_flags):
           f"  TensorBoard      tensorboard --logdir {model_dir / task.LOG_DIR}\n"
           f"  SavedModel       {export_path}\n"
           f"  attention        {png}\n"
-          f"  dev BLEU         {bleu.score:.2f} at step {step}\n"
+          f"  dev BLEU         {bleu:.2f} at step {step}\n"
           f"Next: kt-translate --model_dir {model_dir} < input.en, kt-attention --model_dir "
           f"{model_dir} --text \"...\" --output a.png, or kt-demo --model_dir {model_dir} to "
           f"train on.")
@@ -146,8 +158,8 @@ def main(argv=None):
     args, train_flags = parse_args(argv)
     try:
         return demo(args, train_flags)
-    except (loading.ModelDirError, config.ConfigError, data.CorpusError, ExportError,
-            ValueError) as error:
+    except (loading.ModelDirError, config.ConfigError, data.CorpusError,
+            data.VocabularyError, ExportError) as error:
         print(f"kt-demo: error: {error}", file=sys.stderr)
         return 2
 

@@ -33,7 +33,8 @@ class InputError(ValueError):
 
 
 def add_decoding_flags(parser):
-    """Beam search and request-bound flags shared by kt-translate and kt-export."""
+    """The model_dir, beam search and request-bound flags of kt-translate, kt-export and
+    kt-attention."""
     parser.add_argument("--model_dir", required=True, help="a kt-train model_dir")
     parser.add_argument("--checkpoint", help="a checkpoint directory to use instead of the "
                                              "newest (e.g. MODEL_DIR/averaged/ckpt-N)")
@@ -81,6 +82,13 @@ def read_lines(path, what):
             print(f"kt-translate: warning: {name}:{number}: not UTF-8 at byte {error.start}; "
                   f"undecodable bytes are read as U+FFFD", file=sys.stderr)
     return lines
+
+
+def print_scores(translations, references, file):
+    """sacrebleu's corpus BLEU and chrF, each with its signature, one line each."""
+    for metric in (sacrebleu.BLEU(), sacrebleu.CHRF()):
+        score = metric.corpus_score(translations, [references])
+        print(f"{score} {metric.get_signature()}", file=file)
 
 
 def split_lines(source, split):
@@ -138,8 +146,9 @@ def parse_args(argv=None):
     corpus = parser.add_argument_group(
         "a corpus split instead of --input and --reference (e.g. a test set from TFDS)")
     data.sources.add_flags(corpus, default=None)
-    corpus.add_argument("--split", choices=data.sources.SPLITS, default="test",
-                        help="which split of --data (default %(default)s)")
+    corpus.add_argument("--split", choices=data.sources.SPLITS,
+                        help="which split of --data (default test); the languages default to "
+                             "the model's")
     parser.add_argument("--batch_size", type=at_least(1), default=32,
                         help="sentences translated together (default %(default)s)")
     parser.add_argument("--scores", action="store_true",
@@ -148,6 +157,10 @@ def parse_args(argv=None):
     if args.data and (args.input or args.reference):
         parser.error("--data reads the sources and references of --split: drop --input and "
                      "--reference")
+    corpus_flags = [flag for flag in ("split", "source_lang", "target_lang", "tfds_data_dir",
+                                      "download") if getattr(args, flag)]
+    if corpus_flags and not args.data:
+        parser.error(f"--{corpus_flags[0]} needs --data")
     if args.output:
         check_output(parser, args.output, args.overwrite)
     return args
@@ -168,16 +181,24 @@ def replace_atomically(output, write):
     half a file, nothing else touched."""
     output = pathlib.Path(output)
     partial = output.with_name(f".{output.name}.partial-{os.getpid()}")
-    write(partial)
-    os.replace(partial, output)
+    try:
+        write(partial)
+        os.replace(partial, output)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def main(argv=None):
     args = parse_args(argv)
     try:
+        translator, loaded = translator_from_flags(args, args.batch_size)
         references = None
         if args.data:
-            lines, references = split_lines(data.sources.from_flags(args), args.split)
+            source = data.get_source(
+                args.data, args.source_lang or loaded.run.source_lang,
+                args.target_lang or loaded.run.target_lang, args.tfds_data_dir, args.download,
+                args.invalid_utf8)
+            lines, references = split_lines(source, args.split or "test")
         else:
             lines = read_lines(args.input, "--input")
         if args.reference:
@@ -186,7 +207,6 @@ def main(argv=None):
             if len(references) != len(lines):
                 raise InputError(f"--reference {args.reference} has {len(references)} lines "
                                  f"but {args.input or '<stdin>'} has {len(lines)}")
-        translator, loaded = translator_from_flags(args, args.batch_size)
     except (InputError, loading.ModelDirError, config.ConfigError, data.CorpusError,
             ValueError) as error:
         print(f"kt-translate: error: {error}", file=sys.stderr)
@@ -208,9 +228,7 @@ def main(argv=None):
           f"({len(lines) / max(seconds, 1e-9):.1f}/s) with {loaded.checkpoint}, beam "
           f"{args.beam_size}, alpha {args.alpha}", file=sys.stderr)
     if references is not None:
-        for metric in (sacrebleu.BLEU(), sacrebleu.CHRF()):
-            score = metric.corpus_score(translations, [references])
-            print(f"{score} {metric.get_signature()}", file=sys.stderr)
+        print_scores(translations, references, sys.stderr)
     return 0
 
 

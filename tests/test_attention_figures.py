@@ -47,10 +47,11 @@ def test_the_figure_shows_the_chosen_layer_and_head(translator, trained):
     assert [t.get_text() for t in panels[2].get_xticklabels()] == maps.source_tokens
     assert [t.get_text() for t in panels[2].get_yticklabels()] == maps.target_tokens
     assert [t.get_text() for t in panels[1].get_xticklabels()] == maps.decoder_inputs
+    assert [t.get_text() for t in panels[1].get_yticklabels()] == maps.decoder_inputs
     assert "layer 2 of 2, head 3 of 4" in fig.get_suptitle()
     for layer, head, message in ((3, 1, "--layer 3 does not exist: the model has layers 1 to 2"),
                                  (1, 5, "--head 5 does not exist: the model has heads 1 to 4")):
-        with pytest.raises(ValueError, match=message):
+        with pytest.raises(attention.AttentionError, match=message):
             attention.figure(maps, layer, head)
 
 

@@ -12,9 +12,10 @@ def test_the_demo_trains_evaluates_translates_exports_reloads_and_draws(demo_run
     assert [int(number) for number, _ in phases] == [1, 2, 3, 4, 5, 6], stdout
     assert "--hparams transformer_tiny" in phases[0][1]
     assert "done: step 300" in stdout  # kt-train's own last line
-    bleu = re.search(r"^step 300: dev BLEU (\d+\.\d\d) on 12 sentences .*nrefs:1\|", stdout,
-                     re.MULTILINE)
+    bleu = re.search(r"^step 300: dev BLEU (\d+\.\d\d) on 12 sentences", stdout, re.MULTILINE)
     assert bleu and 0 <= float(bleu.group(1)) <= 100, stdout
+    assert f"BLEU = {bleu.group(1)} " in stdout and "chrF2 = " in stdout  # with signatures:
+    assert stdout.count("nrefs:1|") == 2
     assert len(re.findall(r"^  translation: \S", stdout, re.MULTILINE)) == 3
     assert f"to {model_dir / 'export' / '1'}\n" in stdout
     assert "the SavedModel's translations equal the checkpoint's on 3 of 3" in stdout
@@ -33,6 +34,20 @@ def test_demo_defaults_apply_to_new_runs_only_and_yield_to_given_flags(tmp_path)
     (tmp_path / "old" / "config.json").write_text('{"format_version": 1}')
     args.model_dir = str(tmp_path / "old")  # a resumed run keeps its saved flags
     assert demo.train_argv(args, []) == ["--model_dir", args.model_dir, "--max_minutes", "5.0"]
+
+
+def test_demo_refuses_flags_it_would_ignore_or_override(tmp_path, capsys):
+    model_dir = ["--model_dir", str(tmp_path / "run")]
+    assert demo.main([*model_dir, "--max_minutes", "3"]) == 2
+    assert "kt-demo sets kt-train's --max_minutes: use --minutes" in capsys.readouterr().err
+    assert demo.main([*model_dir, "--minutes", "0", "--batch_tokens", "99"]) == 2
+    assert "--batch_tokens 99: kt-train flags need --minutes > 0" in capsys.readouterr().err
+    try:  # kt-train's parser reads the flags the demo passes on, typos included
+        demo.main([*model_dir, "--batch_tokenz", "99"])
+    except SystemExit as exit:
+        assert exit.code == 2
+    assert "unrecognized arguments: --batch_tokenz 99" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
 
 
 def test_demo_refusals_name_the_problem(tmp_path, capsys):

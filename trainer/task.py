@@ -148,6 +148,12 @@ def prepare_vocabulary(args, run, source, write):
     return vocabulary
 
 
+def source_of(run, download=False):
+    """The data source a run's configuration names."""
+    return data.get_source(run.data, run.source_lang, run.target_lang, run.tfds_data_dir,
+                           download, run.invalid_utf8)
+
+
 def dev_sample(source, count):
     """The first `count` dev pairs as (sources, references) strings; empty without a dev split."""
     if count <= 0 or "dev" not in source.splits():
@@ -169,8 +175,7 @@ def train(args):
                                  "has its own clock); use --train_steps with several workers")
     keras.utils.set_random_seed(run.seed)
     keras.mixed_precision.set_global_policy(PRECISIONS[run.mixed_precision])
-    source = data.get_source(run.data, run.source_lang, run.target_lang, run.tfds_data_dir,
-                             bool(args.download), run.invalid_utf8)
+    source = source_of(run, bool(args.download))
     model_dir.mkdir(parents=True, exist_ok=True)
     vocabulary = prepare_vocabulary(args, run, source, write=chief)
     run = dataclasses.replace(run, vocab_size=vocabulary.vocab_size,
