@@ -13,10 +13,14 @@ The mixin gives `model.fit` two things Keras 3.15 does not do on its own for thi
   Under `MultiWorkerMirroredStrategy`, Keras also fails reducing scalar logs
   (tensorflow/tensorflow#72388); they are returned with shape [1] there.
 
+The logs of each train step also carry `batch_shape`, int32 [3]: the step's sentences, source
+length and target length (of one replica's batch), so that a failure can name the batch.
+
 These override Keras internals (`_maybe_symbolic_build`): keras is pinned, and
 tests/test_distributed.py checks the behaviour.
 """
 
+import keras
 import tensorflow as tf
 from keras import ops
 
@@ -55,14 +59,19 @@ class TokenLevelTraining:
 
     def _logs_for_strategy(self, logs):
         if isinstance(self.distribute_strategy, tf.distribute.MultiWorkerMirroredStrategy):
-            return {name: ops.reshape(value, [1]) for name, value in logs.items()}
+            # Keras reduces each log over axis 0 there: one more axis keeps the vectors whole.
+            return {name: ops.expand_dims(value, 0) if name == "batch_shape" else
+                    ops.reshape(value, [1]) for name, value in logs.items()}
         return logs
 
     def train_step(self, data):
         # Python runs once per trace (per replica), so this counts how often variable batch
         # shapes made TensorFlow retrace the step.
         self.train_step_traces = getattr(self, "train_step_traces", 0) + 1
-        return self._logs_for_strategy(super().train_step(data))
+        logs = dict(super().train_step(data))
+        (source_ids, _), target_ids, _ = keras.utils.unpack_x_y_sample_weight(data)
+        logs["batch_shape"] = tf.concat([tf.shape(source_ids)[:2], tf.shape(target_ids)[1:2]], 0)
+        return self._logs_for_strategy(logs)
 
     def test_step(self, data):
         return self._logs_for_strategy(super().test_step(data))

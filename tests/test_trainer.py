@@ -16,7 +16,7 @@ import pytest
 
 import data
 import keras_transformer as kt
-from trainer import checkpoints, config
+from trainer import average, checkpoints, config, task
 
 CORPUS = pathlib.Path(data.__file__).parent / "corpora" / "bible_en_es"
 
@@ -79,22 +79,22 @@ def test_a_run_writes_its_files_evaluates_and_resumes(tmp_path, small_corpus):
     (("--hparams_override", "dropuot=0.2"), "unknown hparams field 'dropuot'"),
     (("--hparams_override", "num_layers=two"), "num_layers='two': expected int"),
 ])
-def test_bad_hparams_are_refused(tmp_path, small_corpus, flags, message):
-    result = kt_train(tmp_path / "run", small_corpus, *flags)
-    assert result.returncode == 2 and message in result.stderr
+def test_bad_hparams_are_refused(tmp_path, small_corpus, flags, message, capsys):
+    assert task.main(kt_train_command(tmp_path / "run", small_corpus, *flags)[3:]) == 2
+    assert message in capsys.readouterr().err
     assert not (tmp_path / "run" / "config.json").exists()
 
 
-def test_flags_that_contradict_the_saved_run_are_refused(tmp_path, small_corpus):
+def test_flags_that_contradict_the_saved_run_are_refused(tmp_path, small_corpus, capsys):
     model_dir = tmp_path / "run"
     assert kt_train(model_dir, small_corpus, *TINY, "--train_steps", "1").returncode == 0
     before = (model_dir / "config.json").read_text()
-    result = kt_train(model_dir, small_corpus, "--hparams", "transformer_small",
-                      "--max_length", "32")
-    assert result.returncode == 2
-    assert "was written for another configuration" in result.stderr
-    assert "hparams d_model: saved 32, now 256" in result.stderr
-    assert "max_length: saved 150, now 32" in result.stderr
+    assert task.main(kt_train_command(model_dir, small_corpus, "--hparams", "transformer_small",
+                                      "--max_length", "32")[3:]) == 2
+    stderr = capsys.readouterr().err
+    assert "was written for another configuration" in stderr
+    assert "hparams d_model: saved 32, now 256" in stderr
+    assert "max_length: saved 150, now 32" in stderr
     assert (model_dir / "config.json").read_text() == before
     # Training fields may change on resume, on top of the run's own overrides.
     lower = kt_train(model_dir, small_corpus, "--hparams_override",
@@ -106,15 +106,15 @@ def test_flags_that_contradict_the_saved_run_are_refused(tmp_path, small_corpus)
     assert saved["hparams_override"] == "warmup_steps=20,learning_rate_multiplier=0.5"
 
 
-def test_a_damaged_or_newer_config_is_refused(tmp_path, small_corpus):
+def test_a_damaged_or_newer_config_is_refused(tmp_path, small_corpus, capsys):
     model_dir = tmp_path / "run"
     model_dir.mkdir()
-    (model_dir / "config.json").write_text("{not json")
-    result = kt_train(model_dir, small_corpus, *TINY)
-    assert result.returncode == 2 and "config.json: not valid JSON" in result.stderr
-    (model_dir / "config.json").write_text(json.dumps({"format_version": 99}))
-    result = kt_train(model_dir, small_corpus, *TINY)
-    assert result.returncode == 2 and "format_version 99" in result.stderr
+    for text, message in (("{not json", "config.json: not valid JSON"),
+                          (json.dumps({"format_version": 99}), "format_version 99")):
+        (model_dir / "config.json").write_text(text)
+        assert task.main(kt_train_command(model_dir, small_corpus, *TINY)[3:]) == 2
+        assert message in capsys.readouterr().err
+        assert (model_dir / "config.json").read_text() == text  # left for the user to look at
 
 
 def test_xla_and_bfloat16_training(tmp_path, small_corpus):
@@ -130,11 +130,14 @@ def test_xla_and_bfloat16_training(tmp_path, small_corpus):
 def test_a_diverging_loss_stops_with_the_step(tmp_path, small_corpus):
     result = kt_train(tmp_path / "run", small_corpus, "--hparams", "transformer_tiny",
                       "--hparams_override", "warmup_steps=1,learning_rate_multiplier=1e12",
-                      "--train_steps", "50")
+                      "--train_steps", "50", "--checkpoint_every_steps", "1")
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "the loss became nan at step" in result.stderr or "the loss became inf" in \
-        result.stderr
+    found = re.search(r"the loss became (nan|inf) at step (\d+), on a batch of \d+ sentences x "
+                      r"\d+ source x \d+ target tokens", result.stderr)
+    assert found, result.stderr
     assert "learning_rate_multiplier" in result.stderr
+    saved = checkpoints.CheckpointDirectory(tmp_path / "run" / "checkpoints").paths()
+    assert all(checkpoints.step_in_name(path) < int(found.group(2)) for path in saved)
 
 
 def weights_at(model_dir, name, directory="checkpoints"):
@@ -149,18 +152,18 @@ def latest_weights(model_dir):
     return name, weights_at(model_dir, name)
 
 
-def test_sigkill_mid_training_then_resume_equals_an_uninterrupted_run(tmp_path, small_corpus):
-    flags = (*TINY, "--train_steps", "20", "--checkpoint_every_steps", "5", "--deterministic",
+def test_sigkill_and_sigterm_then_resume_equal_an_uninterrupted_run(tmp_path, small_corpus):
+    flags = (*TINY, "--train_steps", "30", "--checkpoint_every_steps", "5", "--deterministic",
              "--seed", "3", "--eval_every", "1000", "--eval_sentences", "0")
     straight = kt_train(tmp_path / "straight", small_corpus, *flags)
     assert straight.returncode == 0, straight.stderr
 
-    killed_dir = tmp_path / "killed"
-    process = subprocess.Popen(kt_train_command(killed_dir, small_corpus, *flags),
+    interrupted = tmp_path / "interrupted"
+    process = subprocess.Popen(kt_train_command(interrupted, small_corpus, *flags),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 300
-        while not (killed_dir / "checkpoints" / "ckpt-5").exists():
+        while not (interrupted / "checkpoints" / "ckpt-5").exists():
             assert process.poll() is None and time.monotonic() < deadline, "no checkpoint"
             time.sleep(0.02)
         os.kill(process.pid, signal.SIGKILL)
@@ -168,14 +171,34 @@ def test_sigkill_mid_training_then_resume_equals_an_uninterrupted_run(tmp_path, 
         process.kill()
         process.wait()
     assert process.returncode == -signal.SIGKILL
-    resumed = kt_train(killed_dir, small_corpus, *flags)
-    assert resumed.returncode == 0, resumed.stderr
-    resumed_from = int(re.search(r"ckpt-(\d+) at step", resumed.stdout).group(1))
-    assert 5 <= resumed_from < 20 and "done: step 20" in resumed.stdout
 
+    # Resumed, then preempted: SIGTERM at its first progress line.
+    process = subprocess.Popen(kt_train_command(interrupted, small_corpus, *flags),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        while not (lines and lines[-1].startswith("step ")):
+            lines.append(process.stdout.readline())
+            assert lines[-1], "kt-train ended before training: " + "".join(lines)
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=300)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr
+    stopped = re.search(r"stopped by SIGTERM at step (\d+), checkpoint (\S+); run the same "
+                        r"command to continue", stdout)
+    assert stopped and "SIGTERM received: stopping after this step" in stderr, stdout + stderr
+    resumed_from = int(re.search(r"ckpt-(\d+) at step", "".join(lines)).group(1))
+    assert 5 <= resumed_from < int(stopped.group(1)) < 30
+    assert stopped.group(2).endswith(f"ckpt-{stopped.group(1)}")
+
+    finished = kt_train(interrupted, small_corpus, *flags)
+    assert finished.returncode == 0, finished.stderr
+    assert f"ckpt-{stopped.group(1)} at step {stopped.group(1)} of 30" in finished.stdout
+    assert "done: step 30" in finished.stdout
     (name_a, weights_a), (name_b, weights_b) = latest_weights(tmp_path / "straight"), \
-        latest_weights(killed_dir)
-    assert name_a == name_b == "ckpt-20"
+        latest_weights(interrupted)
+    assert name_a == name_b == "ckpt-30"
     for a, b in zip(weights_a, weights_b):
         np.testing.assert_allclose(a, b, atol=1e-5)
 
@@ -206,27 +229,68 @@ def test_checkpoint_round_trip_keeps_optimizer_and_dropout_state(tmp_path):
         np.testing.assert_allclose(x, y, atol=1e-6)
 
 
-def test_unreadable_newest_checkpoint_falls_back_to_the_previous(tmp_path, capsys):
+def test_a_damaged_checkpoint_is_refused_by_name_and_the_previous_used(tmp_path, capsys):
     model = kt.build_model("transformer_tiny", 30)
-    directory = checkpoints.CheckpointDirectory(tmp_path, keep=3)
+    directory = checkpoints.CheckpointDirectory(tmp_path, keep=5)
     directory.save(model, 1)
     expected = model.get_weights()
     model.set_weights([w + 1 for w in expected])
-    newest = directory.save(model, 2)
-    weights_file = newest / checkpoints.WEIGHTS_FILE
-    weights_file.write_bytes(weights_file.read_bytes()[:1000])  # truncated on disk
-    (tmp_path / ".ckpt-3.partial123").mkdir()  # what a killed save leaves: never listed
-    assert [p.name for p in directory.paths()] == ["ckpt-1", "ckpt-2"]
+    truncated, corrupted, half_copied = (directory.save(model, step) for step in (2, 3, 4))
+    weights_file = truncated / checkpoints.WEIGHTS_FILE
+    weights_file.write_bytes(weights_file.read_bytes()[:1000])
+    data = bytearray((corrupted / checkpoints.WEIGHTS_FILE).read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte in the middle of the weights: HDF5 loads it
+    (corrupted / checkpoints.WEIGHTS_FILE).write_bytes(bytes(data))
+    (half_copied / checkpoints.MANIFEST_FILE).unlink()
+    (tmp_path / ".ckpt-5.partial123").mkdir()  # what a killed save leaves: never listed
+    assert [p.name for p in directory.paths()] == ["ckpt-1", "ckpt-2", "ckpt-3", "ckpt-4"]
+
     assert directory.restore_latest(model).name == "ckpt-1"
-    assert "ckpt-2 is unreadable" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"{half_copied / checkpoints.MANIFEST_FILE} is missing" in err
+    assert f"{corrupted / checkpoints.WEIGHTS_FILE} is corrupted: its SHA-256 differs" in err
+    assert f"{weights_file} is truncated or overwritten: 1000 bytes, the manifest says" in err
     for a, b in zip(model.get_weights(), expected):
         np.testing.assert_array_equal(a, b)
-    assert directory.save(model, 2) == newest  # the unreadable one is replaced
-    assert directory.restore_latest(model) == newest
+    with pytest.raises(checkpoints.CheckpointError, match="ckpt-3/model.weights.h5 is corrupted"):
+        checkpoints.average(model, [truncated.with_name("ckpt-1"), corrupted])
+    assert directory.save(model, 2) == truncated  # the unreadable one is replaced
+    assert directory.restore_latest(model) == truncated
     for path in directory.paths():
         (path / checkpoints.WEIGHTS_FILE).write_bytes(b"")
     with pytest.raises(checkpoints.CheckpointError, match="no checkpoint could be read"):
         directory.restore_latest(model)
+
+
+FULL_DISK = """
+import resource, sys
+import keras_transformer as kt
+from trainer import checkpoints
+model = kt.build_model("transformer_tiny", 30)
+directory = checkpoints.CheckpointDirectory(sys.argv[1])
+first = directory.save(model, 1)
+size = (first / checkpoints.WEIGHTS_FILE).stat().st_size
+resource.setrlimit(resource.RLIMIT_FSIZE, (size // 2, size // 2))  # writes past it fail
+model.set_weights([w + 1 for w in model.get_weights()])
+try:
+    directory.save(model, 2)
+except checkpoints.CheckpointError as error:
+    print(error)
+"""
+
+
+def test_a_failing_checkpoint_write_is_an_error_and_the_previous_stays(tmp_path):
+    # The kernel refuses the writes (RLIMIT_FSIZE) as it would on a full disk; bench/faults.py
+    # fills a real tmpfs.
+    result = subprocess.run([sys.executable, "-c", FULL_DISK, str(tmp_path)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert f"could not write checkpoint {tmp_path / 'ckpt-2'}: " in result.stdout
+    assert f"The newest complete checkpoint, {tmp_path / 'ckpt-1'}, is untouched" in \
+        result.stdout
+    assert sorted(os.listdir(tmp_path)) == ["ckpt-1"]  # no partial files left
+    model = kt.build_model("transformer_tiny", 30)
+    checkpoints.restore(model, tmp_path / "ckpt-1")  # verified against its manifest
 
 
 def test_a_checkpoint_from_another_optimizer_setup_is_refused(tmp_path):
@@ -248,7 +312,7 @@ def test_a_checkpoint_from_another_optimizer_setup_is_refused(tmp_path):
         keras.mixed_precision.set_global_policy("float32")
 
 
-def test_kt_average_writes_the_mean_of_the_last_checkpoints(tmp_path, small_corpus):
+def test_kt_average_writes_the_mean_of_the_last_checkpoints(tmp_path, small_corpus, capsys):
     model_dir = tmp_path / "run"
     result = kt_train(model_dir, small_corpus, *TINY, "--train_steps", "6",
                       "--checkpoint_every_steps", "2", "--eval_sentences", "0")
@@ -262,8 +326,12 @@ def test_kt_average_writes_the_mean_of_the_last_checkpoints(tmp_path, small_corp
     output = weights_at(model_dir, "ckpt-6", directory="averaged")
     for a, b, mean in zip(*inputs, output):
         np.testing.assert_allclose(mean, (a + b) / 2, atol=1e-7)
-    too_many = subprocess.run(
-        [sys.executable, "-m", "trainer.average", "--model_dir", str(model_dir), "--last", "9"],
-        capture_output=True, text=True, timeout=300)
-    assert too_many.returncode == 2 and "fewer than --last 9" in too_many.stderr
-
+    assert average.main(["--model_dir", str(model_dir), "--last", "9"]) == 2
+    assert "fewer than --last 9" in capsys.readouterr().err
+    before = (model_dir / "averaged" / "ckpt-6" / checkpoints.MANIFEST_FILE).read_bytes()
+    assert average.main(["--model_dir", str(model_dir), "--last", "1"]) == 2
+    assert "ckpt-6 exists (an earlier average); pass --overwrite" in capsys.readouterr().err
+    assert (model_dir / "averaged" / "ckpt-6" / checkpoints.MANIFEST_FILE).read_bytes() == before
+    assert average.main(["--model_dir", str(model_dir), "--last", "1", "--overwrite"]) == 0
+    for a, b in zip(weights_at(model_dir, "ckpt-6", directory="averaged"), inputs[1]):
+        np.testing.assert_allclose(a, b, atol=1e-7)

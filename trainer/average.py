@@ -3,7 +3,7 @@
 "For the base models, we used a single model obtained by averaging the last 5 checkpoints [...]
 For the big models, we averaged the last 20 checkpoints." Writes model_dir/averaged/ckpt-<step>,
 where <step> is the newest averaged checkpoint's step, in the same format as the run's own
-checkpoints.
+checkpoints. An existing average of that step is replaced only with --overwrite.
 """
 
 import argparse
@@ -14,7 +14,7 @@ import keras_transformer as kt
 from trainer import checkpoints, config
 
 
-def average_last(model_dir, last):
+def average_last(model_dir, last, overwrite=False):
     """Averages the newest `last` checkpoints of model_dir; returns (output path, inputs)."""
     run = config.load(model_dir)
     if run is None:
@@ -28,11 +28,15 @@ def average_last(model_dir, last):
             f"{checkpoints.default_directory(model_dir)} has {len(paths)} checkpoint(s), fewer "
             f"than --last {last}; train longer or keep more (--keep_checkpoints)")
     chosen = paths[-last:]
-    model = kt.build_model(kt.HParams(**run.hparams), run.vocab_size)
-    checkpoints.average(model, chosen)
     step = checkpoints.step_in_name(chosen[-1])
     output = checkpoints.CheckpointDirectory(pathlib.Path(model_dir) / checkpoints.AVERAGED_DIR,
                                              keep=0)
+    if not overwrite and (output.directory / chosen[-1].name).exists():
+        raise checkpoints.CheckpointError(
+            f"{output.directory / chosen[-1].name} exists (an earlier average); pass "
+            f"--overwrite to replace it")
+    model = kt.build_model(kt.HParams(**run.hparams), run.vocab_size)
+    checkpoints.average(model, chosen)
     return output.save(model, step), chosen
 
 
@@ -41,9 +45,11 @@ def main(argv=None):
     parser.add_argument("--model_dir", required=True, help="a kt-train model_dir")
     parser.add_argument("--last", type=int, default=5,
                         help="how many of the newest checkpoints (paper: 5 base, 20 big)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing average of the same step")
     args = parser.parse_args(argv)
     try:
-        output, chosen = average_last(args.model_dir, args.last)
+        output, chosen = average_last(args.model_dir, args.last, args.overwrite)
     except (config.ConfigError, checkpoints.CheckpointError, OSError, ValueError) as error:
         print(f"kt-average: error: {error}", file=sys.stderr)
         return 2

@@ -5,16 +5,28 @@ A checkpoint is a directory model_dir/checkpoints/ckpt-<step>/ holding
   and step counter, so the learning-rate schedule resumes where it stopped; `model.load_weights`
   reads it, with or without an optimizer;
 - `rng.npz`: the states of the model's dropout seed generators, which Keras's weights file leaves
-  out, so a resumed deterministic run draws the same dropout masks as an uninterrupted one.
+  out, so a resumed deterministic run draws the same dropout masks as an uninterrupted one;
+- `manifest.json`: the size and SHA-256 of each of those files, written last. A checkpoint whose
+  files do not match it (truncated or corrupted on disk, or half-copied) is refused by name, and
+  the run resumes from the one before it; HDF5 alone would load silently corrupted weights.
 
-It is written into a hidden temporary directory and renamed into place when complete (a rename is
-atomic), so a process killed at any moment leaves only complete checkpoints, and the temporary
-leftovers are swept away by the next save.
+It is written into a hidden temporary directory, flushed to disk, and renamed into place when
+complete (a rename is atomic), so a process killed at any moment, or a write that fails (a full
+disk), leaves only complete checkpoints; the temporary leftovers are swept away by the next save.
 
 (tf.train.Checkpoint is not used: it does not follow layers that Keras 3 keeps in Python lists,
 and saved only the embedding of this model.)
+
+The weights file is written the way `model.save_weights` writes it, but through a Python file
+object: when a write fails (a full disk), HDF5's own file driver crashes the process with a
+segmentation fault in h5py's close (measured with Keras 3.15.1 / h5py on a full tmpfs), while
+through a Python file the failure is an OSError that `save` reports. This uses two Keras
+internals (`saving_lib.H5IOStore`, `saving_lib._save_state`): keras is pinned, and
+tests/test_trainer.py fills a disk.
 """
 
+import hashlib
+import json
 import os
 import pathlib
 import re
@@ -22,19 +34,48 @@ import shutil
 import sys
 import time
 
+import h5py
 import keras
 import numpy as np
+from keras.src.saving import saving_lib
 
 from trainer.config import CHECKPOINT_DIR
 
 WEIGHTS_FILE = "model.weights.h5"
 RNG_FILE = "rng.npz"
+MANIFEST_FILE = "manifest.json"
 AVERAGED_DIR = "averaged"
 _NAME = re.compile(r"^ckpt-(\d+)$")
 
 
 class CheckpointError(RuntimeError):
-    """No checkpoint in a directory could be read; the message names each one."""
+    """A checkpoint could not be written or read; the message names it."""
+
+
+class _PythonFileStore(saving_lib.H5IOStore):
+    """Keras's HDF5 weights store, writing through a Python file object (see the module doc)."""
+
+    def _get_h5_file(self, path_or_io, mode=None):
+        self._file = open(path_or_io, "w+b")
+        return h5py.File(self._file, mode="w")
+
+    def close(self):
+        try:
+            super().close()
+        finally:
+            self._file.close()
+
+
+def save_weights(model, path):
+    """`model.save_weights(path)` (same file), raising OSError when a write fails."""
+    if not model.built:
+        raise ValueError("the model is not built yet: call it on a batch first")
+    store = _PythonFileStore(path, mode="w")
+    try:
+        saving_lib._save_state(model, weights_store=store, assets_store=None, inner_path="",
+                               visited_saveables=set())
+    finally:
+        store.close()
 
 
 def step_of(model):
@@ -73,15 +114,29 @@ class CheckpointDirectory:
         return [path for _, path in sorted(found)]
 
     def save(self, model, step):
-        """Writes ckpt-<step> for `model` (compiled or not) and prunes old ones; returns it."""
+        """Writes ckpt-<step> for `model` (compiled or not) and prunes old ones; returns it.
+
+        Raises:
+            CheckpointError: the checkpoint could not be written (e.g. the disk is full); the
+                partial files are removed and the checkpoints already there are untouched.
+        """
         final = self.directory / f"ckpt-{step}"
         self.directory.mkdir(parents=True, exist_ok=True)
         for leftover in self.directory.glob(".ckpt-*.partial*"):  # from a killed process
             shutil.rmtree(leftover, ignore_errors=True)
         partial = self.directory / f".ckpt-{step}.partial{os.getpid()}"
-        partial.mkdir()
-        model.save_weights(str(partial / WEIGHTS_FILE))
-        np.savez(partial / RNG_FILE, *[np.asarray(v) for v in _seed_states(model)])
+        try:
+            partial.mkdir()
+            save_weights(model, partial / WEIGHTS_FILE)
+            np.savez(partial / RNG_FILE, *[np.asarray(v) for v in _seed_states(model)])
+            _write_manifest(partial, step)
+        except (OSError, RuntimeError) as error:  # h5py reports some write failures as either
+            shutil.rmtree(partial, ignore_errors=True)
+            previous = self.paths()
+            raise CheckpointError(
+                f"could not write checkpoint {final}: {error}. "
+                + (f"The newest complete checkpoint, {previous[-1]}, is untouched"
+                   if previous else "There is no earlier checkpoint")) from error
         if final.exists():  # e.g. an unreadable one from before a crash: move it aside first
             replaced = partial.with_name(partial.name + ".replaced")
             os.replace(final, replaced)
@@ -89,6 +144,7 @@ class CheckpointDirectory:
             shutil.rmtree(replaced, ignore_errors=True)
         else:
             os.replace(partial, final)
+        _fsync(self.directory)  # the rename itself survives a power cut
         for old in self.paths()[:-self.keep] if self.keep else []:
             shutil.rmtree(old, ignore_errors=True)
         return final
@@ -107,7 +163,7 @@ class CheckpointDirectory:
             try:
                 restore(model, path)
                 return path
-            except (OSError, ValueError, KeyError) as error:
+            except (OSError, ValueError, KeyError, CheckpointError) as error:
                 failures.append(f"{path}: {error}")
                 print(f"checkpoint {path} is unreadable ({error}); trying the one before it",
                       file=sys.stderr)
@@ -116,9 +172,72 @@ class CheckpointDirectory:
         return None
 
 
-def restore(model, path):
-    """Loads checkpoint directory `path` into `model` (and its optimizer, if compiled)."""
+def _sha256(path):
+    with open(path, "rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
+
+
+def _fsync(path):
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _write_manifest(directory, step):
+    """Flushes the checkpoint's files to disk and records their sizes and hashes, last."""
+    files = {}
+    for name in (WEIGHTS_FILE, RNG_FILE):
+        _fsync(directory / name)
+        files[name] = {"bytes": (directory / name).stat().st_size,
+                       "sha256": _sha256(directory / name)}
+    with open(directory / MANIFEST_FILE, "w", encoding="utf-8") as manifest:
+        json.dump({"step": step, "files": files}, manifest, indent=1)
+        manifest.flush()
+        os.fsync(manifest.fileno())
+    _fsync(directory)
+
+
+def verify(path):
+    """Checks the files of checkpoint directory `path` against its manifest.
+
+    Raises:
+        CheckpointError: naming the file that is missing, truncated or corrupted.
+    """
     path = pathlib.Path(path)
+    try:
+        manifest = json.loads((path / MANIFEST_FILE).read_text(encoding="utf-8"))
+        expected = {name: (entry["bytes"], entry["sha256"])
+                    for name, entry in manifest["files"].items()}
+    except FileNotFoundError:
+        raise CheckpointError(f"{path / MANIFEST_FILE} is missing: the checkpoint is incomplete "
+                              f"(or was written before checkpoints had manifests)") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise CheckpointError(f"{path / MANIFEST_FILE} is damaged: {error!r}") from None
+    for name in (WEIGHTS_FILE, RNG_FILE):
+        file = path / name
+        if name not in expected:
+            raise CheckpointError(f"{path / MANIFEST_FILE} does not list {name}")
+        size, digest = expected[name]
+        if not file.is_file():
+            raise CheckpointError(f"{file} is missing")
+        if file.stat().st_size != size:
+            raise CheckpointError(f"{file} is truncated or overwritten: "
+                                  f"{file.stat().st_size} bytes, the manifest says {size}")
+        if _sha256(file) != digest:
+            raise CheckpointError(f"{file} is corrupted: its SHA-256 differs from the "
+                                  f"manifest's")
+
+
+def restore(model, path):
+    """Loads checkpoint directory `path` into `model` (and its optimizer, if compiled).
+
+    Raises:
+        CheckpointError: a file of the checkpoint is missing, truncated or corrupted.
+    """
+    path = pathlib.Path(path)
+    verify(path)
     optimizer = getattr(model, "optimizer", None)  # absent before compile
     if optimizer is not None and not optimizer.built:
         optimizer.build(model.trainable_variables)  # its variables must exist to load
@@ -155,11 +274,18 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         self.every_steps = every_steps
         self.every_seconds = every_minutes * 60
         self._last_save = time.monotonic()
+        self._saved_step = None
+        self.last_saved = None
 
     def _save(self):
-        if self.checkpoints is not None:
-            self.checkpoints.save(self.model, step_of(self.model))
+        step = step_of(self.model)
+        if self.checkpoints is not None and step != self._saved_step:
+            self.last_saved = self.checkpoints.save(self.model, step)
+        self._saved_step = step
         self._last_save = time.monotonic()
+
+    def on_train_begin(self, logs=None):
+        self._saved_step = step_of(self.model)  # restored from there, or nothing trained yet
 
     def on_train_batch_end(self, batch, logs=None):
         step = step_of(self.model)
@@ -182,6 +308,7 @@ def average(model, paths):
         raise CheckpointError("no checkpoints to average")
     total = None
     for path in paths:
+        verify(path)
         model.load_weights(str(pathlib.Path(path) / WEIGHTS_FILE))
         weights = [np.asarray(w, dtype=np.float64) for w in model.get_weights()]
         total = weights if total is None else [t + w for t, w in zip(total, weights)]

@@ -1,7 +1,9 @@
 """What a run reports while it trains: progress lines, dev metrics, BLEU, TensorBoard scalars."""
 
 import math
+import signal
 import sys
+import threading
 import time
 
 import keras
@@ -74,6 +76,8 @@ class TrainingLog(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         self._busy += time.monotonic() - self._batch_start
+        # Only for the message below: the progress bar and History need not show it.
+        shape = np.ravel(logs.pop("batch_shape", [-1, -1, -1])).astype(int)
         # The count restarts when an evaluation resets the metrics.
         seen = scalar(logs["target_tokens"])
         self._tokens += seen - self._seen if seen >= self._seen else seen
@@ -82,7 +86,9 @@ class TrainingLog(keras.callbacks.Callback):
         loss = scalar(logs["loss"])
         if not math.isfinite(loss):
             raise TrainingError(
-                f"the loss became {loss} at step {step}. Lower the learning rate "
+                f"the loss became {loss} at step {step}, on a batch of {shape[0]} sentences "
+                f"x {shape[1]} source x {shape[2]} target tokens (per replica). Lower the "
+                f"learning rate "
                 f"(--hparams_override learning_rate_multiplier=0.5), check the data "
                 f"(python -m data.inspect), or use float32 (--mixed_precision none); training "
                 f"resumes from the last checkpoint")
@@ -108,7 +114,8 @@ class TrainingLog(keras.callbacks.Callback):
 
 
 class Evaluation(keras.callbacks.Callback):
-    """Every `every` steps (and at the end): dev loss, perplexity, accuracy and greedy BLEU.
+    """Every `every` steps: dev loss, perplexity, accuracy and greedy BLEU (`evaluate()` for
+    another moment, e.g. the end of training; it does nothing twice at one step).
 
     Args:
         dev_batches: the dev split's pipeline (one pass), or None.
@@ -162,9 +169,6 @@ class Evaluation(keras.callbacks.Callback):
         if step_of(self.model) % self.every == 0:
             self.evaluate()
 
-    def on_train_end(self, logs=None):
-        self.evaluate()
-
 
 class TimeLimit(keras.callbacks.Callback):
     """Ends training after `minutes` (the callbacks' on_train_end still checkpoint and evaluate)."""
@@ -179,3 +183,46 @@ class TimeLimit(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         if time.monotonic() - self._start >= self.seconds:
             self.model.stop_training = True
+
+
+class StopOnSignal(keras.callbacks.Callback):
+    """Preemption: on SIGTERM (or Ctrl-C, SIGINT) training stops after the current step.
+
+    The other callbacks' `on_train_end` then run (PeriodicCheckpoint writes the final checkpoint);
+    `received` names the signal. A second signal ends the process at once, as it would have
+    without this callback. Handlers are installed for the duration of `fit` and only from the main
+    thread (Python delivers signals there).
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self):
+        super().__init__()
+        self.received = None
+        self._previous = {}
+
+    def _handle(self, number, frame):
+        if self.received is not None:  # asked twice: stop now
+            self._restore()
+            signal.raise_signal(number)
+            return
+        self.received = signal.Signals(number).name
+        print(f"\n{self.received} received: stopping after this step and writing a checkpoint "
+              f"(send it again to stop at once)", file=sys.stderr, flush=True)
+
+    def _restore(self):
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+        self._previous = {}
+
+    def on_train_begin(self, logs=None):
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {number: signal.signal(number, self._handle)
+                              for number in self.SIGNALS}
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.received is not None:
+            self.model.stop_training = True
+
+    def on_train_end(self, logs=None):
+        self._restore()

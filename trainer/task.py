@@ -228,18 +228,27 @@ def train(args):
     writer = tf.summary.create_file_writer(str(model_dir / LOG_DIR)) if chief else None
     sources, references = dev_sample(source, run.eval_sentences if chief and dev else 0)
     interactive = sys.stdout.isatty()
-    callbacks = [
-        evaluation.TrainingLog(args.log_every, writer, print_lines=not interactive),
-        checkpoints.PeriodicCheckpoint(saved if chief else None, run.checkpoint_every_steps,
-                                       run.checkpoint_every_minutes),
-    ]
+    stop = evaluation.StopOnSignal()
+    saver = checkpoints.PeriodicCheckpoint(saved if chief else None, run.checkpoint_every_steps,
+                                           run.checkpoint_every_minutes)
+    callbacks = [stop, evaluation.TrainingLog(args.log_every, writer,
+                                              print_lines=not interactive), saver]
     if args.max_minutes:
         callbacks.append(evaluation.TimeLimit(args.max_minutes))
+    evaluator = None
     if dev is not None:
-        callbacks.append(evaluation.Evaluation(dev, vocabulary, sources, references,
-                                               run.eval_every, run.max_length, writer))
+        evaluator = evaluation.Evaluation(dev, vocabulary, sources, references, run.eval_every,
+                                          run.max_length, writer)
+        callbacks.append(evaluator)
     model.fit(batches, epochs=1, steps_per_epoch=train_steps - step, callbacks=callbacks,
               verbose=1 if interactive else 0, shuffle=False)
+    if stop.received:  # preempted: the checkpoint is written, the time left may be short
+        print(f"stopped by {stop.received} at step {checkpoints.step_of(model)}"
+              f"{', checkpoint ' + str(saver.last_saved) if saver.last_saved else ''}; run the "
+              f"same command to continue", flush=True)
+        return 0
+    if evaluator is not None:
+        evaluator.evaluate()
     # Workers of a multi-worker run print the same checksum when they agree.
     checksum = sum(float(np.abs(w).sum()) for w in model.get_weights())
     local_replicas = len(distribution.extended.worker_devices)
