@@ -24,9 +24,10 @@ INSTALL_REQUIRES = [
 ]
 
 EXTRAS_REQUIRE = {
-    # papermill and ipykernel execute notebooks/quickstart.ipynb in tests/test_notebook.py.
+    # papermill and ipykernel execute notebooks/quickstart.ipynb in tests/test_notebook.py;
+    # hypothesis generates hostile inputs in tests/test_hostile_input.py.
     "test": ["pytest==9.2.0", "pytest-timeout==2.4.0", "papermill==2.7.0", "ipykernel==7.4.0",
-             "nbformat==5.11.1"],
+             "nbformat==5.11.1", "hypothesis==6.170.15"],
 }
 
 setup(

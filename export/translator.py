@@ -10,6 +10,10 @@ from data import EOS_ID, PAD_ID
 from keras_transformer.decoding import beam_decode, decode_lengths
 
 TEXTS = tf.TensorSpec([None], tf.string, name="inputs")
+# What Python's str.isspace() calls white space: ASCII's, the information separators, NEL and
+# Unicode's separators (no-break and ideographic spaces among them). SentencePiece's identity
+# normalization would turn a text of them into tokens, and the model would "translate" it.
+BLANK = r"[\t\n\x0b\x0c\r\x1c-\x1f \x{85}\p{Z}]*"
 IDS = tf.TensorSpec([None, None], tf.int32, name="source_ids")
 
 
@@ -74,12 +78,14 @@ class Translator(tf.Module):
         """tf.string [batch] -> {"source_ids": int32 [batch, length]}: subwords + end of
         sentence, 0-padded.
 
-        Bytes that are not UTF-8 become U+FFFD; an empty or blank text becomes a row of zeros
-        (no end of sentence), which `translate_ids` answers with an empty translation.
+        Bytes that are not UTF-8 become U+FFFD; an empty or blank text (white space only, as
+        `str.isspace` has it) becomes a row of zeros (no end of sentence), which
+        `translate_ids` answers with an empty translation.
         """
         with tf.control_dependencies([self._check_batch(tf.size(texts))]):
             texts = tf.strings.substr(texts, 0, self.max_input_bytes)
         texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace")
+        texts = tf.where(tf.strings.regex_full_match(texts, BLANK), "", texts)
         tokens = self.vocabulary.tokenize(texts)[:, :self.max_input_length - 1]
         has_tokens = tokens.row_lengths() > 0
         eos = tf.where(has_tokens, EOS_ID, PAD_ID)[:, None]

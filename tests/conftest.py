@@ -8,6 +8,16 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+# "ci": the same examples on every run, few enough for the suite's budget; "campaign": the long
+# form, new examples each run (--hypothesis-profile campaign).
+_SLOW_OK = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                      HealthCheck.too_slow,
+                                                      HealthCheck.data_too_large])
+settings.register_profile("ci", max_examples=25, derandomize=True, database=None, **_SLOW_OK)
+settings.register_profile("campaign", max_examples=1000, **_SLOW_OK)
+settings.load_profile("ci")
 
 
 @pytest.fixture(autouse=True)

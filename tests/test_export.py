@@ -12,12 +12,16 @@ import pytest
 import tensorflow as tf
 
 import export
+from bench import hostile_inputs
 from export import saved_model, translate
 from export.translate import translate_lines
 
-# Lines a user or a client may send besides real sentences.
-ODD_LINES = [b"", b"   ", " ".join(["word"] * 10_000).encode(), b"caf\xe9 \xff\xfe not utf-8",
-             b"nul\x00byte", "😀 e\u0301 \u202bright-to-left\u202c".encode()]
+# Lines a user or a client may send besides real sentences (the first two blank), as lines.
+ODD_LINES = [text.replace(b"\n", b" ") for text in hostile_inputs.TEXTS.values()]
+# line number in the input file -> offset of its first byte that is not UTF-8
+BAD_UTF8_LINES = {24 + 1 + i: {"invalid UTF-8": 3, "truncated UTF-8 sequence": 2}[name]
+                  for i, name in enumerate(hostile_inputs.TEXTS)
+                  if name in ("invalid UTF-8", "truncated UTF-8 sequence")}
 
 CLIENT = r"""
 import json, sys
@@ -91,7 +95,7 @@ def translated(trained_model_dir, input_lines):
 def exported(trained_model_dir, tmp_path_factory):
     output = tmp_path_factory.mktemp("exported") / "translator"
     result = kt_export("--model_dir", str(trained_model_dir), "--output", str(output),
-                       "--max_batch_size", "40")
+                       "--max_batch_size", "48")
     assert result.returncode == 0, result.stderr
     assert (output / "1" / "saved_model.pb").exists()
     return output
@@ -112,8 +116,9 @@ def test_kt_translate_reports_bleu_chrf_and_bad_lines(translated, input_lines):
     source, _, _ = input_lines
     assert "BLEU = " in translated.stderr and "chrF2 = " in translated.stderr
     assert "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0" in translated.stderr
-    assert f"{source}:28: not UTF-8 at byte 3" in translated.stderr
-    assert "translated 30 sentence(s)" in translated.stderr
+    for number, offset in BAD_UTF8_LINES.items():
+        assert f"{source}:{number}: not UTF-8 at byte {offset}" in translated.stderr
+    assert f"translated {24 + len(ODD_LINES)} sentence(s)" in translated.stderr
 
 
 def test_kt_translate_reads_stdin_and_writes_scores(trained_model_dir, monkeypatch, capsys):
@@ -159,7 +164,7 @@ def test_kt_translate_refusals_name_the_problem(trained_model_dir, input_lines, 
     model_dir = ["--model_dir", str(trained_model_dir)]
     short = tmp_path / "short.es"
     short.write_text("uno\n")
-    assert f"--reference {short} has 1 lines but {source} has 30" in refusal(
+    assert f"--reference {short} has 1 lines but {source} has {24 + len(ODD_LINES)}" in refusal(
         translate.main, [*model_dir, "--input", str(source), "--reference", str(short)], capsys)
     existing = tmp_path / "out.es"
     existing.write_text("keep me\n")
@@ -192,7 +197,7 @@ def test_the_saved_model_in_a_fresh_process_translates_as_kt_translate(
     _, _, lines = input_lines
     requests = [
         [line.decode("latin-1") for line in lines],  # all at once, unsorted
-        [], ["x"] * 41,  # an empty batch; one over --max_batch_size
+        [], ["x"] * 49,  # an empty batch; one over --max_batch_size
         ["In the beginning God created the heaven and the earth."],  # still serving
     ]
     result = run([sys.executable, "-c", CLIENT, str(exported / "1")],
@@ -206,7 +211,7 @@ def test_the_saved_model_in_a_fresh_process_translates_as_kt_translate(
     assert everything["scores"][24:26] == [0.0, 0.0]
     assert all(np.isfinite(everything["scores"]))
     assert empty == {"translations": [], "scores": []}
-    assert "max_batch_size" in too_many["error"] and "40" in too_many["error"]
+    assert "max_batch_size" in too_many["error"] and "48" in too_many["error"]
     assert after["translations"][0] and after["scores"][0] < 0
     assert reply["ids"][0][:reply["ids"][0].index(1) + 1] and reply["id_scores"][0] < 0
 
@@ -220,7 +225,7 @@ def test_each_export_is_a_new_version_and_none_is_replaced(exported, trained_mod
         capsys)
     settings = json.loads((exported / "1" / "assets" / "export.json").read_text())  # kt-export's
     assert settings["beam_size"] == 4 and settings["alpha"] == 0.6
-    assert settings["max_input_length"] == 64 and settings["max_batch_size"] == 40
+    assert settings["max_input_length"] == 64 and settings["max_batch_size"] == 48
     assert settings["run"]["hparams_name"] == "transformer_tiny"
     assert settings["step"] == 300 and settings["checkpoint"].endswith("ckpt-300")
     # A checkpoint directory by another name (a copy the user kept) exports too.

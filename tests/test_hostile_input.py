@@ -1,0 +1,109 @@
+"""Hostile input at the serving boundary: the Translator's string signature (what kt-export saves
+and kt-translate runs) answers every input with a translation or a clear error, and then still
+translates as before. The SavedModel in a fresh process and kt-translate get the same fixed
+cases in tests/test_export.py; bench/soak.py mixes them into a 10-minute, 8-thread load.
+
+Hypothesis runs the "ci" profile here (a fixed set of examples); for the long form:
+    python -m pytest tests/test_hostile_input.py --hypothesis-profile campaign
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from hypothesis import given
+from hypothesis import strategies as st
+
+import export
+from bench import hostile_inputs
+
+SENTENCE = hostile_inputs.TEXTS["sentence"]
+
+
+@pytest.fixture(autouse=True)
+def _seeded():
+    """Replaces conftest's per-test seeding here: tf.random.set_seed drops tensorflow-text's
+    tokenizer resource, which the module's traced Translator holds (inference needs no seed)."""
+
+
+@pytest.fixture(scope="module")
+def serving(trained):
+    """A Translator with test-sized bounds, and its translation of a plain sentence."""
+    translator = export.Translator(trained.model, trained.vocabulary, max_input_length=64,
+                                   max_batch_size=64)
+    return translator, translator.translate(tf.constant([SENTENCE]))
+
+
+def check_reply(translator, texts, what):
+    """Translates `texts` (bytes); checks one finite score <= 0 and valid UTF-8 per text."""
+    reply = translator.translate(tf.constant(texts, tf.string))
+    translations, scores = reply["translations"].numpy(), reply["scores"].numpy()
+    assert translations.shape == scores.shape == (len(texts),), what
+    for text, translation in zip(texts, translations):
+        translation.decode("utf-8")  # raises on invalid UTF-8
+        if not text.decode("utf-8", errors="replace").strip():
+            assert translation == b"", (what, text[:40])
+    assert np.all(np.isfinite(scores)) and np.all(scores <= 0), (what, scores)
+    return translations
+
+
+def assert_still_translates(serving):
+    translator, before = serving
+    after = translator.translate(tf.constant([SENTENCE]))
+    assert after["translations"].numpy()[0] == before["translations"].numpy()[0]
+    np.testing.assert_allclose(after["scores"], before["scores"], rtol=1e-6)
+
+
+def test_every_fixed_case_alone_and_all_in_one_batch(serving):
+    translator, _ = serving
+    alone = {name: check_reply(translator, [text], name)[0]
+             for name, text in hostile_inputs.TEXTS.items()}
+    assert alone["empty"] == alone["whitespace only"] == b""
+    assert all(alone[name] for name in hostile_inputs.TEXTS if name not in ("empty",
+                                                                            "whitespace only"))
+    together = check_reply(translator, list(hostile_inputs.TEXTS.values()), "all at once")
+    # Batched with the others, each text gets its own translation (padding is masked).
+    assert list(together) == list(alone.values())
+    assert_still_translates(serving)
+
+
+def test_long_inputs_are_cut_so_outputs_are_bounded(serving):
+    translator, _ = serving
+    for name in ("100k characters, one word", "100k characters, multibyte", "10k tokens",
+                 "combining marks stacked"):
+        ids = translator.tokenize(tf.constant([hostile_inputs.TEXTS[name]]))["source_ids"]
+        assert ids.shape[1] <= translator.max_input_length, name
+        output = translator.translate_ids(ids)["ids"]
+        assert output.shape[1] <= translator.max_output_length, name
+
+
+def test_batches_empty_and_huge(serving):
+    translator, _ = serving
+    empty = translator.translate(tf.constant(hostile_inputs.EMPTY_BATCH, tf.string))
+    assert empty["translations"].shape == empty["scores"].shape == (0,)
+    huge = tf.constant([SENTENCE] * hostile_inputs.HUGE_BATCH_SIZE)
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match="too many sentences in one request: the limit \\(max_batch_size\\) "
+                             "is 64; split the batch"):
+        translator.translate(huge)
+    assert_still_translates(serving)
+
+
+texts = st.one_of(
+    st.binary(max_size=800),
+    st.text(max_size=300).map(str.encode),
+    st.text(st.characters(categories=("Cc", "Cf", "Mn", "Me", "Zs", "Zl", "Zp", "So", "Co")),
+            max_size=300).map(str.encode),
+    st.lists(st.sampled_from([b"word", b" ", b"\x00", b"\xff", "\u202e".encode(),
+                              "\U0001f600".encode(), "\u0301".encode()]),
+             max_size=400).map(b"".join),
+    st.sampled_from(list(hostile_inputs.TEXTS.values())),
+)
+
+
+@given(batch=st.lists(texts, max_size=8))
+def test_generated_inputs_get_a_translation_each(serving, batch):
+    check_reply(serving[0], batch, "generated")
+
+
+def test_still_translates_after_the_generated_inputs(serving):
+    assert_still_translates(serving)
