@@ -1,4 +1,5 @@
 import json
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -259,6 +260,17 @@ def test_keras_file_loads_in_a_fresh_process(rng, tmp_path):
                             timeout=300)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.strip().splitlines()[-1]) < 1e-6
+
+
+def test_nothing_turns_keras_safe_mode_off():
+    """The project never loads a `.keras` file with safe_mode off (so a file's lambdas and
+    pickled code never run); the test above shows the model loads with it on."""
+    root = pathlib.Path(kt.__file__).parent.parent
+    for package in ("keras_transformer", "data", "trainer", "export", "bench", "notebooks"):
+        for path in [*(root / package).rglob("*.py"), *(root / package).rglob("*.ipynb")]:
+            text = path.read_text(encoding="utf-8")
+            for unsafe in ("safe_mode=False", "enable_unsafe_deserialization"):
+                assert unsafe not in text, f"{path} uses {unsafe}"
 
 
 @pytest.mark.parametrize("bad_id", [VOCAB, -1])

@@ -109,8 +109,15 @@ def test_flags_that_contradict_the_saved_run_are_refused(tmp_path, small_corpus,
 def test_a_damaged_or_newer_config_is_refused(tmp_path, small_corpus, capsys):
     model_dir = tmp_path / "run"
     model_dir.mkdir()
-    for text, message in (("{not json", "config.json: not valid JSON"),
-                          (json.dumps({"format_version": 99}), "format_version 99")):
+    for text, message in (
+            ("{not json", "config.json: not valid JSON"),
+            (json.dumps({"format_version": 99}), "format_version 99"),
+            (json.dumps({"format_version": 1, "vocab_size": "many"}),
+             "config.json: field 'vocab_size' must be int, got 'many'"),
+            (json.dumps({"format_version": 1, "hparams": {"num_layers": "six"}}),
+             "config.json: hparams field 'num_layers' must be int, got 'six'"),
+            (json.dumps({"format_version": 1, "hparams": {"rotary": True}}),
+             "config.json: HParams.__init__() got an unexpected keyword argument 'rotary'")):
         (model_dir / "config.json").write_text(text)
         assert task.main(kt_train_command(model_dir, small_corpus, *TINY)[3:]) == 2
         assert message in capsys.readouterr().err

@@ -101,7 +101,32 @@ def load(model_dir):
     unknown = sorted(set(values) - set(field_names()))
     if unknown:
         raise ConfigError(f"{path}: unknown fields {unknown}")
+    _check_types(values, path)
     return RunConfig(**values)
+
+
+def _check_types(values, path):
+    """Refuses a field whose JSON value has the wrong type, before anything uses it."""
+    import keras_transformer as kt
+
+    for field in dataclasses.fields(RunConfig):
+        if field.name not in values:  # the default applies
+            continue
+        value = values[field.name]
+        if value is None and field.default is None:
+            continue
+        if field.type is float:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        else:
+            ok = type(value) is field.type
+        if not ok:
+            raise ConfigError(f"{path}: field {field.name!r} must be {field.type.__name__}, got "
+                              f"{value!r}")
+    if values.get("hparams"):
+        try:
+            kt.HParams(**values["hparams"])
+        except (kt.HParamsError, TypeError) as error:
+            raise ConfigError(f"{path}: {error}") from None
 
 
 def save(config, model_dir):

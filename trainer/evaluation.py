@@ -166,12 +166,14 @@ class Evaluation(keras.callbacks.Callback):
         print(f"\nevaluation at step {step}: {line}", file=sys.stdout, flush=True)
 
     def on_train_batch_end(self, batch, logs=None):
-        if step_of(self.model) % self.every == 0:
+        # A stop asked for at this step (time limit, preemption) leaves the evaluation to
+        # whoever stopped training: a preempted run may have seconds left.
+        if step_of(self.model) % self.every == 0 and not self.model.stop_training:
             self.evaluate()
 
 
 class TimeLimit(keras.callbacks.Callback):
-    """Ends training after `minutes` (the callbacks' on_train_end still checkpoint and evaluate)."""
+    """Ends training after `minutes` (PeriodicCheckpoint still saves at the end)."""
 
     def __init__(self, minutes):
         super().__init__()
@@ -190,8 +192,9 @@ class StopOnSignal(keras.callbacks.Callback):
 
     The other callbacks' `on_train_end` then run (PeriodicCheckpoint writes the final checkpoint);
     `received` names the signal. A second signal ends the process at once, as it would have
-    without this callback. Handlers are installed for the duration of `fit` and only from the main
-    thread (Python delivers signals there).
+    without this callback. Handlers are installed when training begins, only from the main thread
+    (Python delivers signals there), and `uninstall()` puts the previous ones back (at the end of
+    training; call it yourself when `fit` raises).
     """
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -203,14 +206,14 @@ class StopOnSignal(keras.callbacks.Callback):
 
     def _handle(self, number, frame):
         if self.received is not None:  # asked twice: stop now
-            self._restore()
+            self.uninstall()
             signal.raise_signal(number)
             return
         self.received = signal.Signals(number).name
         print(f"\n{self.received} received: stopping after this step and writing a checkpoint "
               f"(send it again to stop at once)", file=sys.stderr, flush=True)
 
-    def _restore(self):
+    def uninstall(self):
         for number, handler in self._previous.items():
             signal.signal(number, handler)
         self._previous = {}
@@ -225,4 +228,4 @@ class StopOnSignal(keras.callbacks.Callback):
             self.model.stop_training = True
 
     def on_train_end(self, logs=None):
-        self._restore()
+        self.uninstall()

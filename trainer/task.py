@@ -240,8 +240,11 @@ def train(args):
         evaluator = evaluation.Evaluation(dev, vocabulary, sources, references, run.eval_every,
                                           run.max_length, writer)
         callbacks.append(evaluator)
-    model.fit(batches, epochs=1, steps_per_epoch=train_steps - step, callbacks=callbacks,
-              verbose=1 if interactive else 0, shuffle=False)
+    try:
+        model.fit(batches, epochs=1, steps_per_epoch=train_steps - step, callbacks=callbacks,
+                  verbose=1 if interactive else 0, shuffle=False)
+    finally:
+        stop.uninstall()
     if stop.received:  # preempted: the checkpoint is written, the time left may be short
         print(f"stopped by {stop.received} at step {checkpoints.step_of(model)}"
               f"{', checkpoint ' + str(saver.last_saved) if saver.last_saved else ''}; run the "
