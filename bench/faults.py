@@ -160,28 +160,29 @@ def main():
         for number in range(1, args.kills + 1):
             mode = modes[number % 3]
             moment, resumed, finished = kill_once(killed, args.steps, mode, rng)
-            if rows:  # this run is the restart after the previous kill
-                rows[-1].append(resumed or "(killed first)")
-            complete = newest(killed)
-            rows.append([number, mode, moment, complete or "none"])
+            for row in rows:  # the kills whose restart had not yet said where it resumed
+                if len(row) == 4 and resumed:
+                    row.append(resumed)
+            rows.append([number, mode, moment, newest(killed) or "start"])
             if finished:
                 break
         final = run(killed, args.steps, *vocab)
-        rows[-1].append(where_it_started(final.stdout))
+        for row in rows:
+            if len(row) == 4:
+                row.append(where_it_started(final.stdout))
         lossless = 0
         for row in rows:
-            expected_from = row[3] if row[3] != "none" else "start"
-            ok = row[4] == expected_from or row[4] == "(killed first)"
-            lossless += ok and row[4] != "(killed first)"
-            row.append("yes" if ok else "NO")
+            lossless += row[4] == row[3]
+            row.append("yes" if row[4] == row[3] else "NO")
         expected = final_weights(reference, f"ckpt-{args.steps}")
         actual = final_weights(killed, f"ckpt-{args.steps}")
         difference = max(float(np.abs(a - b).max()) for a, b in zip(expected, actual))
         lines.append(markdown_table(["Kill", "Mode", "Moment", "Newest complete checkpoint",
-                                     "Next run resumed from", "As expected"], rows))
-        lines.append(f"Restarts checked to resume from the newest complete checkpoint: "
-                     f"{lossless}/{len(rows)} (a restart killed before it printed where it "
-                     f"resumed is not counted). Final run exit {final.returncode}; final weights "
+                                     "Restart resumed from", "Lossless"], rows))
+        lines.append(f"Restarts that resumed from the newest complete checkpoint: "
+                     f"{lossless}/{len(rows)} (a restart killed while starting up, before it "
+                     f"loaded anything, is not a restart: the next one is). Final run exit "
+                     f"{final.returncode}; final weights "
                      f"(ckpt-{args.steps}) vs the uninterrupted run: max abs difference "
                      f"{difference:.3g}.")
 
@@ -196,7 +197,7 @@ def main():
                 process.send_signal(signal.SIGTERM)
                 break
         stdout, _ = process.communicate(timeout=600)
-        stopped = re.search(r"stopped by SIGTERM at step (\d+), checkpoint (\S+)", stdout)
+        stopped = re.search(r"stopped by SIGTERM at step (\d+), checkpoint (\S+?);", stdout)
         resumed = run(preempted, args.steps, *vocab)
         same = max(float(np.abs(a - b).max()) for a, b in
                    zip(expected, final_weights(preempted, f"ckpt-{args.steps}")))

@@ -13,12 +13,14 @@
    status, line count, seconds and its peak memory.
 
     python bench/soak.py --model_dir runs/demo --minutes 10 --threads 8
+    python bench/soak.py --model_dir runs/demo --minutes 10 --threads 8 --no-onednn
 """
 
 import argparse
 import collections
 import gzip
 import json
+import os
 import pathlib
 import random
 import re
@@ -186,7 +188,12 @@ def main():
                         help="dev sentences in the valid mix")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip_kt_translate", action="store_true")
+    parser.add_argument("--onednn", action=argparse.BooleanOptionalAction, default=True,
+                        help="--no-onednn sets TF_ENABLE_ONEDNN_OPTS=0 before TensorFlow loads: "
+                             "its kernels' per-shape caches are what grows resident memory")
     args = parser.parse_args()
+    if not args.onednn:
+        os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"
 
     with tempfile.TemporaryDirectory() as directory:
         server = Server(export_model(args.model_dir, directory))

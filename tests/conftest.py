@@ -16,7 +16,7 @@ _SLOW_OK = dict(deadline=None, suppress_health_check=[HealthCheck.function_scope
                                                       HealthCheck.too_slow,
                                                       HealthCheck.data_too_large])
 settings.register_profile("ci", max_examples=25, derandomize=True, database=None, **_SLOW_OK)
-settings.register_profile("campaign", max_examples=1000, **_SLOW_OK)
+settings.register_profile("campaign", max_examples=1000, database=None, **_SLOW_OK)
 settings.load_profile("ci")
 
 
