@@ -21,6 +21,9 @@ INSTALL_REQUIRES = [
     "importlib_resources==7.1.0",
     # kt-attention and the demo draw attention heatmaps.
     "matplotlib==3.11.2",
+    # trainer/checkpoints.py writes HDF5 through h5py's Python-file driver (a full disk is then
+    # an OSError, not a crash): pinned with keras, which installs it.
+    "h5py==3.14.0",
 ]
 
 EXTRAS_REQUIRE = {

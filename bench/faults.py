@@ -105,7 +105,7 @@ def kill_once(model_dir, steps, mode, rng):
                     found = re.search(r"(?:at|starting at) step (\d+) of", text)
                     if found:
                         start = int(found.group(1))
-                        target = rng.randint(start + 1, min(start + 20, steps - 1))
+                        target = rng.randint(start + 1, max(start + 1, min(start + 20, steps - 1)))
                 reached = [int(n) for n in re.findall(r"^step (\d+):", text, re.M)]
                 if target is not None and reached and max(reached) >= target:
                     delay = rng.uniform(0, 0.05)
@@ -124,6 +124,9 @@ def kill_once(model_dir, steps, mode, rng):
                         break
                 time.sleep(0.0005)
         if process.poll() is not None:
+            if process.returncode:
+                raise RuntimeError(f"kt-train exited {process.returncode} before the kill: "
+                                   + "".join(lines)[-2000:])
             return "finished before the kill", resumed_from(), True
         os.kill(process.pid, signal.SIGKILL)
     finally:
@@ -163,10 +166,12 @@ def main():
             for row in rows:  # the kills whose restart had not yet said where it resumed
                 if len(row) == 4 and resumed:
                     row.append(resumed)
-            rows.append([number, mode, moment, newest(killed) or "start"])
-            if finished:
+            if finished:  # not a kill: nothing to count
                 break
+            rows.append([number, mode, moment, newest(killed) or "start"])
         final = run(killed, args.steps, *vocab)
+        if final.returncode:
+            raise RuntimeError(f"the final run exited {final.returncode}: {final.stderr[-2000:]}")
         for row in rows:
             if len(row) == 4:
                 row.append(where_it_started(final.stdout))

@@ -24,7 +24,6 @@ import os
 import pathlib
 import random
 import re
-import resource
 import statistics
 import subprocess
 import sys
@@ -168,15 +167,18 @@ def kt_translate_10k(model_dir, directory, valid, seed):
     source = pathlib.Path(directory) / "input.txt"
     source.write_bytes(b"\n".join(lines) + b"\n")
     start = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "export.translate", "--model_dir",
-                             str(model_dir), "--input", str(source), "--output",
-                             str(pathlib.Path(directory) / "output.txt")],
-                            capture_output=True, text=True)
+    process = subprocess.Popen([sys.executable, "-m", "export.translate", "--model_dir",
+                                str(model_dir), "--input", str(source), "--output",
+                                str(pathlib.Path(directory) / "output.txt")],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    stderr = process.stderr.read()
+    _, status, usage = os.wait4(process.pid, 0)  # this child's own peak, not kt-export's
+    process.returncode = os.waitstatus_to_exitcode(status)
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    peak = usage.ru_maxrss / 1024
     output = (pathlib.Path(directory) / "output.txt")
     count = len(output.read_bytes().split(b"\n")) - 1 if output.exists() else 0
-    return result.returncode, count, seconds, peak, result.stderr.strip().splitlines()[-1:]
+    return process.returncode, count, seconds, peak, stderr.strip().splitlines()[-1:]
 
 
 def main():

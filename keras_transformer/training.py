@@ -13,8 +13,10 @@ The mixin gives `model.fit` two things Keras 3.15 does not do on its own for thi
   Under `MultiWorkerMirroredStrategy`, Keras also fails reducing scalar logs
   (tensorflow/tensorflow#72388); they are returned with shape [1] there.
 
-The logs of each train step also carry `batch_shape`, int32 [3]: the step's sentences, source
-length and target length (of one replica's batch), so that a failure can name the batch.
+With `report_batch_shape` set to True (kt-train does), the logs of each train step also carry
+`batch_shape`, int32 [3]: the step's sentences, source length and target length (one replica's
+batch, a mean over replicas), so that a failure can name the batch. Off by default: Keras's
+progress bar and History would show it.
 
 These override Keras internals (`_maybe_symbolic_build`): keras is pinned, and
 tests/test_distributed.py checks the behaviour.
@@ -29,6 +31,8 @@ from keras_transformer.losses import LabelSmoothedCrossEntropy, token_weights
 
 class TokenLevelTraining:
     """Mixin for a `keras.Model` whose compiled loss is a `LabelSmoothedCrossEntropy`."""
+
+    report_batch_shape = False
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         if not isinstance(self.loss, LabelSmoothedCrossEntropy):
@@ -68,9 +72,11 @@ class TokenLevelTraining:
         # Python runs once per trace (per replica), so this counts how often variable batch
         # shapes made TensorFlow retrace the step.
         self.train_step_traces = getattr(self, "train_step_traces", 0) + 1
-        logs = dict(super().train_step(data))
-        (source_ids, _), target_ids, _ = keras.utils.unpack_x_y_sample_weight(data)
-        logs["batch_shape"] = tf.concat([tf.shape(source_ids)[:2], tf.shape(target_ids)[1:2]], 0)
+        logs = super().train_step(data)
+        if self.report_batch_shape:
+            (source_ids, _), target_ids, _ = keras.utils.unpack_x_y_sample_weight(data)
+            logs = {**logs, "batch_shape": tf.concat([tf.shape(source_ids)[:2],
+                                                      tf.shape(target_ids)[1:2]], 0)}
         return self._logs_for_strategy(logs)
 
     def test_step(self, data):

@@ -16,7 +16,7 @@ import pytest
 
 import data
 import keras_transformer as kt
-from trainer import average, checkpoints, config, task
+from trainer import average, checkpoints, config, evaluation, task
 
 CORPUS = pathlib.Path(data.__file__).parent / "corpora" / "bible_en_es"
 
@@ -117,7 +117,7 @@ def test_a_damaged_or_newer_config_is_refused(tmp_path, small_corpus, capsys):
             (json.dumps({"format_version": 1, "hparams": {"num_layers": "six"}}),
              "config.json: hparams field 'num_layers' must be int, got 'six'"),
             (json.dumps({"format_version": 1, "hparams": {"rotary": True}}),
-             "config.json: HParams.__init__() got an unexpected keyword argument 'rotary'")):
+             "config.json: unknown hparams field(s) ['rotary']")):
         (model_dir / "config.json").write_text(text)
         assert task.main(kt_train_command(model_dir, small_corpus, *TINY)[3:]) == 2
         assert message in capsys.readouterr().err
@@ -160,7 +160,7 @@ def latest_weights(model_dir):
 
 
 def test_sigkill_and_sigterm_then_resume_equal_an_uninterrupted_run(tmp_path, small_corpus):
-    flags = (*TINY, "--train_steps", "30", "--checkpoint_every_steps", "5", "--deterministic",
+    flags = (*TINY, "--train_steps", "40", "--checkpoint_every_steps", "5", "--deterministic",
              "--seed", "3", "--eval_every", "1000", "--eval_sentences", "0")
     straight = kt_train(tmp_path / "straight", small_corpus, *flags)
     assert straight.returncode == 0, straight.stderr
@@ -181,33 +181,54 @@ def test_sigkill_and_sigterm_then_resume_equal_an_uninterrupted_run(tmp_path, sm
 
     # Resumed, then preempted: SIGTERM at its first progress line.
     process = subprocess.Popen(kt_train_command(interrupted, small_corpus, *flags),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         lines = []
         while not (lines and lines[-1].startswith("step ")):
             lines.append(process.stdout.readline())
             assert lines[-1], "kt-train ended before training: " + "".join(lines)
         process.send_signal(signal.SIGTERM)
-        stdout, stderr = process.communicate(timeout=300)
+        output = "".join(lines) + process.communicate(timeout=300)[0]
     finally:
         process.kill()
-    assert process.returncode == 0, stderr
+    assert process.returncode == 0, output
     stopped = re.search(r"stopped by SIGTERM at step (\d+), checkpoint (\S+); run the same "
-                        r"command to continue", stdout)
-    assert stopped and "SIGTERM received: stopping after this step" in stderr, stdout + stderr
-    resumed_from = int(re.search(r"ckpt-(\d+) at step", "".join(lines)).group(1))
-    assert 5 <= resumed_from < int(stopped.group(1)) < 30
+                        r"command to continue", output)
+    assert stopped and "SIGTERM received: stopping after this step" in output, output
+    resumed_from = int(re.search(r"ckpt-(\d+) at step", output).group(1))
+    assert 5 <= resumed_from < int(stopped.group(1)) < 40
     assert stopped.group(2).endswith(f"ckpt-{stopped.group(1)}")
 
     finished = kt_train(interrupted, small_corpus, *flags)
     assert finished.returncode == 0, finished.stderr
-    assert f"ckpt-{stopped.group(1)} at step {stopped.group(1)} of 30" in finished.stdout
-    assert "done: step 30" in finished.stdout
+    assert f"ckpt-{stopped.group(1)} at step {stopped.group(1)} of 40" in finished.stdout
+    assert "done: step 40" in finished.stdout
     (name_a, weights_a), (name_b, weights_b) = latest_weights(tmp_path / "straight"), \
         latest_weights(interrupted)
-    assert name_a == name_b == "ckpt-30"
+    assert name_a == name_b == "ckpt-40"
     for a, b in zip(weights_a, weights_b):
         np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_stop_on_signal_asks_once_then_gets_out_of_the_way():
+    calls = []
+    before = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+    signal.signal(signal.SIGTERM, lambda number, frame: calls.append(number))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # e.g. a background job: stays ignored
+    stop = evaluation.StopOnSignal()
+    try:
+        stop.install()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.1)  # the handler runs between bytecodes
+        assert stop.received == "SIGTERM" and calls == []
+        os.kill(os.getpid(), signal.SIGTERM)  # the second one meets the previous handler
+        time.sleep(0.1)
+        assert calls == [signal.SIGTERM]
+    finally:
+        stop.uninstall()
+        for number, handler in before.items():
+            signal.signal(number, handler)
 
 
 def test_checkpoint_round_trip_keeps_optimizer_and_dropout_state(tmp_path):
@@ -248,13 +269,15 @@ def test_a_damaged_checkpoint_is_refused_by_name_and_the_previous_used(tmp_path,
     data = bytearray((corrupted / checkpoints.WEIGHTS_FILE).read_bytes())
     data[len(data) // 2] ^= 0xFF  # one flipped byte in the middle of the weights: HDF5 loads it
     (corrupted / checkpoints.WEIGHTS_FILE).write_bytes(bytes(data))
-    (half_copied / checkpoints.MANIFEST_FILE).unlink()
+    (half_copied / checkpoints.MANIFEST_FILE).unlink()  # as if from an earlier version...
+    (half_copied / checkpoints.RNG_FILE).unlink()  # ...and copied without its last file
     (tmp_path / ".ckpt-5.partial123").mkdir()  # what a killed save leaves: never listed
     assert [p.name for p in directory.paths()] == ["ckpt-1", "ckpt-2", "ckpt-3", "ckpt-4"]
 
     assert directory.restore_latest(model).name == "ckpt-1"
     err = capsys.readouterr().err
-    assert f"{half_copied / checkpoints.MANIFEST_FILE} is missing" in err
+    assert f"{half_copied / checkpoints.MANIFEST_FILE} is missing, so {half_copied} cannot be " \
+        f"verified" in err and f"{half_copied / checkpoints.RNG_FILE}" in err
     assert f"{corrupted / checkpoints.WEIGHTS_FILE} is corrupted: its SHA-256 differs" in err
     assert f"{weights_file} is truncated or overwritten: 1000 bytes, the manifest says" in err
     for a, b in zip(model.get_weights(), expected):
@@ -293,8 +316,7 @@ def test_a_failing_checkpoint_write_is_an_error_and_the_previous_stays(tmp_path)
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert f"could not write checkpoint {tmp_path / 'ckpt-2'}: " in result.stdout
-    assert f"The newest complete checkpoint, {tmp_path / 'ckpt-1'}, is untouched" in \
-        result.stdout
+    assert f"The newest checkpoint, {tmp_path / 'ckpt-1'}, is untouched" in result.stdout
     assert sorted(os.listdir(tmp_path)) == ["ckpt-1"]  # no partial files left
     model = kt.build_model("transformer_tiny", 30)
     checkpoints.restore(model, tmp_path / "ckpt-1")  # verified against its manifest

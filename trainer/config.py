@@ -123,9 +123,12 @@ def _check_types(values, path):
             raise ConfigError(f"{path}: field {field.name!r} must be {field.type.__name__}, got "
                               f"{value!r}")
     if values.get("hparams"):
+        unknown = sorted(set(values["hparams"]) - set(kt.hparams.field_names()))
+        if unknown:
+            raise ConfigError(f"{path}: unknown hparams field(s) {unknown}")
         try:
             kt.HParams(**values["hparams"])
-        except (kt.HParamsError, TypeError) as error:
+        except kt.HParamsError as error:
             raise ConfigError(f"{path}: {error}") from None
 
 

@@ -1,6 +1,7 @@
 """What a run reports while it trains: progress lines, dev metrics, BLEU, TensorBoard scalars."""
 
 import math
+import os
 import signal
 import sys
 import threading
@@ -76,8 +77,8 @@ class TrainingLog(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         self._busy += time.monotonic() - self._batch_start
-        # Only for the message below: the progress bar and History need not show it.
-        shape = np.ravel(logs.pop("batch_shape", [-1, -1, -1])).astype(int)
+        # Only for the message below (see TokenLevelTraining.report_batch_shape).
+        shape = logs.pop("batch_shape", None)
         # The count restarts when an evaluation resets the metrics.
         seen = scalar(logs["target_tokens"])
         self._tokens += seen - self._seen if seen >= self._seen else seen
@@ -85,10 +86,13 @@ class TrainingLog(keras.callbacks.Callback):
         step = step_of(self.model)
         loss = scalar(logs["loss"])
         if not math.isfinite(loss):
+            if shape is not None:
+                sentences, source, target = np.ravel(shape).astype(int)
+                batch = (f", on a batch of {sentences} sentences x {source} source x {target} "
+                         f"target tokens (per replica; a mean over replicas)")
             raise TrainingError(
-                f"the loss became {loss} at step {step}, on a batch of {shape[0]} sentences "
-                f"x {shape[1]} source x {shape[2]} target tokens (per replica). Lower the "
-                f"learning rate "
+                f"the loss became {loss} at step {step}{batch if shape is not None else ''}. "
+                f"Lower the learning rate "
                 f"(--hparams_override learning_rate_multiplier=0.5), check the data "
                 f"(python -m data.inspect), or use float32 (--mixed_precision none); training "
                 f"resumes from the last checkpoint")
@@ -191,10 +195,11 @@ class StopOnSignal(keras.callbacks.Callback):
     """Preemption: on SIGTERM (or Ctrl-C, SIGINT) training stops after the current step.
 
     The other callbacks' `on_train_end` then run (PeriodicCheckpoint writes the final checkpoint);
-    `received` names the signal. A second signal ends the process at once, as it would have
-    without this callback. Handlers are installed when training begins, only from the main thread
-    (Python delivers signals there), and `uninstall()` puts the previous ones back (at the end of
-    training; call it yourself when `fit` raises).
+    `received` names the signal. The first signal puts the previous handlers back, so a second
+    one acts as it would without this callback (the default: stop at once). Call `install()`
+    before `fit` and `uninstall()` after it (also when it raises); it does nothing outside the
+    main thread (Python delivers signals there) or for a signal the process ignores. Not for
+    multi-worker runs: workers stopping at different steps would wait for each other forever.
     """
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -204,28 +209,28 @@ class StopOnSignal(keras.callbacks.Callback):
         self.received = None
         self._previous = {}
 
-    def _handle(self, number, frame):
-        if self.received is not None:  # asked twice: stop now
-            self.uninstall()
-            signal.raise_signal(number)
+    def install(self):
+        if threading.current_thread() is not threading.main_thread():
             return
-        self.received = signal.Signals(number).name
-        print(f"\n{self.received} received: stopping after this step and writing a checkpoint "
-              f"(send it again to stop at once)", file=sys.stderr, flush=True)
+        for number in self.SIGNALS:
+            previous = signal.getsignal(number)
+            if previous is not signal.SIG_IGN:
+                self._previous[number] = signal.signal(number, self._handle)
 
     def uninstall(self):
         for number, handler in self._previous.items():
             signal.signal(number, handler)
         self._previous = {}
 
-    def on_train_begin(self, logs=None):
-        if threading.current_thread() is threading.main_thread():
-            self._previous = {number: signal.signal(number, self._handle)
-                              for number in self.SIGNALS}
+    def _handle(self, number, frame):
+        self.uninstall()
+        self.received = signal.Signals(number).name
+        if self.model is not None:
+            self.model.stop_training = True
+        # os.write: print could re-enter a write to stderr that the signal interrupted.
+        os.write(2, f"\n{self.received} received: stopping after this step and writing a "
+                    f"checkpoint (send it again to stop at once)\n".encode())
 
     def on_train_batch_end(self, batch, logs=None):
         if self.received is not None:
             self.model.stop_training = True
-
-    def on_train_end(self, logs=None):
-        self.uninstall()

@@ -186,6 +186,7 @@ def train(args):
 
     with distribution.scope():
         model = kt.build_model(hp, vocabulary.vocab_size)
+        model.report_batch_shape = True  # named in the message of a non-finite loss
         model.compile(optimizer=kt.build_optimizer(hp), loss=kt.build_loss(hp),
                       metrics=[kt.TokenAccuracy(), kt.Perplexity(), kt.TargetTokens()],
                       jit_compile=run.jit_compile)
@@ -228,11 +229,14 @@ def train(args):
     writer = tf.summary.create_file_writer(str(model_dir / LOG_DIR)) if chief else None
     sources, references = dev_sample(source, run.eval_sentences if chief and dev else 0)
     interactive = sys.stdout.isatty()
-    stop = evaluation.StopOnSignal()
     saver = checkpoints.PeriodicCheckpoint(saved if chief else None, run.checkpoint_every_steps,
                                            run.checkpoint_every_minutes)
-    callbacks = [stop, evaluation.TrainingLog(args.log_every, writer,
-                                              print_lines=not interactive), saver]
+    callbacks = [evaluation.TrainingLog(args.log_every, writer, print_lines=not interactive),
+                 saver]
+    stop = evaluation.StopOnSignal()
+    if not distribute.is_multi_worker(distribution):  # workers would stop at different steps
+        callbacks.insert(0, stop)
+        stop.install()
     if args.max_minutes:
         callbacks.append(evaluation.TimeLimit(args.max_minutes))
     evaluator = None
