@@ -7,8 +7,9 @@ A checkpoint is a directory model_dir/checkpoints/ckpt-<step>/ holding
 - `rng.npz`: the states of the model's dropout seed generators, which Keras's weights file leaves
   out, so a resumed deterministic run draws the same dropout masks as an uninterrupted one;
 - `manifest.json`: the size and SHA-256 of each of those files, written last. A checkpoint whose
-  files do not match it (truncated or corrupted on disk, or half-copied) is refused by name, and
-  the run resumes from the one before it; HDF5 alone would load silently corrupted weights.
+  files do not match it (truncated or corrupted on disk) is refused by name, and the run resumes
+  from the one before it; HDF5 alone would load silently corrupted weights. One without a
+  manifest (from before manifests) loads with a warning that it is unverified.
 
 It is written into a hidden temporary directory, flushed to disk, and renamed into place when
 complete (a rename is atomic), so a process killed at any moment, or a write that fails (a full
