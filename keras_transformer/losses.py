@@ -1,6 +1,7 @@
 """Label-smoothed cross-entropy over non-padding tokens (paper section 5.4)."""
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from keras_transformer.masks import PAD_ID
@@ -25,23 +26,49 @@ def smoothed_cross_entropy(labels, logits, label_smoothing):
 
     This is the smoothing of Szegedy et al. (2016), which the paper cites: the uniform share eps/V
     goes to every class, the true one included. No one-hot tensor is built:
-    -sum_k q_k log p_k = logsumexp(z) - (1 - eps) z_label - (eps / V) sum_k z_k.
+    -sum_k q_k log p_k = logsumexp(z) - (1 - eps) z_label - (eps / V) sum_k z_k
+                       = CE(z, label) + eps z_label - (eps / V) sum_k z_k,
+    where CE is TensorFlow's fused sparse softmax cross-entropy, whose kernel also returns its
+    gradient softmax(z) - one_hot(label) in the same pass; the gradient of the smoothed loss is
+    that plus eps at the label and minus eps/V everywhere. Written out (rather than left to
+    autodiff) because the logits are the largest tensor of a training step ([tokens, vocab]):
+    autodiff of the label gather scattered into a dense copy of them, about 15% of a
+    transformer_base step (bench/RESULTS.md).
 
     Args:
-        labels: int [...].
+        labels: int [...], each in [0, vocab_size).
         logits: [..., vocab_size].
         label_smoothing: eps in [0, 1).
 
     Returns:
         float32 [...].
     """
-    logits = ops.cast(logits, "float32")
+    logits = tf.cast(logits, tf.float32)
+    labels = tf.cast(labels, tf.int32)
     vocab_size = logits.shape[-1]
-    label_logits = ops.take_along_axis(logits, ops.cast(labels, "int32")[..., None], axis=-1)
-    loss = ops.logsumexp(logits, axis=-1) - (1.0 - label_smoothing) * label_logits[..., 0]
-    if label_smoothing:
-        loss -= label_smoothing / vocab_size * ops.sum(logits, axis=-1)
-    return loss
+
+    @tf.custom_gradient
+    def loss_and_gradient(logits):
+        flat_logits = tf.reshape(logits, [-1, vocab_size])
+        flat_labels = tf.reshape(labels, [-1])
+        loss, softmax_minus_one_hot = tf.raw_ops.SparseSoftmaxCrossEntropyWithLogits(
+            features=flat_logits, labels=flat_labels)
+        if label_smoothing:
+            loss += (label_smoothing * tf.gather(flat_logits, flat_labels, batch_dims=1)
+                     - label_smoothing / vocab_size * tf.reduce_sum(flat_logits, axis=-1))
+
+        def gradient(upstream):
+            grad = softmax_minus_one_hot
+            if label_smoothing:
+                at_labels = tf.stack([tf.range(tf.shape(flat_labels)[0]), flat_labels], axis=1)
+                grad = tf.tensor_scatter_nd_add(
+                    grad - label_smoothing / vocab_size, at_labels,
+                    tf.fill(tf.shape(flat_labels), label_smoothing))
+            return tf.reshape(grad * tf.reshape(upstream, [-1, 1]), tf.shape(logits))
+
+        return tf.reshape(loss, tf.shape(labels)), gradient
+
+    return loss_and_gradient(logits)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

@@ -1,8 +1,10 @@
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from keras_transformer import LabelSmoothedCrossEntropy, build_loss
+from keras_transformer.losses import smoothed_cross_entropy
 
 
 def log_softmax(z):
@@ -22,6 +24,31 @@ def test_equals_hand_computed_smoothed_cross_entropy():
         expected.append(-(target * log_softmax(logits[0, t])).sum())
     loss = LabelSmoothedCrossEntropy(label_smoothing=eps)(labels, logits)
     assert float(loss) == pytest.approx(np.mean(expected), rel=1e-6)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_gradient_is_softmax_minus_the_smoothed_target(rng, eps, jit_compile):
+    # The loss writes its gradient by hand: d loss_t / d z_t = softmax(z_t) - q_t, for every
+    # token t and each token's upstream weight.
+    logits = rng.normal(size=(2, 3, 5)).astype("float32") * 3
+    labels = rng.integers(0, 5, size=(2, 3))
+    upstream = rng.uniform(size=(2, 3)).astype("float32")
+
+    @tf.function(jit_compile=jit_compile)
+    def gradient(z):
+        with tf.GradientTape() as tape:
+            tape.watch(z)
+            loss = tf.reduce_sum(smoothed_cross_entropy(labels, z, eps) * upstream)
+        return loss, tape.gradient(loss, z)
+
+    loss, grad = gradient(tf.constant(logits))
+    target = np.full(logits.shape, eps / 5)
+    np.put_along_axis(target, labels[..., None], 1 - eps + eps / 5, axis=-1)
+    softmax = np.exp(log_softmax(logits))
+    np.testing.assert_allclose(grad, (softmax - target) * upstream[..., None], atol=1e-6)
+    expected = -(target * log_softmax(logits)).sum(-1)
+    np.testing.assert_allclose(loss, (expected * upstream).sum(), rtol=1e-5)
 
 
 def test_without_smoothing_equals_keras_cross_entropy_on_real_tokens(rng):
