@@ -35,25 +35,44 @@ def decode_lengths(source_ids, extra_length=50, max_length=None):
     return lengths if max_length is None else tf.minimum(lengths, max_length)
 
 
-def cached_step(model, source_ids, max_length):
+def cached_step(model, source_ids, max_length, beam_size=1):
     """A step function and its initial cache for the searches in `beam_search.py`.
+
+    The encoder-decoder keys and values and the source mask are the same for every hypothesis of
+    a sentence, so they are repeated `beam_size` times here and captured by the step function:
+    the cache the search carries, and beam search reorders every step, holds only the
+    self-attention buffers (reordering the rest too cost about a tenth of a beam search step on
+    transformer_base, bench/RESULTS.md).
 
     Args:
         model: a `Transformer`.
         source_ids: int32 [batch, source_length], 0-padded.
         max_length: positions the cache holds (int or int32 scalar).
+        beam_size: rows the search gives each sentence (1 for greedy decoding and sampling).
 
     Returns:
         (step_fn, cache): step_fn(ids [rows], step, cache) -> (float32 logits [rows, vocab],
-        cache), the cache a nest of [batch, ...] tensors.
+        cache), rows = batch * beam_size; the cache a list (one per decoder layer) of
+        "self_keys" and "self_values" buffers [batch, max_length, h, d].
     """
     cache = model.init_cache(model.encode(source_ids), padding_mask(source_ids), max_length)
+    buffers = [{name: layer[name] for name in _SELF_ATTENTION} for layer in cache["layers"]]
+    fixed = {"memory_mask": cache["memory_mask"],
+             "layers": [{name: layer[name] for name in layer if name not in _SELF_ATTENTION}
+                        for layer in cache["layers"]]}
+    if beam_size > 1:
+        fixed = tf.nest.map_structure(lambda t: tf.repeat(t, beam_size, axis=0), fixed)
 
-    def step_fn(ids, step, cache):
-        logits, cache = model.decode(ids[:, None], cache=cache, step=step)
-        return logits[:, 0], cache
+    def step_fn(ids, step, buffers):
+        layers = [dict(layer, **own) for layer, own in zip(fixed["layers"], buffers)]
+        logits, cache = model.decode(ids[:, None], cache=dict(fixed, layers=layers), step=step)
+        return logits[:, 0], [{name: layer[name] for name in _SELF_ATTENTION}
+                              for layer in cache["layers"]]
 
-    return step_fn, cache
+    return step_fn, buffers
+
+
+_SELF_ATTENTION = ("self_keys", "self_values")
 
 
 def recomputing_step(model, source_ids, max_length):
@@ -96,7 +115,7 @@ def _beam_decode(model, source_ids, max_length, extra_length, beam_size, alpha, 
                  static_buffer):
     source_ids = tf.cast(source_ids, tf.int32)
     limits, buffer = _limits(model, source_ids, max_length, extra_length, static_buffer)
-    step_fn, cache = cached_step(model, source_ids, buffer)
+    step_fn, cache = cached_step(model, source_ids, buffer, beam_size)
     return beam_search(step_fn, cache, limits, beam_size, alpha, buffer, eos_id)
 
 
