@@ -31,6 +31,9 @@ EXTRAS_REQUIRE = {
     # hypothesis generates hostile inputs in tests/test_hostile_input.py.
     "test": ["pytest==9.2.0", "pytest-timeout==2.4.0", "papermill==2.7.0", "ipykernel==7.4.0",
              "nbformat==5.11.1", "hypothesis==6.170.15"],
+    # bench/ compares against the peers users would pick instead (bench/peers.py). torch 2.13.0
+    # is pinned exactly: a looser range pulls the newest build with GBs of CUDA packages.
+    "bench": ["torch==2.13.0", "keras-hub==0.32.0", "transformers==5.23.0"],
 }
 
 setup(

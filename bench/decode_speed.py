@@ -11,6 +11,7 @@ repetition; figures are sentences per second, median (min-max) of --repeats runs
 """
 
 import argparse
+import functools
 import pathlib
 import statistics
 import sys
@@ -25,6 +26,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 import data  # noqa: E402
 import export  # noqa: E402
 import keras_transformer as kt  # noqa: E402
+from bench import peers  # noqa: E402
 from bench.common import append_results, markdown_table  # noqa: E402
 from keras_transformer.decoding import recomputing_step  # noqa: E402
 
@@ -40,10 +42,22 @@ def long_sentences(vocabulary, count, length):
     raise SystemExit(f"the corpus has fewer than {count} sentences of {length} tokens")
 
 
-def variants(model, saved, source_ids, texts, new_tokens, uncached):
+def variants(model, bf16_model, saved, source_ids, texts, new_tokens, uncached, peers_by_name):
     """name -> a function decoding the batch once and returning output ids [batch, ..., length]."""
     batch, source_length = source_ids.shape
     extra = new_tokens - source_length
+    source_numpy = source_ids.numpy()
+
+    @tf.function
+    def whole_cache_reordered(source):
+        # Before a230003: the search reordered the encoder-decoder keys and values too.
+        cache = model.init_cache(model.encode(source), kt.padding_mask(source), new_tokens)
+
+        def step_fn(ids, step, cache):
+            logits, cache = model.decode(ids[:, None], cache=cache, step=step)
+            return logits[:, 0], cache
+
+        return kt.beam_search(step_fn, cache, new_tokens, beam_size=4, eos_id=-1)[0]
 
     @tf.function
     def uncached_beam(source):
@@ -53,6 +67,10 @@ def variants(model, saved, source_ids, texts, new_tokens, uncached):
     found = {
         "beam 4, cached": lambda: kt.beam_decode(model, source_ids, extra_length=extra,
                                                  eos_id=-1)[0],
+        "beam 4, cached, whole cache reordered (before)": lambda: whole_cache_reordered(
+            source_ids),
+        "beam 4, cached, mixed_bfloat16": lambda: kt.beam_decode(
+            bf16_model, source_ids, extra_length=extra, eos_id=-1)[0],
         "beam 4, cached, XLA": lambda: kt.beam_decode(model, source_ids, extra_length=extra,
                                                       eos_id=-1, jit_compile=True)[0],
         "beam 4, SavedModel translate_ids": lambda: saved.signatures["translate_ids"](
@@ -61,10 +79,32 @@ def variants(model, saved, source_ids, texts, new_tokens, uncached):
             "serving_default"](inputs=tf.constant(texts))["translations"],
         "greedy, cached": lambda: kt.sample_decode(model, source_ids, extra_length=extra,
                                                    temperature=0.0)[0],
+        "greedy, cached, mixed_bfloat16": lambda: kt.sample_decode(
+            bf16_model, source_ids, extra_length=extra, temperature=0.0)[0],
     }
     if uncached:
         found["beam 4, uncached (prefix recomputed)"] = lambda: uncached_beam(source_ids)
+    for name, (kind, peer) in peers_by_name.items():
+        if kind == "hf":
+            found[name] = functools.partial(
+                peers.hf_generate, peer, source_numpy, new_tokens, 4 if "beam" in name else 1)
+        else:
+            found[name] = functools.partial(peers.keras_hub_generate, peer, source_numpy,
+                                            new_tokens)
     return found
+
+
+def peer_models(hp, vocab_size):
+    """name -> (kind, model) of the peers' decoders, same shape, random weights."""
+    shape = (vocab_size, hp.num_layers, hp.d_model, hp.d_ff, hp.num_heads)
+    hf = peers.hf_marian(*shape, eos_id=kt.EOS_ID)
+    return {
+        "beam 4, HF generate": ("hf", hf),
+        "greedy, HF generate": ("hf", hf),
+        "beam 4, keras-hub BeamSampler (XLA)": ("keras-hub", peers.keras_hub_bart(*shape, 4)),
+        "greedy, keras-hub GreedySampler (XLA)": ("keras-hub",
+                                                  peers.keras_hub_bart(*shape, 1)),
+    }
 
 
 def main():
@@ -77,6 +117,9 @@ def main():
     parser.add_argument("--hparams", default="transformer_base")
     parser.add_argument("--uncached_repeats", type=int, default=3,
                         help="runs of the slow uncached decode (0: skip it)")
+    parser.add_argument("--peers", action=argparse.BooleanOptionalAction, default=True,
+                        help="also Hugging Face generate and keras-hub's samplers (needs "
+                             "pip install -e .[bench])")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -87,11 +130,15 @@ def main():
         table = np.asarray(model.embedding.embeddings)
         table[kt.EOS_ID] = 0.0
         model.embedding.embeddings.assign(table)
+        bf16_model = kt.build_model(args.hparams, vocabulary.vocab_size, dtype="mixed_bfloat16")
+        bf16_model.set_weights(model.get_weights())
         translator = export.Translator(
             model, vocabulary, extra_length=args.new_tokens - args.source_length,
             max_input_length=args.source_length, max_batch_size=max(
                 int(b) for b in args.batch_sizes.split(",")))
         saved = tf.saved_model.load(str(export.export(translator, pathlib.Path(tmp) / "saved")))
+        peers_by_name = (peer_models(kt.hparams.get(args.hparams), vocabulary.vocab_size)
+                         if args.peers else {})
         texts = long_sentences(vocabulary, max(int(b) for b in args.batch_sizes.split(",")),
                                args.source_length)
 
@@ -99,12 +146,14 @@ def main():
         for batch in (int(b) for b in args.batch_sizes.split(",")):
             source_ids = translator.tokenize(tf.constant(texts[:batch]))["source_ids"]
             assert source_ids.shape == (batch, args.source_length), source_ids.shape
-            runs = variants(model, saved, source_ids, texts[:batch],
-                            args.new_tokens, args.uncached_repeats > 0)
+            runs = variants(model, bf16_model, saved, source_ids, texts[:batch],
+                            args.new_tokens, args.uncached_repeats > 0, peers_by_name)
             times = {name: [] for name in runs}
             for name, decode in runs.items():  # warm-up: traces and compiles
                 output = decode()
-                if output.dtype == tf.int32:  # every hypothesis has new_tokens tokens
+                if name in peers_by_name:  # the decoder's start token, then new_tokens
+                    assert output.shape[-1] == args.new_tokens + 1, (name, output.shape)
+                elif output.dtype == tf.int32:  # every hypothesis has new_tokens tokens
                     assert output.shape[-1] == args.new_tokens, (name, output.shape)
                     if "SavedModel" in name or "greedy" in name:  # these stop at end of
                         # sentence (the others pass eos_id=-1): check that none was chosen
@@ -120,16 +169,31 @@ def main():
             cached = statistics.median(times["beam 4, cached"])
             for name, seconds in times.items():
                 rates = [batch / s for s in seconds]
+                search = name.split(",")[0]  # HF generate with the same search
+                hf = times.get(f"{search}, HF generate")
                 rows.append([batch, name, f"{statistics.median(rates):.2f} ({min(rates):.2f}-"
                              f"{max(rates):.2f}, n={len(rates)})",
                              f"{statistics.median(seconds):.2f}",
-                             f"{statistics.median(seconds) / cached:.2f}x"])
+                             f"{statistics.median(seconds) / cached:.2f}x",
+                             f"{statistics.median(hf) / statistics.median(seconds):.2f}x"
+                             if hf else "-"])
 
+    peer_note = ""
+    if args.peers:
+        import keras_hub
+        import torch
+        import transformers
+        peer_note = (f" Peers, same shape, random weights, float32: Hugging Face transformers "
+                     f"{transformers.__version__} MarianMTModel.generate (torch "
+                     f"{torch.__version__}, min_new_tokens = max_new_tokens), keras-hub "
+                     f"{keras_hub.__version__} BartSeq2SeqLM.generate with its samplers (no stop "
+                     f"token).")
     table = (f"{args.hparams} shape, {vocabulary.vocab_size}-id shared vocabulary, random "
-             f"weights, float32; {args.source_length} source tokens, {args.new_tokens} output "
-             f"tokens every hypothesis, beam 4 / alpha 0.6.\n\n" + markdown_table(
-                 ["batch", "decode", "sentences/s", "s/batch (median)", "time vs cached beam"],
-                 rows))
+             f"weights, float32 unless named; {args.source_length} source tokens, "
+             f"{args.new_tokens} output tokens every hypothesis, beam 4 / alpha 0.6.{peer_note}"
+             f"\n\n" + markdown_table(
+                 ["batch", "decode", "sentences/s", "s/batch (median)", "time vs cached beam",
+                  "speed vs HF generate (same search)"], rows))
     append_results("Decoding speed, beam 4 and greedy", table)
 
 

@@ -53,7 +53,8 @@ def bleu(model, vocabulary, sources, references, max_length, extra_length=50):
 
 
 class TrainingLog(keras.callbacks.Callback):
-    """Every `every` steps: learning rate, and loss, accuracy and target tokens/s over those steps.
+    """Every `every` steps: learning rate, and loss, accuracy, target tokens and target tokens/s
+    over those steps.
 
     Written to TensorBoard (if `writer`), and printed as one line when `print_lines` (when the
     output is not a terminal, where Keras's progress bar shows the same). Tokens/s count the time
@@ -98,11 +99,12 @@ class TrainingLog(keras.callbacks.Callback):
                 f"resumes from the last checkpoint")
         if step % self.every:
             return
-        tokens_per_second = ((self._tokens - self._tokens_at_log)
-                             / max(self._busy - self._busy_at_log, 1e-9))
+        tokens = self._tokens - self._tokens_at_log
+        tokens_per_second = tokens / max(self._busy - self._busy_at_log, 1e-9)
         self._busy_at_log, self._tokens_at_log = self._busy, self._tokens
         scalars = {"learning_rate": float(self.model.optimizer.learning_rate),
-                   "target_tokens_per_second": tokens_per_second, "loss": loss,
+                   "target_tokens": tokens, "target_tokens_per_second": tokens_per_second,
+                   "loss": loss,
                    "token_accuracy": scalar(logs["token_accuracy"])}
         if self.writer is not None:
             with self.writer.as_default(step=step):

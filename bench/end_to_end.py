@@ -1,0 +1,123 @@
+"""End-to-end `kt-train` throughput against the same model's bare training step.
+
+kt-train runs on the bundled corpus with length bucketing (input pipeline, a retrace for each new
+bucket shape, checkpoints every --checkpoint_every steps); its rate is the real target tokens
+its log lines report over the wall-clock time between them (the first interval, which holds
+start-up and the first traces, is left out). The bare step runs in this process before and after:
+`train_on_batch` on the first --batches batches of the same pipeline, each traced and warmed up
+first, timed in turn; its rate is their real target tokens over the time of their steps.
+
+    python bench/end_to_end.py
+"""
+
+import argparse
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+import keras  # noqa: E402
+
+import data  # noqa: E402
+import keras_transformer as kt  # noqa: E402
+from bench.common import append_results, markdown_table  # noqa: E402
+
+LINE = re.compile(r"step (\d+): .*target_tokens (\S+),")
+
+
+def kt_train(args, vocab, model_dir):
+    """(steps, real target tokens, seconds) over kt-train's log lines after the first."""
+    command = [sys.executable, "-m", "trainer.task", "--model_dir", str(model_dir),
+               "--hparams", args.hparams, "--data", "bible_en_es", "--vocab", str(vocab),
+               "--batch_tokens", str(args.batch_tokens), "--train_steps", str(args.steps),
+               "--checkpoint_every_steps", str(args.checkpoint_every),
+               "--eval_every", str(10 * args.steps), "--eval_sentences", "0",
+               "--log_every", str(args.log_every), "--mixed_precision", args.mixed_precision]
+    print(" ".join(command), flush=True)
+    marks = []
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, cwd=pathlib.Path(__file__).resolve().parent.parent) as run:
+        for line in run.stdout:
+            found = LINE.search(line)
+            if found:
+                marks.append((time.perf_counter(), int(found[1]), float(found[2])))
+                print(line.rstrip(), flush=True)
+    if run.returncode:
+        raise SystemExit(f"kt-train failed with exit code {run.returncode}")
+    (start, first_step, _), (end, last_step, _) = marks[0], marks[-1]
+    return last_step - first_step, sum(tokens for _, _, tokens in marks[1:]), end - start
+
+
+def bare_steps(args, vocabulary, repeats):
+    """Real target tokens/s of train_on_batch over the pipeline's first batches, per repeat."""
+    hp = kt.hparams.get(args.hparams)
+    policy = {"none": "float32"}.get(args.mixed_precision, args.mixed_precision)
+    model = kt.build_model(hp, vocabulary.vocab_size, dtype=policy)
+    model.compile(optimizer=kt.build_optimizer(hp), loss=kt.build_loss(hp))
+    iterator = iter(data.pipeline("bible_en_es", vocabulary, "train", args.batch_tokens, seed=3))
+    batches = [next(iterator) for _ in range(args.batches)]
+    for batch in batches:  # one trace per shape, then a warm step
+        model.train_on_batch(*batch)
+        model.train_on_batch(*batch)
+    rates = []
+    for _ in range(repeats):
+        tokens, seconds = 0, 0.0
+        for batch in batches:
+            start = time.perf_counter()
+            model.train_on_batch(*batch)
+            seconds += time.perf_counter() - start
+            tokens += int(np.count_nonzero(batch[1]))
+        rates.append(tokens / seconds)
+    shapes = sorted({tuple(batch[0][0].shape) + (batch[1].shape[1],) for batch in batches})
+    del model
+    keras.backend.clear_session()
+    return rates, shapes
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hparams", default="transformer_small")
+    parser.add_argument("--vocab_size", type=int, default=8000)
+    parser.add_argument("--batch_tokens", type=int, default=4096)
+    parser.add_argument("--steps", type=int, default=120)
+    parser.add_argument("--log_every", type=int, default=10)
+    parser.add_argument("--checkpoint_every", type=int, default=40)
+    parser.add_argument("--mixed_precision", default="none",
+                        choices=("none", "mixed_bfloat16"))
+    parser.add_argument("--batches", type=int, default=6,
+                        help="pipeline batches the bare step cycles through")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        vocab = pathlib.Path(tmp) / "vocab.model"
+        vocabulary = data.build_vocabulary(
+            data.corpus_texts(data.get_source("bible_en_es")), args.vocab_size, vocab)
+        before, shapes = bare_steps(args, vocabulary, args.repeats)
+        steps, tokens, seconds = kt_train(args, vocab, pathlib.Path(tmp) / "run")
+        after, _ = bare_steps(args, vocabulary, args.repeats)
+    bare = float(np.median(before + after))
+    end_to_end = tokens / seconds
+    table = (
+        f"{args.hparams}, {args.vocab_size}-id vocabulary, bundled corpus, {args.batch_tokens} "
+        f"tokens a batch side, {args.mixed_precision} precision; real (non-padding) target "
+        f"tokens per second. kt-train: steps {args.log_every}-{args.steps} ({steps} steps, "
+        f"{tokens:,.0f} target tokens, {seconds:.1f} s wall, a checkpoint every "
+        f"{args.checkpoint_every} steps). Bare step: {args.batches} pipeline batches of shapes "
+        f"(sentences, source, target) {shapes}, {args.repeats} passes before and after kt-train.\n\n"
+        + markdown_table(["what", "target tokens/s"], [
+            ["kt-train end to end", f"{end_to_end:,.0f}"],
+            ["bare train_on_batch (median; before, after)",
+             f"{bare:,.0f} ({', '.join(f'{r:,.0f}' for r in before + after)})"],
+            ["end to end / bare", f"{end_to_end / bare:.2f}"]]))
+    append_results("End-to-end kt-train vs the bare training step", table)
+
+
+if __name__ == "__main__":
+    main()
