@@ -106,11 +106,12 @@ def main():
     end_to_end = tokens / seconds
     table = (
         f"{args.hparams}, {args.vocab_size}-id vocabulary, bundled corpus, {args.batch_tokens} "
-        f"tokens a batch side, {args.mixed_precision} precision; real (non-padding) target "
+        f"tokens a batch side, --mixed_precision {args.mixed_precision}; real (non-padding) target "
         f"tokens per second. kt-train: steps {args.log_every}-{args.steps} ({steps} steps, "
         f"{tokens:,.0f} target tokens, {seconds:.1f} s wall, a checkpoint every "
         f"{args.checkpoint_every} steps). Bare step: {args.batches} pipeline batches of shapes "
-        f"(sentences, source, target) {shapes}, {args.repeats} passes before and after kt-train.\n\n"
+        f"(sentences, source, target) {shapes}, {args.repeats} passes before and after "
+        f"kt-train.\n\n"
         + markdown_table(["what", "target tokens/s"], [
             ["kt-train end to end", f"{end_to_end:,.0f}"],
             ["bare train_on_batch (median; before, after)",
