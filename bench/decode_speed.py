@@ -101,8 +101,8 @@ def peer_models(hp, vocab_size):
     return {
         "beam 4, HF generate": ("hf", hf),
         "greedy, HF generate": ("hf", hf),
-        "beam 4, keras-hub BeamSampler (XLA)": ("keras-hub", peers.keras_hub_bart(*shape, 4)),
-        "greedy, keras-hub GreedySampler (XLA)": ("keras-hub",
+        "beam 4, keras-hub BeamSampler": ("keras-hub", peers.keras_hub_bart(*shape, 4)),
+        "greedy, keras-hub GreedySampler": ("keras-hub",
                                                   peers.keras_hub_bart(*shape, 1)),
     }
 
