@@ -32,7 +32,7 @@ def smoothed_cross_entropy(labels, logits, label_smoothing):
     gradient softmax(z) - one_hot(label) in the same pass; the gradient of the smoothed loss is
     that plus eps at the label and minus eps/V everywhere. Written out (rather than left to
     autodiff) because the logits are the largest tensor of a training step ([tokens, vocab]):
-    autodiff of the label gather scattered into a dense copy of them, about 15% of a
+    autodiff of the label gather scattered into a dense copy of them, about a tenth of a
     transformer_base step (bench/RESULTS.md).
 
     Args:
