@@ -22,8 +22,6 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-import keras  # noqa: E402
-
 import data  # noqa: E402
 import keras_transformer as kt  # noqa: E402
 from bench.common import append_results, markdown_table  # noqa: E402
@@ -54,30 +52,35 @@ def kt_train(args, vocab, model_dir):
     return last_step - first_step, sum(tokens for _, _, tokens in marks[1:]), end - start
 
 
-def bare_steps(args, vocabulary, repeats):
-    """Real target tokens/s of train_on_batch over the pipeline's first batches, per repeat."""
-    hp = kt.hparams.get(args.hparams)
-    policy = {"none": "float32"}.get(args.mixed_precision, args.mixed_precision)
-    model = kt.build_model(hp, vocabulary.vocab_size, dtype=policy)
-    model.compile(optimizer=kt.build_optimizer(hp), loss=kt.build_loss(hp))
-    iterator = iter(data.pipeline("bible_en_es", vocabulary, "train", args.batch_tokens, seed=3))
-    batches = [next(iterator) for _ in range(args.batches)]
-    for batch in batches:  # one trace per shape, then a warm step
-        model.train_on_batch(*batch)
-        model.train_on_batch(*batch)
-    rates = []
-    for _ in range(repeats):
-        tokens, seconds = 0, 0.0
-        for batch in batches:
-            start = time.perf_counter()
-            model.train_on_batch(*batch)
-            seconds += time.perf_counter() - start
-            tokens += int(np.count_nonzero(batch[1]))
-        rates.append(tokens / seconds)
-    shapes = sorted({tuple(batch[0][0].shape) + (batch[1].shape[1],) for batch in batches})
-    del model
-    keras.backend.clear_session()
-    return rates, shapes
+class BareSteps:
+    """`train_on_batch` over the pipeline's first batches, each traced and warmed up once."""
+
+    def __init__(self, args, vocabulary):
+        hp = kt.hparams.get(args.hparams)
+        policy = {"none": "float32"}.get(args.mixed_precision, args.mixed_precision)
+        self.model = kt.build_model(hp, vocabulary.vocab_size, dtype=policy)
+        self.model.compile(optimizer=kt.build_optimizer(hp), loss=kt.build_loss(hp))
+        iterator = iter(data.pipeline("bible_en_es", vocabulary, "train", args.batch_tokens,
+                                      seed=3))
+        self.batches = [next(iterator) for _ in range(args.batches)]
+        for batch in self.batches:  # one trace per shape, then a warm step
+            self.model.train_on_batch(*batch)
+            self.model.train_on_batch(*batch)
+        self.shapes = sorted({tuple(batch[0][0].shape) + (batch[1].shape[1],)
+                              for batch in self.batches})
+
+    def rates(self, repeats):
+        """Real target tokens/s of one pass over the batches, per repeat."""
+        rates = []
+        for _ in range(repeats):
+            tokens, seconds = 0, 0.0
+            for batch in self.batches:
+                start = time.perf_counter()
+                self.model.train_on_batch(*batch)
+                seconds += time.perf_counter() - start
+                tokens += int(np.count_nonzero(batch[1]))
+            rates.append(tokens / seconds)
+        return rates
 
 
 def main():
@@ -99,9 +102,11 @@ def main():
         vocab = pathlib.Path(tmp) / "vocab.model"
         vocabulary = data.build_vocabulary(
             data.corpus_texts(data.get_source("bible_en_es")), args.vocab_size, vocab)
-        before, shapes = bare_steps(args, vocabulary, args.repeats)
+        bare_steps = BareSteps(args, vocabulary)
+        before = bare_steps.rates(args.repeats)
         steps, tokens, seconds = kt_train(args, vocab, pathlib.Path(tmp) / "run")
-        after, _ = bare_steps(args, vocabulary, args.repeats)
+        after = bare_steps.rates(args.repeats)
+        shapes = bare_steps.shapes
     bare = float(np.median(before + after))
     end_to_end = tokens / seconds
     table = (

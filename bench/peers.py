@@ -11,6 +11,8 @@ import math
 import keras
 import numpy as np
 
+from keras_transformer import SinusoidalPositionEncoding
+
 PAD_ID = 0
 
 
@@ -61,7 +63,8 @@ def torch_transformer(vocab_size, num_layers, d_model, d_ff, num_heads, dropout)
             self.transformer = torch.nn.Transformer(
                 d_model, num_heads, num_layers, num_layers, d_ff, dropout, batch_first=True)
             self.dropout = torch.nn.Dropout(dropout)
-            self.register_buffer("sinusoids", torch.from_numpy(sinusoids(1024, d_model)))
+            table = SinusoidalPositionEncoding()(np.zeros((1, 1024, d_model), "float32"))
+            self.register_buffer("sinusoids", torch.from_numpy(np.asarray(table)))
 
         def embed(self, ids):
             x = self.embedding(ids) * math.sqrt(d_model) + self.sinusoids[:ids.shape[1]]
@@ -78,16 +81,6 @@ def torch_transformer(vocab_size, num_layers, d_model, d_ff, num_heads, dropout)
             return hidden @ self.embedding.weight.T
 
     return TorchTransformer()
-
-
-def sinusoids(length, width):
-    """float32 [length, width]: sin on even, cos on odd channels (section 3.5)."""
-    position = np.arange(length)[:, None]
-    rates = 1.0 / 10000 ** (np.arange(0, width, 2) / width)
-    table = np.zeros((length, width), np.float32)
-    table[:, 0::2] = np.sin(position * rates)
-    table[:, 1::2] = np.cos(position * rates)
-    return table
 
 
 def marian_config(vocab_size, num_layers, d_model, d_ff, num_heads, dropout, eos_id,
