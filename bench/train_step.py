@@ -6,11 +6,12 @@ random batch without padding. Variants alternate within each repetition (one ste
 turn), so the machine's noise falls on all of them alike; the matmul peak is measured in the same
 process before and after. Needs `pip install -e .[bench]`.
 
-- this project: `kt.build_model` + `kt.build_loss` (label smoothing 0.1) under `train_on_batch`,
-  float32 or mixed_bfloat16, XLA off or on;
+- this project: `kt.build_model` + `kt.build_loss` (label smoothing 0.1) + `kt.FusedAdam` (what
+  `kt.build_optimizer` gives) under `train_on_batch`, float32 or mixed_bfloat16, XLA off or on;
 - keras-hub: TransformerEncoder/TransformerDecoder stacks, ReversibleEmbedding, sparse
   cross-entropy without smoothing (Keras's smoothing needs one-hot targets, which would slow it
-  down; the peer gets its fastest loss), `train_on_batch`, XLA off or on;
+  down; the peer gets its fastest loss), `keras.optimizers.Adam`, `train_on_batch`, XLA off or
+  on;
 - torch: `torch.nn.Transformer`, eager, `CrossEntropyLoss(label_smoothing=0.1)`, float32 or
   `torch.autocast("cpu", torch.bfloat16)`.
 
@@ -80,22 +81,22 @@ def matmul_peak(dtype, size=2048, repeats=10):
     return 2 * size ** 3 / statistics.median(times)
 
 
-def keras_step(model, loss, jit_compile, batch):
+def keras_step(model, optimizer, loss, jit_compile, batch):
     source, target_input, target = (tf.constant(t) for t in batch)
-    model.compile(optimizer=keras.optimizers.Adam(**ADAM), loss=loss, jit_compile=jit_compile)
+    model.compile(optimizer=optimizer, loss=loss, jit_compile=jit_compile)
     return lambda: float(model.train_on_batch((source, target_input), target))
 
 
 def ours(policy, jit_compile, hp, vocab_size, batch):
     model = kt.build_model(hp, vocab_size, dtype=policy)
-    return keras_step(model, kt.build_loss(hp), jit_compile, batch)
+    return keras_step(model, kt.FusedAdam(**ADAM), kt.build_loss(hp), jit_compile, batch)
 
 
 def keras_hub(policy, jit_compile, hp, vocab_size, batch):
     model = peers.keras_hub_transformer(vocab_size, hp.num_layers, hp.d_model, hp.d_ff,
                                         hp.num_heads, hp.dropout, dtype=policy)
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=kt.PAD_ID)
-    return keras_step(model, loss, jit_compile, batch)
+    return keras_step(model, keras.optimizers.Adam(**ADAM), loss, jit_compile, batch)
 
 
 def torch_model(bf16, hp, vocab_size, batch):

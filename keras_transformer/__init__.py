@@ -40,12 +40,12 @@ from keras_transformer.positional import (
     LearnedPositionEmbedding,
     SinusoidalPositionEncoding,
 )
-from keras_transformer.schedules import TransformerSchedule, paper_adam
+from keras_transformer.schedules import FusedAdam, TransformerSchedule, paper_adam
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "DecoderLayer", "EOS_ID", "EncoderLayer", "HParams", "HParamsError",
+    "DecoderLayer", "EOS_ID", "EncoderLayer", "FusedAdam", "HParams", "HParamsError",
     "LabelSmoothedCrossEntropy", "LearnedPositionEmbedding", "MultiHeadAttention", "PAD_ID",
     "Perplexity", "PositionwiseFeedForward", "SharedEmbedding", "SinusoidalPositionEncoding",
     "TargetTokens", "TokenAccuracy", "Transformer", "TransformerSchedule", "beam_decode",

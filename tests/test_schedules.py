@@ -1,8 +1,17 @@
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
-from keras_transformer import TransformerSchedule, build_optimizer, paper_adam
+from keras_transformer import (
+    TransformerSchedule,
+    build_loss,
+    build_model,
+    build_optimizer,
+    hparams,
+    paper_adam,
+)
+from keras_transformer.schedules import FusedAdam
 
 
 def eq3(step_num, d_model=512, warmup_steps=4000):
@@ -38,7 +47,7 @@ def test_config_roundtrip():
 
 def test_paper_adam():
     adam = paper_adam(d_model=512)
-    assert isinstance(adam, keras.optimizers.Adam)
+    assert isinstance(adam, FusedAdam) and isinstance(adam, keras.optimizers.Adam)
     assert (adam.beta_1, adam.beta_2, adam.epsilon) == (0.9, 0.98, 1e-9)
     assert isinstance(adam._learning_rate, TransformerSchedule)
     big = build_optimizer("transformer_big")
@@ -48,3 +57,72 @@ def test_paper_adam():
 def test_bad_arguments():
     with pytest.raises(ValueError, match="warmup_steps"):
         TransformerSchedule(d_model=512, warmup_steps=0)
+
+
+def adam_trajectory(optimizer, compiled, densify=False, steps=4):
+    """Weights of a dense matrix and an embedding table after `steps` updates of `optimizer`.
+
+    The table's gradient comes from a gather, so it arrives as IndexedSlices (rows 1 and 3
+    twice, row 0 never), as an embedding's does; `densify` converts it to a dense tensor first.
+    """
+    rng = np.random.default_rng(0)
+    dense = keras.Variable(rng.normal(size=(3, 4)).astype("float32"), name="dense")
+    table = keras.Variable(rng.normal(size=(5, 4)).astype("float32"), name="table")
+    inputs = tf.constant(rng.normal(size=(6, 3)).astype("float32"))
+    ids = tf.constant([1, 3, 3, 2, 4, 1])
+
+    def step():
+        with tf.GradientTape() as tape:
+            hidden = tf.matmul(inputs, dense.value) * tf.gather(table.value, ids)
+            loss = tf.reduce_sum(tf.sin(hidden))
+        gradients = tape.gradient(loss, [dense.value, table.value])
+        assert isinstance(gradients[1], tf.IndexedSlices)
+        if densify:
+            gradients[1] = tf.convert_to_tensor(gradients[1])
+        optimizer.apply(gradients, [dense, table])
+
+    step = tf.function(step) if compiled else step
+    for _ in range(steps):
+        step()
+    return [dense.numpy(), table.numpy()], optimizer
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_fused_adam_updates_like_keras_adam(compiled):
+    settings = dict(learning_rate=0.05, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+    # Keras's own update squares an IndexedSlices gradient slice by slice (a row gathered twice
+    # gets g1^2 + g2^2 in v instead of (g1 + g2)^2), so the reference sees the dense gradient.
+    expected, reference = adam_trajectory(keras.optimizers.Adam(**settings), compiled,
+                                          densify=True)
+    actual, fused = adam_trajectory(FusedAdam(**settings), compiled)
+    for want, got in zip(expected, actual):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert np.abs(expected[1][0] - actual[1][0]).max() == 0  # a row without gradient stays put
+    for want, got in zip(reference.variables, fused.variables):  # the same slots, alike
+        assert got.path.split("/")[1:] == want.path.split("/")[1:]
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_weights_saved_with_keras_adam_load_with_fused_adam(tmp_path):
+    """Checkpoints written before the optimizer became FusedAdam resume with it."""
+    hp = hparams.get("transformer_tiny")
+    batch = ((np.array([[5, 6, 1]]), np.array([[0, 7, 8]])), np.array([[7, 8, 1]]))
+    keras.utils.set_random_seed(0)
+    before = build_model(hp, 20)
+    before.compile(optimizer=keras.optimizers.Adam(learning_rate=0.01), loss=build_loss(hp))
+    before.train_on_batch(*batch)
+    before.save_weights(tmp_path / "model.weights.h5")
+    after = build_model(hp, 20)
+    after.compile(optimizer=FusedAdam(learning_rate=0.01), loss=build_loss(hp))
+    after.optimizer.build(after.trainable_variables)
+    after.load_weights(tmp_path / "model.weights.h5")
+    assert int(after.optimizer.iterations) == 1
+    for want, got in zip(before.optimizer.variables, after.optimizer.variables):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_fused_adam_serializes():
+    optimizer = paper_adam(d_model=256, warmup_steps=100)
+    clone = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
+    assert isinstance(clone, FusedAdam)
+    assert clone.get_config() == optimizer.get_config()
