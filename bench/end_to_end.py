@@ -29,14 +29,18 @@ from bench.common import append_results, markdown_table  # noqa: E402
 LINE = re.compile(r"step (\d+): .*target_tokens (\S+),")
 
 
-def kt_train(args, vocab, model_dir):
-    """(steps, real target tokens, seconds) over kt-train's log lines after the first."""
+def kt_train(args, vocab, model_dir, *flags):
+    """(steps, real target tokens, seconds) over kt-train's log lines after the first.
+
+    `flags` go last on kt-train's command line, so they override the ones set here.
+    """
     command = [sys.executable, "-m", "trainer.task", "--model_dir", str(model_dir),
                "--hparams", args.hparams, "--data", "bible_en_es", "--vocab", str(vocab),
                "--batch_tokens", str(args.batch_tokens), "--train_steps", str(args.steps),
                "--checkpoint_every_steps", str(args.checkpoint_every),
                "--eval_every", str(10 * args.steps), "--eval_sentences", "0",
-               "--log_every", str(args.log_every), "--mixed_precision", args.mixed_precision]
+               "--log_every", str(args.log_every), "--mixed_precision", args.mixed_precision,
+               *flags]
     print(" ".join(command), flush=True)
     marks = []
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
