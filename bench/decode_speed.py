@@ -42,8 +42,13 @@ def long_sentences(vocabulary, count, length):
     raise SystemExit(f"the corpus has fewer than {count} sentences of {length} tokens")
 
 
-def variants(model, bf16_model, saved, source_ids, texts, new_tokens, uncached, peers_by_name):
-    """name -> a function decoding the batch once and returning output ids [batch, ..., length]."""
+def variants(models, saved_models, source_ids, texts, new_tokens, uncached, peers_by_name):
+    """name -> a function decoding the batch once and returning output ids [batch, ..., length].
+
+    `models` and `saved_models` map a name suffix (e.g. ", mixed_bfloat16") to a model and to
+    a loaded SavedModel; the suffix "" is the float32 one.
+    """
+    model = models[""]
     batch, source_length = source_ids.shape
     extra = new_tokens - source_length
     source_numpy = source_ids.numpy()
@@ -64,24 +69,25 @@ def variants(model, bf16_model, saved, source_ids, texts, new_tokens, uncached, 
         step_fn, cache = recomputing_step(model, source, new_tokens)
         return kt.beam_search(step_fn, cache, new_tokens, beam_size=4, eos_id=-1)[0]
 
-    found = {
-        "beam 4, cached": lambda: kt.beam_decode(model, source_ids, extra_length=extra,
-                                                 eos_id=-1)[0],
-        "beam 4, cached, whole cache reordered (before)": lambda: whole_cache_reordered(
-            source_ids),
-        "beam 4, cached, mixed_bfloat16": lambda: kt.beam_decode(
-            bf16_model, source_ids, extra_length=extra, eos_id=-1)[0],
-        "beam 4, cached, XLA": lambda: kt.beam_decode(model, source_ids, extra_length=extra,
-                                                      eos_id=-1, jit_compile=True)[0],
-        "beam 4, SavedModel translate_ids": lambda: saved.signatures["translate_ids"](
-            source_ids=source_ids)["ids"],
-        "beam 4, SavedModel serving_default (strings)": lambda: saved.signatures[
-            "serving_default"](inputs=tf.constant(texts))["translations"],
-        "greedy, cached": lambda: kt.sample_decode(model, source_ids, extra_length=extra,
-                                                   temperature=0.0)[0],
-        "greedy, cached, mixed_bfloat16": lambda: kt.sample_decode(
-            bf16_model, source_ids, extra_length=extra, temperature=0.0)[0],
-    }
+    found = {}
+    for suffix, each in models.items():
+        found[f"beam 4, cached{suffix}"] = functools.partial(
+            lambda each: kt.beam_decode(each, source_ids, extra_length=extra, eos_id=-1)[0],
+            each)
+    found["beam 4, cached, whole cache reordered (before)"] = lambda: whole_cache_reordered(
+        source_ids)
+    found["beam 4, cached, XLA"] = lambda: kt.beam_decode(
+        model, source_ids, extra_length=extra, eos_id=-1, jit_compile=True)[0]
+    for suffix, saved in saved_models.items():
+        found[f"beam 4, SavedModel translate_ids{suffix}"] = functools.partial(
+            lambda saved: saved.signatures["translate_ids"](source_ids=source_ids)["ids"],
+            saved)
+    found["beam 4, SavedModel serving_default (strings)"] = lambda: saved_models[""].signatures[
+        "serving_default"](inputs=tf.constant(texts))["translations"]
+    for suffix, each in models.items():
+        found[f"greedy, cached{suffix}"] = functools.partial(
+            lambda each: kt.sample_decode(each, source_ids, extra_length=extra,
+                                          temperature=0.0)[0], each)
     if uncached:
         found["beam 4, uncached (prefix recomputed)"] = lambda: uncached_beam(source_ids)
     for name, (kind, peer) in peers_by_name.items():
@@ -96,11 +102,17 @@ def variants(model, bf16_model, saved, source_ids, texts, new_tokens, uncached, 
 
 def peer_models(hp, vocab_size):
     """name -> (kind, model) of the peers' decoders, same shape, random weights."""
+    import torch
+
     shape = (vocab_size, hp.num_layers, hp.d_model, hp.d_ff, hp.num_heads)
     hf = peers.hf_marian(*shape, eos_id=kt.EOS_ID)
+    hf_bf16 = peers.hf_marian(*shape, eos_id=kt.EOS_ID).to(torch.bfloat16)
+    hf_bf16.load_state_dict(hf.state_dict())
     return {
         "beam 4, HF generate": ("hf", hf),
         "greedy, HF generate": ("hf", hf),
+        "beam 4, HF generate, bfloat16": ("hf", hf_bf16),
+        "greedy, HF generate, bfloat16": ("hf", hf_bf16),
         "beam 4, keras-hub BeamSampler": ("keras-hub", peers.keras_hub_bart(*shape, 4)),
         "greedy, keras-hub GreedySampler": ("keras-hub",
                                                   peers.keras_hub_bart(*shape, 1)),
@@ -130,13 +142,19 @@ def main():
         table = np.asarray(model.embedding.embeddings)
         table[kt.EOS_ID] = 0.0
         model.embedding.embeddings.assign(table)
-        bf16_model = kt.build_model(args.hparams, vocabulary.vocab_size, dtype="mixed_bfloat16")
-        bf16_model.set_weights(model.get_weights())
-        translator = export.Translator(
-            model, vocabulary, extra_length=args.new_tokens - args.source_length,
-            max_input_length=args.source_length, max_batch_size=max(
-                int(b) for b in args.batch_sizes.split(",")))
-        saved = tf.saved_model.load(str(export.export(translator, pathlib.Path(tmp) / "saved")))
+        models = {"": model}
+        for policy, suffix in (("mixed_bfloat16", ", mixed_bfloat16"),
+                               ("bfloat16", ", bfloat16 weights")):
+            models[suffix] = kt.build_model(args.hparams, vocabulary.vocab_size, dtype=policy)
+            models[suffix].set_weights(model.get_weights())
+        saved_models = {}
+        for suffix in ("", ", bfloat16 weights"):
+            translator = export.Translator(
+                models[suffix], vocabulary, extra_length=args.new_tokens - args.source_length,
+                max_input_length=args.source_length, max_batch_size=max(
+                    int(b) for b in args.batch_sizes.split(",")))
+            saved_models[suffix] = tf.saved_model.load(str(export.export(
+                translator, pathlib.Path(tmp) / f"saved{len(saved_models)}")))
         peers_by_name = (peer_models(kt.hparams.get(args.hparams), vocabulary.vocab_size)
                          if args.peers else {})
         texts = long_sentences(vocabulary, max(int(b) for b in args.batch_sizes.split(",")),
@@ -146,7 +164,7 @@ def main():
         for batch in (int(b) for b in args.batch_sizes.split(",")):
             source_ids = translator.tokenize(tf.constant(texts[:batch]))["source_ids"]
             assert source_ids.shape == (batch, args.source_length), source_ids.shape
-            runs = variants(model, bf16_model, saved, source_ids, texts[:batch],
+            runs = variants(models, saved_models, source_ids, texts[:batch],
                             args.new_tokens, args.uncached_repeats > 0, peers_by_name)
             times = {name: [] for name in runs}
             for name, decode in runs.items():  # warm-up: traces and compiles
@@ -170,22 +188,24 @@ def main():
             for name, seconds in times.items():
                 rates = [batch / s for s in seconds]
                 search = name.split(",")[0]  # HF generate with the same search
-                hf = times.get(f"{search}, HF generate")
+                against_hf = [
+                    f"{statistics.median(hf) / statistics.median(seconds):.2f}x" if hf else "-"
+                    for hf in (times.get(f"{search}, HF generate{dtype}")
+                               for dtype in ("", ", bfloat16"))]
                 rows.append([batch, name, f"{statistics.median(rates):.2f} ({min(rates):.2f}-"
                              f"{max(rates):.2f}, n={len(rates)})",
                              f"{statistics.median(seconds):.2f}",
-                             f"{statistics.median(seconds) / cached:.2f}x",
-                             f"{statistics.median(hf) / statistics.median(seconds):.2f}x"
-                             if hf else "-"])
+                             f"{statistics.median(seconds) / cached:.2f}x", *against_hf])
 
     peer_note = ""
     if args.peers:
         import keras_hub
         import torch
         import transformers
-        peer_note = (f" Peers, same shape, random weights, float32: Hugging Face transformers "
-                     f"{transformers.__version__} MarianMTModel.generate (torch "
-                     f"{torch.__version__}, min_new_tokens = max_new_tokens), keras-hub "
+        peer_note = (f" Peers, same shape, random weights, float32 unless named: Hugging Face "
+                     f"transformers {transformers.__version__} MarianMTModel.generate (torch "
+                     f"{torch.__version__}, min_new_tokens = max_new_tokens; also with its "
+                     f"weights in bfloat16), keras-hub "
                      f"{keras_hub.__version__} BartSeq2SeqLM.generate with its samplers (no stop "
                      f"token).")
     table = (f"{args.hparams} shape, {vocabulary.vocab_size}-id shared vocabulary, random "
@@ -193,7 +213,8 @@ def main():
              f"{args.new_tokens} output tokens every hypothesis, beam 4 / alpha 0.6.{peer_note}"
              f"\n\n" + markdown_table(
                  ["batch", "decode", "sentences/s", "s/batch (median)", "time vs cached beam",
-                  "speed vs HF generate (same search)"], rows))
+                  "speed vs HF generate (same search)",
+                  "speed vs HF generate in bfloat16 (same search)"], rows))
     append_results("Decoding speed, beam 4 and greedy", table)
 
 

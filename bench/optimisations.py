@@ -82,7 +82,8 @@ def qkv(rows, training, d=512):
         compiled = tf.function(lambda p=project: with_gradient(p) if training else p())
         functions[name] = lambda compiled=compiled: compiled()[0].numpy()
     what = "forward + backward" if training else "forward"
-    return f"Q, K, V projections of {rows} rows of width {d}, {what}", functions, 20 if training else 200
+    title = f"Q, K, V projections of {rows} rows of width {d}, {what}"
+    return title, functions, 20 if training else 200
 
 
 def main():

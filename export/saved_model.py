@@ -100,7 +100,7 @@ def export(translator, output, version=None, provenance=None):
 def provenance(loaded):
     """What an export of `export.load`'s result keeps of where it came from."""
     return {"checkpoint": str(loaded.checkpoint), "step": step_in_name(loaded.checkpoint),
-            "run": json.loads(loaded.run.to_json())}
+            "dtype": loaded.model.dtype_policy.name, "run": json.loads(loaded.run.to_json())}
 
 
 def parse_args(argv=None):

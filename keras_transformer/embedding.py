@@ -37,17 +37,22 @@ class SharedEmbedding(keras.layers.Layer):
         self.d_model = d_model
 
     def build(self, inputs_shape=None):
+        # Not autocast: under a mixed policy, reading the table would cast all of it to the
+        # compute dtype, which a lookup of a few rows does not need (in incremental decoding,
+        # every step would).
         self.embeddings = self.add_weight(
             name="embeddings", shape=(self.vocab_size, self.d_model),
-            initializer=keras.initializers.RandomNormal(stddev=self.d_model ** -0.5))
+            initializer=keras.initializers.RandomNormal(stddev=self.d_model ** -0.5),
+            autocast=False)
 
     def call(self, inputs, reverse=False):
-        embeddings = ops.cast(self.embeddings, self.compute_dtype)
         if reverse:
+            embeddings = ops.cast(self.embeddings, self.compute_dtype)
             logits = ops.matmul(ops.cast(inputs, self.compute_dtype), ops.transpose(embeddings))
             # Softmax and loss want float32 even when the layers compute in 16 bits.
             return ops.cast(logits, "float32")
-        return ops.take(embeddings, inputs, axis=0) * math.sqrt(self.d_model)
+        rows = ops.cast(ops.take(self.embeddings, inputs, axis=0), self.compute_dtype)
+        return rows * math.sqrt(self.d_model)
 
     def get_config(self):
         config = super().get_config()

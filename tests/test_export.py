@@ -224,7 +224,8 @@ def test_each_export_is_a_new_version_and_none_is_replaced(exported, trained_mod
         "--model_dir", str(trained_model_dir), "--output", str(exported), "--version", "1"],
         capsys)
     settings = json.loads((exported / "1" / "assets" / "export.json").read_text())  # kt-export's
-    assert settings["beam_size"] == 4 and settings["alpha"] == 0.6
+    assert settings["beam_size"] == 4 and settings["alpha"] == 0.6 and (
+        settings["dtype"] == "float32")
     assert settings["max_input_length"] == 64 and settings["max_batch_size"] == 48
     assert settings["run"]["hparams_name"] == "transformer_tiny"
     assert settings["step"] == 300 and settings["checkpoint"].endswith("ckpt-300")
@@ -235,6 +236,31 @@ def test_each_export_is_a_new_version_and_none_is_replaced(exported, trained_mod
                              "--output", str(exported)]) == 0
     assert json.loads((exported / "3" / "assets" / "export.json").read_text())["step"] is None
     assert sorted(p.name for p in exported.iterdir()) == ["1", "2", "3"]  # no leftovers
+
+
+def test_a_bfloat16_export_serves_with_half_the_weights(exported, trained_model_dir):
+    output = exported.parent / "bfloat16"
+    result = kt_export("--model_dir", str(trained_model_dir), "--output", str(output),
+                       "--dtype", "bfloat16")
+    assert result.returncode == 0, result.stderr
+    assert json.loads((output / "1" / "assets" / "export.json").read_text())["dtype"] == (
+        "bfloat16")
+    float32_weights, bfloat16_weights = (
+        sum(f.stat().st_size for f in (path / "1" / "variables").iterdir())
+        for path in (exported, output))
+    assert bfloat16_weights < 0.6 * float32_weights
+    sentences = ["In the beginning God created the heaven and the earth.",
+                 "And God said, Let there be light: and there was light."]
+    replies = []
+    for path in (exported, output):
+        reply = run([sys.executable, "-c", CLIENT, str(path / "1")],
+                    input=json.dumps([sentences]), cwd=path)
+        assert reply.returncode == 0, reply.stderr
+        replies.append(json.loads(reply.stdout)["results"][0])
+    float32, bfloat16 = replies
+    assert all(bfloat16["translations"]) and all(np.isfinite(bfloat16["scores"]))
+    # Rounding the weights moves each sentence's log-probability a little, not the model.
+    np.testing.assert_allclose(bfloat16["scores"], float32["scores"], rtol=0.1)
 
 
 def test_saved_model_cli_lists_the_string_signatures(exported):
