@@ -129,6 +129,9 @@ def main():
     parser.add_argument("--hparams", default="transformer_base")
     parser.add_argument("--uncached_repeats", type=int, default=3,
                         help="runs of the slow uncached decode (0: skip it)")
+    parser.add_argument("--variants", default="",
+                        help="semicolon-separated variant names (the table's 'decode' column) to "
+                             "run; default: all. 'beam 4, cached' always runs: ratios use it")
     parser.add_argument("--peers", action=argparse.BooleanOptionalAction, default=True,
                         help="also Hugging Face generate and keras-hub's samplers (needs "
                              "pip install -e .[bench])")
@@ -166,6 +169,12 @@ def main():
             assert source_ids.shape == (batch, args.source_length), source_ids.shape
             runs = variants(models, saved_models, source_ids, texts[:batch],
                             args.new_tokens, args.uncached_repeats > 0, peers_by_name)
+            if args.variants:
+                chosen = {"beam 4, cached", *args.variants.split(";")}
+                if chosen - runs.keys():
+                    parser.error(f"unknown variants {sorted(chosen - runs.keys())}; choose from "
+                                 f"{list(runs)}")
+                runs = {name: decode for name, decode in runs.items() if name in chosen}
             times = {name: [] for name in runs}
             for name, decode in runs.items():  # warm-up: traces and compiles
                 output = decode()

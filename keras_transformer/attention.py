@@ -13,24 +13,29 @@ def scaled_dot_product_attention(query, key, value, attention_mask=None, dropout
                                  training=None):
     """softmax(Q K^T / sqrt(d_k)) V for every head at once (eq. 1).
 
+    Heads come before positions: both products are then batched matrix products that read their
+    operands as they are, which matters in incremental decoding, where keys and values are long
+    cached tensors and the query is one position (with [batch, length, heads, d] operands,
+    TensorFlow copied every cached tensor into this layout at every step).
+
     Args:
-        query: [batch, query_length, heads, d_k].
-        key: [batch, key_length, heads, d_k].
-        value: [batch, key_length, heads, d_v].
+        query: [batch, heads, query_length, d_k].
+        key: [batch, heads, key_length, d_k].
+        value: [batch, heads, key_length, d_v].
         attention_mask: optional boolean tensor broadcastable to [batch, query_length, key_length];
             True where a query may attend to a key.
         dropout: optional layer applied to the attention weights (e.g. `keras.layers.Dropout`).
         training: passed to `dropout`.
 
     Returns:
-        (output [batch, query_length, heads, d_v],
+        (output [batch, heads, query_length, d_v],
          weights [batch, heads, query_length, key_length]).
         The softmax runs in float32; both results come back in `value`'s dtype.
     """
     d_k = query.shape[-1]
-    # Scaling the queries before the product touches [batch, q, heads, d_k] values instead of the
+    # Scaling the queries before the product touches [batch, heads, q, d_k] values instead of the
     # larger [batch, heads, q, k] score tensor.
-    scores = ops.einsum("bqhd,bkhd->bhqk", query * ops.cast(d_k ** -0.5, query.dtype), key)
+    scores = ops.einsum("bhqd,bhkd->bhqk", query * ops.cast(d_k ** -0.5, query.dtype), key)
     scores = ops.cast(scores, "float32")
     if attention_mask is not None:
         # [..., query, key] -> [..., 1, query, key]: one mask for every head.
@@ -39,7 +44,7 @@ def scaled_dot_product_attention(query, key, value, attention_mask=None, dropout
     weights = ops.cast(ops.softmax(scores, axis=-1), value.dtype)
     if dropout is not None:
         weights = dropout(weights, training=training)
-    return ops.einsum("bhqk,bkhd->bqhd", weights, value), weights
+    return ops.einsum("bhqk,bhkd->bhqd", weights, value), weights
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -64,7 +69,7 @@ class MultiHeadAttention(keras.layers.Layer):
             query itself (self-attention).
         attention_mask: boolean, broadcastable to [batch, query_length, key_length]; True = may
             attend. With a cache, key_length is the cache length.
-        cache: optional (keys [batch, L, h, d_k], values [batch, L, h, d_v]). With `cache_index`,
+        cache: optional (keys [batch, h, L, d_k], values [batch, h, L, d_v]). With `cache_index`,
             the query's own keys and values are written at positions
             [cache_index, cache_index + query_length) and the query attends over all L positions
             (self-attention during incremental decoding; mask the unwritten ones). Without
@@ -113,12 +118,13 @@ class MultiHeadAttention(keras.layers.Layer):
                                initializer=self.kernel_initializer)
 
     def _project(self, x, kernel, head_dim):
-        """[batch, length, width] -> [batch, length, heads, head_dim]."""
+        """[batch, length, width] -> [batch, heads, length, head_dim]."""
         y = ops.matmul(x, ops.cast(kernel, x.dtype))
-        return ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], self.num_heads, head_dim))
+        y = ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], self.num_heads, head_dim))
+        return ops.transpose(y, (0, 2, 1, 3))
 
     def compute_key_value(self, memory):
-        """Projects `memory` [batch, length, d_mem] to (keys [b, l, h, d_k], values [b, l, h, d_v]).
+        """Projects `memory` [batch, length, d_mem] to (keys [b, h, l, d_k], values [b, h, l, d_v]).
 
         Encoder-decoder attention calls this once per sentence and passes the result as `cache`.
         """
@@ -133,12 +139,13 @@ class MultiHeadAttention(keras.layers.Layer):
         else:
             keys, values = self.compute_key_value(query if memory is None else memory)
             if cache is not None:
-                start = [0, cache_index, 0, 0]
+                start = [0, 0, cache_index, 0]
                 keys = ops.slice_update(cache[0], start, ops.cast(keys, cache[0].dtype))
                 values = ops.slice_update(cache[1], start, ops.cast(values, cache[1].dtype))
                 cache = (keys, values)
         heads, weights = scaled_dot_product_attention(
             queries, keys, values, attention_mask, self._weights_dropout, training)
+        heads = ops.transpose(heads, (0, 2, 1, 3))
         concatenated = ops.reshape(
             heads, (ops.shape(heads)[0], ops.shape(heads)[1], self.num_heads * self.value_dim))
         output = ops.matmul(concatenated, ops.cast(self.output_kernel, concatenated.dtype))

@@ -53,7 +53,7 @@ def cached_step(model, source_ids, max_length, beam_size=1):
     Returns:
         (step_fn, cache): step_fn(ids [rows], step, cache) -> (float32 logits [rows, vocab],
         cache), rows = batch * beam_size; the cache a list (one per decoder layer) of
-        "self_keys" and "self_values" buffers [batch, max_length, h, d].
+        "self_keys" and "self_values" buffers [batch, h, max_length, d].
     """
     cache = model.init_cache(model.encode(source_ids), padding_mask(source_ids), max_length)
     buffers = [{name: layer[name] for name in _SELF_ATTENTION} for layer in cache["layers"]]

@@ -172,16 +172,16 @@ class DecoderLayer(_TransformerLayer):
     def init_cache(self, memory, max_length):
         """Returns this layer's decoding cache for `memory` [batch, source_length, d_model].
 
-        The encoder-decoder keys and values are computed here, once per sentence; the
-        self-attention buffers [batch, max_length, h, d_k|d_v] start at zero and are filled one
-        step at a time.
+        The encoder-decoder keys and values [batch, h, source_length, d_k|d_v] are computed
+        here, once per sentence; the self-attention buffers [batch, h, max_length, d_k|d_v]
+        start at zero and are filled one step at a time.
         """
         memory_keys, memory_values = self.memory_attention.compute_key_value(memory)
         batch = ops.shape(memory)[0]
         dtype = memory_keys.dtype
         return {
-            "self_keys": ops.zeros((batch, max_length, self.num_heads, self.d_k), dtype),
-            "self_values": ops.zeros((batch, max_length, self.num_heads, self.d_v), dtype),
+            "self_keys": ops.zeros((batch, self.num_heads, max_length, self.d_k), dtype),
+            "self_values": ops.zeros((batch, self.num_heads, max_length, self.d_v), dtype),
             "memory_keys": memory_keys,
             "memory_values": memory_values,
         }

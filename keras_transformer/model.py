@@ -183,7 +183,7 @@ class Transformer(TokenLevelTraining, keras.Model):
         Returns:
             A dict of tensors, each with batch as its first axis (so beam search can tile and
             reorder it): "memory_mask" and, per decoder layer, the encoder-decoder keys and values
-            (computed here, once) and zeroed self-attention buffers [batch, max_length, h, d].
+            (computed here, once) and zeroed self-attention buffers [batch, h, max_length, d].
         """
         self._ensure_built()
         # The buffers take memory's dtype; the compute dtype keeps them stable across steps.
@@ -243,7 +243,7 @@ class Transformer(TokenLevelTraining, keras.Model):
 
         if step is None:
             raise ValueError("decode with a cache needs step, the position of target_ids[:, 0]")
-        cache_length = ops.shape(cache["layers"][0]["self_keys"])[1]
+        cache_length = ops.shape(cache["layers"][0]["self_keys"])[2]
         # The cache writes would clamp silently at the end of the buffers. (Under XLA the check
         # compiles away: callers that jit-compile must size the cache, as beam search does.)
         step = ops.cast(step, "int32")

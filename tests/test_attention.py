@@ -17,18 +17,17 @@ def numpy_attention(q, k, v, mask=None):
 
 def test_scaled_dot_product_attention_equals_numpy(rng):
     b, tq, tk, h, dk, dv = 2, 3, 5, 2, 4, 6
-    q, k = rng.normal(size=(b, tq, h, dk)), rng.normal(size=(b, tk, h, dk))
-    v = rng.normal(size=(b, tk, h, dv))
+    q, k = rng.normal(size=(b, h, tq, dk)), rng.normal(size=(b, h, tk, dk))
+    v = rng.normal(size=(b, h, tk, dv))
     mask = rng.random((b, tq, tk)) > 0.3
     mask[..., 0] = True  # every query sees at least one key
     out, weights = scaled_dot_product_attention(
         q.astype("float32"), k.astype("float32"), v.astype("float32"), mask)
-    assert out.shape == (b, tq, h, dv) and weights.shape == (b, h, tq, tk)
+    assert out.shape == (b, h, tq, dv) and weights.shape == (b, h, tq, tk)
     for i in range(b):
         for j in range(h):
-            expected, expected_weights = numpy_attention(q[i, :, j], k[i, :, j], v[i, :, j],
-                                                         mask[i])
-            np.testing.assert_allclose(np.asarray(out)[i, :, j], expected, rtol=1e-5, atol=1e-5)
+            expected, expected_weights = numpy_attention(q[i, j], k[i, j], v[i, j], mask[i])
+            np.testing.assert_allclose(np.asarray(out)[i, j], expected, rtol=1e-5, atol=1e-5)
             np.testing.assert_allclose(np.asarray(weights)[i, j], expected_weights, atol=1e-6)
 
 
@@ -42,7 +41,7 @@ def test_a_mask_without_batch_axis_applies_to_queries_not_heads(rng):
 
 
 def test_fully_masked_query_gives_finite_output(rng):
-    q = rng.normal(size=(1, 2, 1, 4)).astype("float32")
+    q = rng.normal(size=(1, 1, 2, 4)).astype("float32")
     out, weights = scaled_dot_product_attention(q, q, q, np.zeros((1, 2, 2), bool))
     assert np.all(np.isfinite(out)) and np.allclose(np.asarray(weights), 0.5)
 
@@ -86,7 +85,7 @@ def test_self_attention_cache_equals_full_causal_attention(rng):
     x = rng.normal(size=(2, 5, 8)).astype("float32")
     causal = np.tril(np.ones((5, 5), bool))[None]
     full = np.asarray(layer(x, attention_mask=causal))
-    cache = (np.zeros((2, 7, 2, 4), "float32"), np.zeros((2, 7, 2, 3), "float32"))
+    cache = (np.zeros((2, 2, 7, 4), "float32"), np.zeros((2, 2, 7, 3), "float32"))
     for t in range(5):
         mask = (np.arange(7) <= t)[None, None, :]
         out, cache = layer(x[:, t:t + 1], attention_mask=mask, cache=cache, cache_index=t)

@@ -56,7 +56,7 @@ def test_decoder_cache_equals_full_pass(rng):
     full = np.asarray(layer(x, memory, self_attention_mask=np.tril(np.ones((5, 5), bool))[None],
                             memory_mask=memory_mask))
     cache = layer.init_cache(memory, max_length=5)
-    assert cache["self_keys"].shape == (2, 5, 2, 4) and cache["self_values"].shape == (2, 5, 2, 6)
+    assert cache["self_keys"].shape == (2, 2, 5, 4) and cache["self_values"].shape == (2, 2, 5, 6)
     for t in range(5):
         out, cache = layer(x[:, t:t + 1], self_attention_mask=(np.arange(5) <= t)[None, None],
                            memory_mask=memory_mask, cache=cache, cache_index=t)
