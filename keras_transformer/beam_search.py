@@ -7,8 +7,10 @@ that runs inside `tf.function`, under `jit_compile=True` and in an exported Save
     step_fn(ids int32 [rows], step int32 scalar, cache) -> (logits [rows, vocab], cache)
 
 `ids` are the tokens at position `step` (`start_id` at step 0), one per hypothesis; `cache` is any
-nest of tensors whose leading dimension is `rows`, returned with the same structure and shapes
-(preallocated buffers written at `step`, as `Transformer.init_cache` makes, keep it so).
+nest of tensors whose leading dimension is `rows`, returned with the same structure and leading
+dimension. Its other dimensions may change from step to step (a cache that grows by a position a
+step, as `Transformer.init_cache(max_length=None)` makes); under `jit_compile=True` they must not
+(preallocated buffers written at `step`, as `Transformer.init_cache(max_length=n)` makes).
 
 Each sentence has its own length limit `max_lengths[b]` (tokens produced, end of sentence
 included): its hypotheses end there whether or not they produced `eos_id`, so a sentence's result
@@ -47,10 +49,18 @@ def _batch_size(cache):
     return tf.shape(tf.nest.flatten(cache)[0])[0]
 
 
-def _same_shapes(before, after):
-    """`after` with the static shapes of `before`, which a while loop's state must keep (batch
-    reshapes and gathers lose a static batch size)."""
-    return tf.nest.map_structure(lambda old, new: tf.ensure_shape(new, old.shape), before, after)
+def _loop_shapes(state):
+    """The shape invariants of a search's loop state, whose last element is the cache: the
+    cache's tensors keep their leading (rows) dimension, the rest keep their shapes."""
+    *rest, cache = state
+    return (*(t.shape for t in rest), tf.nest.map_structure(
+        lambda t: t.shape[:1].concatenate([None] * (t.shape.rank - 1)), cache))
+
+
+def _same_shapes(invariants, state):
+    """`state` with the static shapes of `invariants`, which a while loop's state must keep
+    (batch reshapes and gathers lose a static batch size)."""
+    return tf.nest.map_structure(tf.ensure_shape, state, invariants)
 
 
 def write_position(buffer, step, values):
@@ -143,8 +153,8 @@ def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_leng
         finished_scores, keep = tf.math.top_k(
             tf.concat([finished_scores, ended_scores], axis=1), k=beams)
         finished_ids = tf.gather(tf.concat([finished_ids, top_ids], axis=1), keep, batch_dims=1)
-        return _same_shapes(state, (step + 1, alive_ids, alive_log_probs, finished_ids,
-                                    finished_scores, cache))
+        return _same_shapes(invariants, (step + 1, alive_ids, alive_log_probs, finished_ids,
+                                         finished_scores, cache))
 
     def not_done(step, alive_ids, alive_log_probs, finished_ids, finished_scores, cache):
         within = step < last_step
@@ -154,9 +164,10 @@ def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_leng
         settled = finished_scores[:, -1] >= best_reachable  # -inf alive: nothing left to try
         return within & tf.logical_not(tf.reduce_all(settled))
 
+    initial = (tf.constant(0), alive_ids, alive_log_probs, finished_ids, finished_scores, cache)
+    invariants = _loop_shapes(initial)
     _, _, _, finished_ids, finished_scores, _ = tf.while_loop(
-        not_done, step_body,
-        (tf.constant(0), alive_ids, alive_log_probs, finished_ids, finished_scores, cache))
+        not_done, step_body, initial, shape_invariants=invariants)
     return finished_ids, finished_scores
 
 
@@ -205,7 +216,7 @@ def sampling_search(step_fn, cache, max_lengths, temperature=0.0, top_k=0, seed=
         scores += tf.where(finished, 0.0, chosen_log_prob)
         ids = write_position(ids, step, chosen)
         finished |= (chosen == eos_id) | (step + 1 >= max_lengths)
-        return _same_shapes(state, (step + 1, chosen, ids, finished, scores, cache))
+        return _same_shapes(invariants, (step + 1, chosen, ids, finished, scores, cache))
 
     def not_done(step, previous, ids, finished, scores, cache):
         return (step < buffer_length) & tf.logical_not(tf.reduce_all(finished))
@@ -213,5 +224,7 @@ def sampling_search(step_fn, cache, max_lengths, temperature=0.0, top_k=0, seed=
     initial = (tf.constant(0), tf.fill([batch], start_id),
                tf.zeros([batch, buffer_length], tf.int32), max_lengths <= 0,
                tf.zeros([batch]), cache)
-    _, _, ids, _, scores, _ = tf.while_loop(not_done, step_body, initial)
+    invariants = _loop_shapes(initial)
+    _, _, ids, _, scores, _ = tf.while_loop(not_done, step_body, initial,
+                                            shape_invariants=invariants)
     return ids, scores

@@ -1,10 +1,14 @@
 """Decoding a `Transformer`: its step functions, and beam search, greedy decoding and sampling.
 
 `cached_step` feeds one token a step through the key/value cache: the encoder runs once, the
-encoder-decoder keys and values are computed once (`Transformer.init_cache`), and each step writes
-one position of the preallocated self-attention buffers, so a sentence of n tokens costs n
-one-position decoder passes. `recomputing_step` runs the decoder over the whole prefix every step
-instead (n(n+1)/2 positions): the reference the cache must agree with, and the baseline it beats.
+encoder-decoder keys and values are computed once (`Transformer.init_cache`), and each step adds
+one position to the self-attention buffers, so a sentence of n tokens costs n one-position decoder
+passes. The buffers grow a position a step, except under XLA, which needs fixed shapes: there
+they are preallocated and written at each step (which XLA does in place; TensorFlow's graph
+executor would copy the whole buffer, and beam search's reordering copies it again).
+
+`recomputing_step` runs the decoder over the whole prefix every step instead (n(n+1)/2
+positions): the reference the cache must agree with, and the baseline it beats.
 
 The searches themselves are in `beam_search.py`.
 """
@@ -35,7 +39,7 @@ def decode_lengths(source_ids, extra_length=50, max_length=None):
     return lengths if max_length is None else tf.minimum(lengths, max_length)
 
 
-def cached_step(model, source_ids, max_length, beam_size=1):
+def cached_step(model, source_ids, max_length=None, beam_size=1):
     """A step function and its initial cache for the searches in `beam_search.py`.
 
     The encoder-decoder keys and values and the source mask are the same for every hypothesis of
@@ -47,13 +51,14 @@ def cached_step(model, source_ids, max_length, beam_size=1):
     Args:
         model: a `Transformer`.
         source_ids: int32 [batch, source_length], 0-padded.
-        max_length: positions the cache holds (int or int32 scalar).
+        max_length: positions the preallocated cache holds (int or int32 scalar), for
+            `jit_compile`; None: the cache grows a position a step.
         beam_size: rows the search gives each sentence (1 for greedy decoding and sampling).
 
     Returns:
         (step_fn, cache): step_fn(ids [rows], step, cache) -> (float32 logits [rows, vocab],
         cache), rows = batch * beam_size; the cache a list (one per decoder layer) of
-        "self_keys" and "self_values" buffers [batch, h, max_length, d].
+        "self_keys" and "self_values" buffers [batch, h, max_length or 0, d].
     """
     cache = model.init_cache(model.encode(source_ids), padding_mask(source_ids), max_length)
     buffers = [{name: layer[name] for name in _SELF_ATTENTION} for layer in cache["layers"]]
@@ -65,7 +70,8 @@ def cached_step(model, source_ids, max_length, beam_size=1):
 
     def step_fn(ids, step, buffers):
         layers = [dict(layer, **own) for layer, own in zip(fixed["layers"], buffers)]
-        logits, cache = model.decode(ids[:, None], cache=dict(fixed, layers=layers), step=step)
+        logits, cache = model.decode(ids[:, None], cache=dict(fixed, layers=layers), step=step,
+                                     grow_cache=max_length is None)
         return logits[:, 0], [{name: layer[name] for name in _SELF_ATTENTION}
                               for layer in cache["layers"]]
 
@@ -115,7 +121,7 @@ def _beam_decode(model, source_ids, max_length, extra_length, beam_size, alpha, 
                  static_buffer):
     source_ids = tf.cast(source_ids, tf.int32)
     limits, buffer = _limits(model, source_ids, max_length, extra_length, static_buffer)
-    step_fn, cache = cached_step(model, source_ids, buffer, beam_size)
+    step_fn, cache = cached_step(model, source_ids, buffer if static_buffer else None, beam_size)
     return beam_search(step_fn, cache, limits, beam_size, alpha, buffer, eos_id)
 
 
@@ -164,7 +170,7 @@ def sample_decode(model, source_ids, max_length=None, extra_length=50, temperatu
     """
     source_ids = tf.cast(source_ids, tf.int32)
     limits, buffer = _limits(model, source_ids, max_length, extra_length, static_buffer=False)
-    step_fn, cache = cached_step(model, source_ids, buffer)
+    step_fn, cache = cached_step(model, source_ids)
     return sampling_search(step_fn, cache, limits, temperature, top_k, seed, buffer)
 
 

@@ -140,7 +140,9 @@ class DecoderLayer(_TransformerLayer):
         memory_mask: boolean, broadcastable to [batch, target_length, source_length] (the
             source padding mask).
         cache: optional dict from `init_cache`, for incremental decoding.
-        cache_index: scalar int, the position of `inputs`' first step in the cache.
+        cache_index: scalar int, the position of `inputs`' first step in the cache's
+            preallocated self-attention buffers; None appends `inputs`' keys and values to
+            them instead (a growing cache, `init_cache(memory, None)`).
         return_attention_scores: also return the attention weights (not with a cache).
 
     Returns:
@@ -169,15 +171,17 @@ class DecoderLayer(_TransformerLayer):
         self.memory_attention_block.build(inputs_shape)
         self._build_feed_forward(inputs_shape)
 
-    def init_cache(self, memory, max_length):
+    def init_cache(self, memory, max_length=None):
         """Returns this layer's decoding cache for `memory` [batch, source_length, d_model].
 
         The encoder-decoder keys and values [batch, h, source_length, d_k|d_v] are computed
         here, once per sentence; the self-attention buffers [batch, h, max_length, d_k|d_v]
-        start at zero and are filled one step at a time.
+        start at zero and are filled one step at a time (`call` with `cache_index`), or, with
+        `max_length=None`, start empty and grow a step at a time (`call` without it).
         """
         memory_keys, memory_values = self.memory_attention.compute_key_value(memory)
         batch = ops.shape(memory)[0]
+        max_length = 0 if max_length is None else max_length
         dtype = memory_keys.dtype
         return {
             "self_keys": ops.zeros((batch, self.num_heads, max_length, self.d_k), dtype),
@@ -197,10 +201,17 @@ class DecoderLayer(_TransformerLayer):
             raise ValueError("return_attention_scores needs the whole target at once, not a "
                              "cache: run decode without one on the decoded ids")
         else:
-            attended, (keys, values) = self.self_attention(
-                inputs, attention_mask=self_attention_mask,
-                cache=(cache["self_keys"], cache["self_values"]), cache_index=cache_index,
-                training=training)
+            buffers = (cache["self_keys"], cache["self_values"])
+            if cache_index is None:  # a growing cache: append this step's keys and values
+                keys, values = (
+                    ops.concatenate([old, ops.cast(new, old.dtype)], axis=2) for old, new in
+                    zip(buffers, self.self_attention.compute_key_value(inputs)))
+                attended, _ = self.self_attention(inputs, attention_mask=self_attention_mask,
+                                                  cache=(keys, values), training=training)
+            else:
+                attended, (keys, values) = self.self_attention(
+                    inputs, attention_mask=self_attention_mask, cache=buffers,
+                    cache_index=cache_index, training=training)
             memory_cache = (cache["memory_keys"], cache["memory_values"])
             cache = dict(cache, self_keys=keys, self_values=values)
         x = self.self_attention_block(inputs, attended, training=training)

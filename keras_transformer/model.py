@@ -172,18 +172,23 @@ class Transformer(TokenLevelTraining, keras.Model):
             weights.append(layer_weights)
         return (x, ops.stack(weights, axis=1)) if return_attention_scores else x
 
-    def init_cache(self, memory, source_mask, max_length):
-        """Prepares incremental decoding of up to `max_length` target positions.
+    def init_cache(self, memory, source_mask, max_length=None):
+        """Prepares incremental decoding.
 
         Args:
             memory: encoder output [batch, source_length, d_model].
             source_mask: bool [batch, source_length], `padding_mask(source_ids)`.
-            max_length: number of decoder positions the cache holds.
+            max_length: number of decoder positions the self-attention buffers hold,
+                preallocated, for `decode(..., step=i)` to write into (fixed shapes, as XLA
+                needs). None: the buffers start empty and grow with every
+                `decode(..., step=i, grow_cache=True)`, which without XLA costs less, as a
+                step then copies only the positions so far, not a whole preallocated buffer.
 
         Returns:
             A dict of tensors, each with batch as its first axis (so beam search can tile and
             reorder it): "memory_mask" and, per decoder layer, the encoder-decoder keys and values
-            (computed here, once) and zeroed self-attention buffers [batch, h, max_length, d].
+            (computed here, once) and the self-attention buffers [batch, h, max_length or 0, d]
+            ("self_keys", "self_values"; zeros).
         """
         self._ensure_built()
         # The buffers take memory's dtype; the compute dtype keeps them stable across steps.
@@ -194,7 +199,7 @@ class Transformer(TokenLevelTraining, keras.Model):
         }
 
     def decode(self, target_ids, memory=None, source_mask=None, cache=None, step=None,
-               training=None, return_attention_scores=False):
+               grow_cache=False, training=None, return_attention_scores=False):
         """Runs the decoder stack and the output projection.
 
         Without a cache (training, scoring): `target_ids` is the whole shifted-right target and
@@ -210,6 +215,9 @@ class Transformer(TokenLevelTraining, keras.Model):
             source_mask: bool [batch, source_length] (no cache).
             cache: dict from `init_cache`, or a previous call's returned cache.
             step: scalar int, the position of target_ids[:, 0] (with a cache).
+            grow_cache: the cache is a growing one (`init_cache(max_length=None)`): the new
+                keys and values are appended to it, and `step` must be the number of positions
+                it holds. False: they are written at `step` into its preallocated buffers.
             return_attention_scores: also return the attention weights (not with a cache).
 
         Returns:
@@ -244,21 +252,30 @@ class Transformer(TokenLevelTraining, keras.Model):
         if step is None:
             raise ValueError("decode with a cache needs step, the position of target_ids[:, 0]")
         cache_length = ops.shape(cache["layers"][0]["self_keys"])[2]
-        # The cache writes would clamp silently at the end of the buffers. (Under XLA the check
-        # compiles away: callers that jit-compile must size the cache, as beam search does.)
         step = ops.cast(step, "int32")
-        step = checks.guarded(
-            step, step + length <= cache_length,
-            "decode step runs past the end of the cache; init_cache(max_length=...) sized it to",
-            cache_length)
+        if grow_cache:
+            step = checks.guarded(
+                step, ops.equal(step, cache_length),
+                "decode step must be the number of positions a growing cache holds "
+                "(grow_cache=True needs a cache from init_cache(max_length=None)); step and "
+                "positions held:", step, cache_length)
+        else:
+            # The cache writes would clamp silently at the end of the buffers. (Under XLA the
+            # check compiles away: callers that jit-compile must size the cache, as beam search
+            # does.)
+            step = checks.guarded(
+                step, step + length <= cache_length,
+                "decode step runs past the end of the cache (a cache from init_cache("
+                "max_length=None) grows: pass grow_cache=True); its length is", cache_length)
         x = self._embed(target_ids, self.decoder_positions, self.decoder_input_dropout, training,
                         start_index=step)
-        self_mask = causal_mask(length, cache_length, start_index=step)
+        key_length = step + length if grow_cache else cache_length
+        self_mask = causal_mask(length, key_length, start_index=step)
         memory_mask = cache["memory_mask"][:, None, :]
         layer_caches = []
         for layer, layer_cache in zip(self.decoder_layers, cache["layers"]):
             x, layer_cache = layer(x, self_attention_mask=self_mask, memory_mask=memory_mask,
-                                   cache=layer_cache, cache_index=step,
+                                   cache=layer_cache, cache_index=None if grow_cache else step,
                                    return_attention_scores=return_attention_scores,
                                    training=training)
             layer_caches.append(layer_cache)

@@ -116,15 +116,55 @@ def test_attention_scores_need_the_whole_target_not_a_cache(rng):
 
 
 @pytest.mark.parametrize("position_encoding", ["sinusoidal", "learned"])
-def test_step_by_step_cached_decoding_equals_full_pass(rng, position_encoding):
+@pytest.mark.parametrize("max_length", [8, None], ids=["preallocated", "growing"])
+def test_step_by_step_cached_decoding_equals_full_pass(rng, position_encoding, max_length):
     model = tiny_model(position_encoding=position_encoding)
     source, target = padded_pair(rng)
     full = np.asarray(model((source, target)))
     memory = model.encode(source)
-    cache = model.init_cache(memory, kt.padding_mask(source), max_length=8)
+    cache = model.init_cache(memory, kt.padding_mask(source), max_length=max_length)
     for step in range(target.shape[1]):
-        logits, cache = model.decode(target[:, step:step + 1], cache=cache, step=step)
+        logits, cache = model.decode(target[:, step:step + 1], cache=cache, step=step,
+                                     grow_cache=max_length is None)
         np.testing.assert_allclose(np.asarray(logits)[:, 0], full[:, step], atol=1e-5)
+    held = cache["layers"][0]["self_keys"].shape[2]
+    assert held == (8 if max_length else target.shape[1])
+
+
+def test_a_growing_cache_takes_chunks_in_a_compiled_loop(rng):
+    model = tiny_model()
+    source, target = padded_pair(rng)
+    full = np.asarray(model((source, target)))
+
+    @tf.function
+    def decode_chunk(ids, cache, step):
+        return model.decode(ids, cache=cache, step=step, grow_cache=True)
+
+    cache = model.init_cache(model.encode(source), kt.padding_mask(source))
+    for step in range(0, 6, 3):
+        logits, cache = decode_chunk(target[:, step:step + 3], cache, tf.constant(step))
+        np.testing.assert_allclose(np.asarray(logits), full[:, step:step + 3], atol=1e-5)
+
+
+@pytest.mark.parametrize("max_length, grow_cache, message", [
+    (None, False, "grow_cache=True"),  # a growing cache written as a preallocated one
+    (6, True, "growing cache"),  # and the other way round
+])
+def test_a_cache_used_as_the_other_kind_is_an_error(rng, max_length, grow_cache, message):
+    model = tiny_model()
+    source, target = padded_pair(rng)
+    cache = model.init_cache(model.encode(source), kt.padding_mask(source), max_length)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+        model.decode(target[:, :1], cache=cache, step=0, grow_cache=grow_cache)
+
+
+def test_a_growing_cache_refuses_a_step_it_does_not_hold(rng):
+    model = tiny_model()
+    source, target = padded_pair(rng)
+    _, cache = model.decode(target[:, :2], cache=model.init_cache(
+        model.encode(source), kt.padding_mask(source)), step=0, grow_cache=True)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="positions a growing cache holds"):
+        model.decode(target[:, 3:4], cache=cache, step=3, grow_cache=True)
 
 
 def test_cached_decoding_in_chunks_and_under_xla(rng):
