@@ -2,9 +2,10 @@
 
 import pathlib
 
-from setuptools import find_packages, setup
+from setuptools import setup
 
 HERE = pathlib.Path(__file__).parent
+SUBPACKAGES = ("data", "model_dir", "trainer", "export", "demo")
 
 # tensorflow, tensorflow-text and keras move in step: tensorflow-text 2.21.x is built against
 # tensorflow 2.21.x, and keras 3.15.1 is the version tensorflow 2.21.0 resolves to. Bump together.
@@ -46,17 +47,22 @@ setup(
     # Tested on 3.11; every pinned package has 3.12 wheels (Colab's Python), checked with pip
     # download --python-version 3.12.
     python_requires=">=3.11,<3.13",
-    packages=find_packages(include=["keras_transformer", "keras_transformer.*", "data", "trainer",
-                                     "export"]),
-    package_data={"data": ["corpora/*/*"]},
+    # One installed name: the repository keeps data/, trainer/ and export/ at its root (the
+    # project's layout), and they install as keras_transformer.data, .trainer and .export, so
+    # no top-level `data`, `trainer` or `export` lands in site-packages beside users' own.
+    packages=["keras_transformer", "keras_transformer.hparams",
+              *(f"keras_transformer.{name}" for name in SUBPACKAGES)],
+    package_dir={"keras_transformer": "keras_transformer",
+                 **{f"keras_transformer.{name}": name for name in SUBPACKAGES}},
+    package_data={"keras_transformer.data": ["corpora/*/*"]},
     entry_points={"console_scripts": [
-        "kt-vocab=data.vocab:main",
-        "kt-train=trainer.task:main",
-        "kt-average=trainer.average:main",
-        "kt-translate=export.translate:main",
-        "kt-export=export.saved_model:main",
-        "kt-attention=export.attention:main",
-        "kt-demo=export.demo:main",
+        "kt-vocab=keras_transformer.data.vocab:main",
+        "kt-train=keras_transformer.trainer.task:main",
+        "kt-average=keras_transformer.trainer.average:main",
+        "kt-translate=keras_transformer.export.translate:main",
+        "kt-export=keras_transformer.export.saved_model:main",
+        "kt-attention=keras_transformer.export.attention:main",
+        "kt-demo=keras_transformer.demo.demo:main",
     ]},
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,

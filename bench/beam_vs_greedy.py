@@ -18,11 +18,10 @@ import tensorflow as tf
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-import data  # noqa: E402
-import export  # noqa: E402
+from keras_transformer import data  # noqa: E402
+from keras_transformer import export  # noqa: E402
 import keras_transformer as kt  # noqa: E402
 from bench.common import append_results, markdown_table  # noqa: E402
-from trainer.evaluation import source_ids_of  # noqa: E402
 
 
 def main():
@@ -39,7 +38,7 @@ def main():
     pairs = list(source.pairs("dev").take(args.sentences).as_numpy_iterator())
     sources = [en.decode("utf-8") for en, _ in pairs]
     references = [es.decode("utf-8") for _, es in pairs]
-    ids = source_ids_of(loaded.vocabulary, sources, loaded.run.max_length)
+    ids = loaded.vocabulary.encode(tf.constant(sources), loaded.run.max_length).to_tensor().numpy()
 
     def decode(beam_size):
         """Best hypotheses' texts and scores; beam_size 0 is greedy decoding."""

@@ -23,8 +23,8 @@ import tensorflow as tf
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-import data  # noqa: E402
-import export  # noqa: E402
+from keras_transformer import data  # noqa: E402
+from keras_transformer import export  # noqa: E402
 import keras_transformer as kt  # noqa: E402
 from bench import peers  # noqa: E402
 from bench.common import append_results, markdown_table  # noqa: E402

@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-import data  # noqa: E402
+from keras_transformer import data  # noqa: E402
 import keras_transformer as kt  # noqa: E402
 from bench.common import append_results, markdown_table  # noqa: E402
 
@@ -34,7 +34,7 @@ def kt_train(args, vocab, model_dir, *flags):
 
     `flags` go last on kt-train's command line, so they override the ones set here.
     """
-    command = [sys.executable, "-m", "trainer.task", "--model_dir", str(model_dir),
+    command = [sys.executable, "-m", "keras_transformer.trainer.task", "--model_dir", str(model_dir),
                "--hparams", args.hparams, "--data", "bible_en_es", "--vocab", str(vocab),
                "--batch_tokens", str(args.batch_tokens), "--train_steps", str(args.steps),
                "--checkpoint_every_steps", str(args.checkpoint_every),

@@ -37,11 +37,11 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import keras_transformer as kt  # noqa: E402
 from bench.common import append_results, markdown_table  # noqa: E402
-from trainer import checkpoints, config  # noqa: E402
+from keras_transformer.model_dir import checkpoints, config  # noqa: E402
 
 
 def command(model_dir, steps, *flags):
-    return [sys.executable, "-m", "trainer.task", "--model_dir", str(model_dir),
+    return [sys.executable, "-m", "keras_transformer.trainer.task", "--model_dir", str(model_dir),
             "--hparams", "transformer_tiny", "--hparams_override", "warmup_steps=20",
             "--vocab_size", "1000", "--batch_tokens", "1500", "--max_length", "64",
             "--train_steps", str(steps), "--checkpoint_every_steps", "7", "--deterministic",
@@ -279,7 +279,7 @@ def full_disk(work, reference, steps, vocab):
 # Run inside the mount namespace after kt-train: lists the checkpoints and verifies the newest.
 VERIFY = """
 import sys, pathlib
-from trainer import checkpoints, config
+from keras_transformer.model_dir import checkpoints, config
 directory = checkpoints.CheckpointDirectory(pathlib.Path(sys.argv[1]) / config.CHECKPOINT_DIR)
 names = sorted(p.name for p in directory.directory.iterdir())
 checkpoints.verify(directory.paths()[-1])

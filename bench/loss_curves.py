@@ -16,7 +16,7 @@ import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-import data  # noqa: E402
+from keras_transformer import data  # noqa: E402
 from bench.common import append_results, markdown_table  # noqa: E402
 from bench.end_to_end import kt_train  # noqa: E402
 from bench.plot_training import scalars  # noqa: E402

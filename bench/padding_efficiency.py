@@ -13,9 +13,9 @@ import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-import data  # noqa: E402
+from keras_transformer import data  # noqa: E402
 from bench.common import append_results, markdown_table  # noqa: E402
-from data.inspect import describe  # noqa: E402
+from keras_transformer.data.inspect import describe  # noqa: E402
 
 
 def main():

@@ -11,9 +11,8 @@ import math
 import keras
 import numpy as np
 
-from keras_transformer import SinusoidalPositionEncoding
+from keras_transformer import PAD_ID, SinusoidalPositionEncoding
 
-PAD_ID = 0
 
 
 def keras_hub_transformer(vocab_size, num_layers, d_model, d_ff, num_heads, dropout,

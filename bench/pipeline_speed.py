@@ -17,7 +17,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-import data  # noqa: E402
+from keras_transformer import data  # noqa: E402
 import keras_transformer as kt  # noqa: E402
 from bench.common import append_results, markdown_table, summary  # noqa: E402
 

@@ -49,7 +49,7 @@ def rss_mb():
 
 
 def export_model(model_dir, output):
-    subprocess.run([sys.executable, "-m", "export", "--model_dir", str(model_dir), "--output",
+    subprocess.run([sys.executable, "-m", "keras_transformer.export", "--model_dir", str(model_dir), "--output",
                     str(output)], check=True, capture_output=True, text=True)
     return next(p for p in sorted(pathlib.Path(output).iterdir()) if p.name.isdigit())
 
@@ -167,7 +167,7 @@ def kt_translate_10k(model_dir, directory, valid, seed):
     source = pathlib.Path(directory) / "input.txt"
     source.write_bytes(b"\n".join(lines) + b"\n")
     start = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-m", "export.translate", "--model_dir",
+    process = subprocess.Popen([sys.executable, "-m", "keras_transformer.export.translate", "--model_dir",
                                 str(model_dir), "--input", str(source), "--output",
                                 str(pathlib.Path(directory) / "output.txt")],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

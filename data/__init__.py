@@ -1,6 +1,6 @@
 """Input pipelines: sources of sentence pairs, subword vocabularies, token-budget batches.
 
-    import data
+    from keras_transformer import data
     vocabulary = data.Vocabulary.load("vocab.model")          # or data.build_vocabulary(...)
     batches = data.pipeline("bible_en_es", vocabulary, "train", batch_tokens=4096)
     model.fit(batches, steps_per_epoch=1000)
@@ -8,29 +8,34 @@
 Nothing here imports the model: data flows from here into keras_transformer, not back.
 """
 
-from data.batching import (
+from keras_transformer._layout import require_installed_name
+
+require_installed_name(__name__, "data")
+
+from keras_transformer.data.batching import (
     batch_by_length,
     bucket_batch_sizes,
     bucket_boundaries,
     length_sorted_batches,
 )
-from data.input_pipeline import (
+from keras_transformer.data.input_pipeline import (
     counted,
     limit_length,
     pipeline,
     shift_right,
     tokenized_pairs,
 )
-from data.sources import (
+from keras_transformer.data.sources import (
     BUNDLED,
     CorpusError,
     LocalSource,
     TfdsSource,
     bundled_source,
     directory_source,
+    first_pairs,
     get_source,
 )
-from data.vocab import (
+from keras_transformer.data.vocab import (
     EOS_ID,
     PAD_ID,
     Vocabulary,
@@ -44,7 +49,7 @@ __all__ = [
     "BUNDLED", "CorpusError", "EOS_ID", "LocalSource", "PAD_ID", "TfdsSource", "Vocabulary",
     "VocabularyError", "batch_by_length", "bucket_batch_sizes", "bucket_boundaries",
     "build_vocabulary", "bundled_source", "corpus_texts", "counted", "directory_source",
-    "get_source",
+    "first_pairs", "get_source",
     "length_sorted_batches", "limit_length", "normalize_whitespace", "pipeline", "shift_right",
     "tokenized_pairs",
 ]

@@ -16,8 +16,8 @@ import pathlib
 
 import tensorflow as tf
 
-from data import batching, sources
-from data.vocab import EOS_ID, PAD_ID, Vocabulary
+from keras_transformer.data import batching, sources
+from keras_transformer.data.vocab import PAD_ID, Vocabulary
 
 OVERLONG_MODES = ("drop", "truncate")
 # Sentences tokenized per call: one call per sentence would cost far more than the tokenizing.
@@ -31,43 +31,31 @@ def _resolve(source, vocabulary):
     return source, vocabulary
 
 
-def tokenized_pairs(source, vocabulary, split, shuffle_files=False, seed=None, shard=None):
-    """(source_ids [n], target_ids [m]) int32 per pair, end of sentence included; none dropped.
+def tokenized_pairs(source, vocabulary, split, shuffle_files=False, seed=None, shard=None,
+                    max_length=None):
+    """(source_ids [n], target_ids [m]) int32 per pair, as `Vocabulary.encode` makes them: end of
+    sentence included, an empty side empty; none dropped.
 
     Args:
         shuffle_files: let the source read its files in a shuffled order (TFDS).
         shard: optional (count, index): keep every count-th pair, starting at index.
+        max_length: cut longer sides to this many ids, end of sentence kept (None: no cut).
     """
     source, vocabulary = _resolve(source, vocabulary)
     pairs = source.pairs(split, shuffle_files=shuffle_files, seed=seed)
     if shard is not None:
         pairs = pairs.shard(*shard)
-    eos = tf.constant([EOS_ID], tf.int32)
-    tokens = (pairs.batch(_TOKENIZE_BATCH)
-              .map(lambda s, t: (vocabulary.tokenize(s), vocabulary.tokenize(t)),
-                   num_parallel_calls=tf.data.AUTOTUNE)
-              .unbatch())
-    return tokens.map(lambda s, t: (tf.concat([s, eos], 0), tf.concat([t, eos], 0)))
+    return (pairs.batch(_TOKENIZE_BATCH)
+            .map(lambda s, t: (vocabulary.encode(s, max_length), vocabulary.encode(t, max_length)),
+                 num_parallel_calls=tf.data.AUTOTUNE)
+            .unbatch())
 
 
-def limit_length(pairs, max_length, overlong="drop"):
-    """Drops pairs with an empty side, and pairs longer than `max_length` or truncates them.
-
-    Truncation keeps the first max_length - 1 tokens and the end of sentence.
-    """
-    if overlong not in OVERLONG_MODES:
-        raise ValueError(f"overlong must be one of {OVERLONG_MODES}, got {overlong!r}")
-    pairs = pairs.filter(lambda s, t: tf.logical_and(tf.size(s) > 1, tf.size(t) > 1))
-    if overlong == "drop":
-        return pairs.filter(
-            lambda s, t: tf.logical_and(tf.size(s) <= max_length, tf.size(t) <= max_length))
-    eos = tf.constant([EOS_ID], tf.int32)
-
-    def truncate(ids):
-        return tf.cond(tf.size(ids) > max_length,
-                       lambda: tf.concat([ids[:max_length - 1], eos], 0), lambda: ids)
-
-    return pairs.map(lambda s, t: (truncate(s), truncate(t)))
+def limit_length(pairs, max_length):
+    """Drops pairs with an empty side, and pairs longer than `max_length` ids on either side."""
+    return pairs.filter(lambda s, t: tf.logical_and(
+        tf.logical_and(tf.size(s) > 0, tf.size(t) > 0),
+        tf.logical_and(tf.size(s) <= max_length, tf.size(t) <= max_length)))
 
 
 def shift_right(target_ids):
@@ -157,12 +145,15 @@ def pipeline(source, vocabulary, split="train", batch_tokens=25_000, max_length=
         batch_tokens //= input_context.num_replicas_in_sync
         if input_context.num_input_pipelines > 1:
             shard = (input_context.num_input_pipelines, input_context.input_pipeline_id)
+    if overlong not in OVERLONG_MODES:
+        raise ValueError(f"overlong must be one of {OVERLONG_MODES}, got {overlong!r}")
+    cut = max_length if overlong == "truncate" else None
     pairs = limit_length(tokenized_pairs(source, vocabulary, split, shuffle_files=training,
-                                         seed=seed, shard=shard), max_length, overlong)
+                                         seed=seed, shard=shard, max_length=cut), max_length)
     if not any(True for _ in pairs.take(1)):
         raise sources.CorpusError(
             f"split {split!r} of {source!r} has no pair with both sides non-empty and at most "
-            f"max_length={max_length} tokens (see python -m data.inspect)")
+            f"max_length={max_length} tokens (see python -m keras_transformer.data.inspect)")
     if cache == "memory":
         pairs = pairs.cache()
     elif cache is not None:

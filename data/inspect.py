@@ -1,9 +1,9 @@
-"""`python -m data.inspect`: what the input pipeline makes of a corpus.
+"""`python -m keras_transformer.data.inspect`: what the input pipeline makes of a corpus.
 
 Prints the number of pairs, what was dropped or truncated and why, length percentiles, batches per
 epoch, tokens per batch, and padding efficiency (real tokens / padded slots, both sides).
 
-    python -m data.inspect --data bible_en_es --vocab vocab.model --batch_tokens 25000
+    python -m keras_transformer.data.inspect --data bible_en_es --vocab vocab.model --batch_tokens 25000
 """
 
 import argparse
@@ -13,8 +13,9 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from data import input_pipeline, sources
-from data.vocab import Vocabulary, VocabularyError
+from keras_transformer import cli
+from keras_transformer.data import input_pipeline, sources
+from keras_transformer.data.vocab import Vocabulary, VocabularyError
 
 PERCENTILES = (50, 90, 95, 99, 100)
 
@@ -61,7 +62,7 @@ def describe(source, vocabulary, split="train", batch_tokens=25_000, max_length=
     pair_lengths = input_pipeline.tokenized_pairs(source, vocabulary, split).map(
         lambda s, t: tf.stack([tf.size(s), tf.size(t)])).batch(8192)
     lengths = np.concatenate(list(pair_lengths.as_numpy_iterator()) or [np.zeros((0, 2), int)])
-    empty = np.any(lengths <= 1, axis=1)
+    empty = np.any(lengths == 0, axis=1)
     overlong_pairs = ~empty & np.any(lengths > max_length, axis=1)
     real = slots = max_padded = 0
     source_tokens, target_tokens = [], []
@@ -88,9 +89,11 @@ def describe(source, vocabulary, split="train", batch_tokens=25_000, max_length=
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m data.inspect", description=__doc__.split(
-        "\n\n")[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m keras_transformer.data.inspect", description=__doc__.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     sources.add_flags(parser)
+    cli.add_verbose_flag(parser)
     parser.add_argument("--vocab", required=True, help="SentencePiece .model file (kt-vocab)")
     parser.add_argument("--split", default="train", help="train, dev or test (default: train)")
     parser.add_argument("--batch_tokens", type=int, default=25_000,

@@ -296,6 +296,15 @@ def get_source(spec, source_lang=None, target_lang=None, tfds_data_dir=None, dow
     return TfdsSource(spec, source_lang, target_lang, tfds_data_dir, download)
 
 
+def first_pairs(source, split, count):
+    """The first `count` pairs of a split as (sources, references) lists of str; empty lists when
+    the source has no such split (or count is 0)."""
+    if count <= 0 or split not in source.splits():
+        return [], []
+    pairs = list(source.pairs(split).take(count).as_numpy_iterator())
+    return [s.decode() for s, _ in pairs], [t.decode() for _, t in pairs]
+
+
 def add_flags(parser, default="bible_en_es"):
     """The flags that choose a source; shared by every command that reads a corpus."""
     parser.add_argument("--data", default=default,

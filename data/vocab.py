@@ -11,7 +11,7 @@ the identity, so `detokenize(tokenize(s)) == normalize_whitespace(s)`: a leading
 dropped, SentencePiece's own space symbol U+2581 read as a space, leading and trailing whitespace
 dropped, and runs of spaces collapsed to one.
 
-Command line (`kt-vocab`, or `python -m data.vocab`):
+Command line (`kt-vocab`, or `python -m keras_transformer.data.vocab`):
 
     kt-vocab --data bible_en_es --vocab_size 8000 --output vocab.model
 """
@@ -28,10 +28,10 @@ import sentencepiece
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the tokenizer needs)
 
-from data import sources
+from keras_transformer import cli
+from keras_transformer.data import sources
+from keras_transformer.token_ids import EOS_ID, PAD_ID
 
-PAD_ID = 0
-EOS_ID = 1
 UNK_ID = 2
 MODEL_TYPES = ("bpe", "unigram")
 
@@ -45,16 +45,26 @@ _SPACE_SYMBOL = "\u2581"  # SentencePiece's stand-in for a space; as text it wou
 _BYTE_ORDER_MARK = "\ufeff"
 
 
+# What Python's str.isspace() calls white space: ASCII's, the information separators, NEL and
+# Unicode's separators (no-break and ideographic spaces among them). SentencePiece's identity
+# normalization would turn a text of them into tokens, and the model would "translate" it.
+_BLANK = r"[\t\n\x0b\x0c\r\x1c-\x1f \x{85}\p{Z}]*"
+
+
 def normalize_whitespace(text):
     """What tokenize-then-detokenize gives back for `text` (str)."""
     text = text.removeprefix(_BYTE_ORDER_MARK).replace(_SPACE_SYMBOL, " ")
+    if text.isspace():
+        return ""
     return re.sub(" +", " ", text.strip(_ASCII_WHITESPACE)).strip(" ")
 
 
 def _normalize(texts):
     """The in-graph part of `normalize_whitespace`; SentencePiece does the rest."""
     texts = tf.strings.regex_replace(texts, "^" + _BYTE_ORDER_MARK, "")
-    return tf.strings.strip(tf.strings.regex_replace(texts, _SPACE_SYMBOL, " "))
+    texts = tf.strings.regex_replace(texts, _SPACE_SYMBOL, " ")
+    texts = tf.where(tf.strings.regex_full_match(texts, _BLANK), "", texts)
+    return tf.strings.strip(texts)
 
 
 class Vocabulary(tf.Module):
@@ -118,6 +128,23 @@ class Vocabulary(tf.Module):
         Texts are normalized first as `normalize_whitespace` describes.
         """
         return self._live_tokenizer().tokenize(_normalize(texts))
+
+    def encode(self, texts, max_length=None):
+        """tf.string [batch] -> the model's input: int32 RaggedTensor [batch, (length)].
+
+        Each text's subwords (`tokenize`), cut to `max_length - 1` if longer, then end of
+        sentence: at most `max_length` ids. An empty or blank text (white space only, as
+        `str.isspace` has it) stays an empty row, without end of sentence. The one text -> ids
+        path: the training pipeline, in-training evaluation and the `Translator` (kt-translate,
+        the SavedModel) all encode through it.
+        """
+        tokens = self.tokenize(texts)
+        if max_length is not None:
+            tokens = tokens[:, :max_length - 1]
+        ends = tf.cast(tokens.row_lengths() > 0, tf.int64)
+        eos = tf.RaggedTensor.from_row_lengths(
+            tf.fill([tf.reduce_sum(ends)], tf.constant(EOS_ID, tokens.dtype)), ends)
+        return tf.concat([tokens, eos], axis=1)
 
     def detokenize(self, ids):
         """int ids [batch, length] (dense or ragged) or [length] -> tf.string [batch] or scalar.
@@ -209,6 +236,7 @@ def main(argv=None):
                         help="training threads; the result depends on it (default: %(default)s)")
     parser.add_argument("--output", required=True, help="path of the .model file to write")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
+    cli.add_verbose_flag(parser)
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:

@@ -1,15 +1,21 @@
-"""Inference: `kt-translate` (beam search over a model_dir) and `kt-export` (a SavedModel for TF
-Serving whose signature takes raw strings).
+"""Inference: `kt-translate` (beam search over a model_dir), `kt-export` (a SavedModel for TF
+Serving whose signature takes raw strings) and `kt-attention` (figures 3-5).
 
-    from export import Translator, load
+    from keras_transformer.export import Translator, load
     loaded = load("runs/demo")
     translator = Translator(loaded.model, loaded.vocabulary)
     translator.translate(tf.constant(["In the beginning God created the heaven and the earth."]))
 """
 
-from export.loading import Loaded, ModelDirError, load
-from export.saved_model import ExportError, export, next_version
-from export.translator import Translator
+from keras_transformer._layout import require_installed_name
+
+require_installed_name(__name__, "export")
+
+from keras_transformer.export.lines import translate_lines
+from keras_transformer.export.saved_model import ExportError, export, next_version
+from keras_transformer.export.translator import Translator
+# Loading a model_dir belongs to keras_transformer.model_dir; kept here for `export.load`.
+from keras_transformer.model_dir.loading import Loaded, ModelDirError, load
 
 __all__ = ["ExportError", "Loaded", "ModelDirError", "Translator", "export", "load",
-           "next_version"]
+           "next_version", "translate_lines"]

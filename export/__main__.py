@@ -1,7 +1,7 @@
-"""`python -m export ...` is `kt-export ...`."""
+"""`python -m keras_transformer.export ...` is `kt-export ...`."""
 
 import sys
 
-from export.saved_model import main
+from keras_transformer.export.saved_model import main
 
 sys.exit(main())

@@ -18,16 +18,10 @@ import numpy as np
 import tensorflow as tf
 from matplotlib.figure import Figure
 
-from data import PAD_ID
-from export import loading
-from export.translate import (
-    add_decoding_flags,
-    check_output,
-    replace_atomically,
-    translator_from_flags,
-)
-from trainer import config
-from trainer.task import at_least
+from keras_transformer.cli import at_least, check_output, replace_atomically
+from keras_transformer.export.flags import add_decoding_flags, translator_from_flags
+from keras_transformer.model_dir import ConfigError, ModelDirError
+from keras_transformer.token_ids import PAD_ID
 
 PANELS = (("encoder_self_attention", "encoder self-attention"),
           ("decoder_self_attention", "decoder self-attention"),
@@ -168,7 +162,7 @@ def main(argv=None):
         maps = attention_maps(translator, args.text, args.target)
         fig = figure(maps, args.layer or loaded.model.num_layers, args.head)
         write_png(fig, args.output)
-    except (loading.ModelDirError, config.ConfigError, AttentionError, OSError) as error:
+    except (ModelDirError, ConfigError, AttentionError, OSError) as error:
         print(f"kt-attention: error: {error}", file=sys.stderr)
         return 2
     print(f"source:      {' '.join(maps.source_tokens)}\n"

@@ -26,12 +26,12 @@ import time
 
 import tensorflow as tf
 
-from export import loading
-from export.translate import add_decoding_flags, translator_from_flags
-from export.translator import IDS, TEXTS
-from trainer import config
-from trainer.checkpoints import step_in_name
-from trainer.task import at_least
+from keras_transformer.cli import at_least
+from keras_transformer.export.flags import add_decoding_flags, translator_from_flags
+from keras_transformer.export.translator import IDS, TEXTS
+from keras_transformer.model_dir import config
+from keras_transformer.model_dir.checkpoints import step_in_name
+from keras_transformer.model_dir.loading import ModelDirError
 
 SETTINGS_FILE = "export.json"
 
@@ -98,7 +98,7 @@ def export(translator, output, version=None, provenance=None):
 
 
 def provenance(loaded):
-    """What an export of `export.load`'s result keeps of where it came from."""
+    """What an export of `model_dir.load`'s result keeps of where it came from."""
     return {"checkpoint": str(loaded.checkpoint), "step": step_in_name(loaded.checkpoint),
             "dtype": loaded.model.dtype_policy.name, "run": json.loads(loaded.run.to_json())}
 
@@ -126,7 +126,7 @@ def main(argv=None):
         version_path(args.output, args.version)  # a bad --output fails before loading
         translator, loaded = translator_from_flags(args, args.max_batch_size)
         path = export(translator, args.output, args.version, provenance(loaded))
-    except (ExportError, loading.ModelDirError, config.ConfigError, ValueError) as error:
+    except (ExportError, ModelDirError, config.ConfigError, ValueError) as error:
         print(f"kt-export: error: {error}", file=sys.stderr)
         return 2
     print(f"exported {loaded.checkpoint} to {path} in {time.perf_counter() - start:.1f} s; "

@@ -17,55 +17,15 @@ import pathlib
 import sys
 import time
 
-import numpy as np
-import sacrebleu
-import tensorflow as tf
-
-import data
-from export import loading
-from export.translator import Translator
-from trainer import config
-from trainer.task import at_least
+from keras_transformer import cli, data
+from keras_transformer.cli import at_least
+from keras_transformer.export.flags import add_decoding_flags, translator_from_flags
+from keras_transformer.export.lines import print_scores, translate_lines
+from keras_transformer.model_dir import ConfigError, ModelDirError
 
 
 class InputError(ValueError):
     """Input or reference text that cannot be used, naming the file."""
-
-
-def add_decoding_flags(parser):
-    """The model_dir, beam search and request-bound flags of kt-translate, kt-export and
-    kt-attention."""
-    parser.add_argument("--model_dir", required=True, help="a kt-train model_dir")
-    parser.add_argument("--checkpoint", help="a checkpoint directory to use instead of the "
-                                             "newest (e.g. MODEL_DIR/averaged/ckpt-N)")
-    parser.add_argument("--beam_size", type=at_least(1), default=4,
-                        help="(paper: 4; default %(default)s)")
-    parser.add_argument("--alpha", type=at_least(0.0, float), default=0.6,
-                        help="length penalty exponent (paper: 0.6; default %(default)s)")
-    parser.add_argument("--extra_length", type=at_least(0), default=50,
-                        help="output tokens allowed beyond the input's (paper: 50; default "
-                             "%(default)s)")
-    parser.add_argument("--max_input_length", type=at_least(2),
-                        help="longest input in tokens; longer ones are truncated (default: the "
-                             "model_dir's training --max_length)")
-    parser.add_argument("--max_output_length", type=at_least(1),
-                        help="longest output in tokens (default: max_input_length + "
-                             "extra_length)")
-    parser.add_argument("--dtype", choices=loading.DTYPES, default="float32",
-                        help="float32 (as trained; default), mixed_bfloat16 (bfloat16 compute "
-                             "on float32 weights) or bfloat16 (the same arithmetic with the "
-                             "weights stored in bfloat16: half the memory, no weight casts "
-                             "each step; the fastest where the CPU has bfloat16 instructions)")
-
-
-def translator_from_flags(args, max_batch_size):
-    loaded = loading.load(args.model_dir, args.checkpoint, args.dtype)
-    translator = Translator(
-        loaded.model, loaded.vocabulary, beam_size=args.beam_size, alpha=args.alpha,
-        extra_length=args.extra_length,
-        max_input_length=args.max_input_length or loaded.run.max_length,
-        max_output_length=args.max_output_length, max_batch_size=max_batch_size)
-    return translator, loaded
 
 
 def read_lines(path, what):
@@ -89,13 +49,6 @@ def read_lines(path, what):
     return lines
 
 
-def print_scores(translations, references, file):
-    """sacrebleu's corpus BLEU and chrF, each with its signature, one line each."""
-    for metric in (sacrebleu.BLEU(), sacrebleu.CHRF()):
-        score = metric.corpus_score(translations, [references])
-        print(f"{score} {metric.get_signature()}", file=file)
-
-
 def split_lines(source, split):
     """A corpus split's sources (bytes) and references (str), in order.
 
@@ -104,38 +57,6 @@ def split_lines(source, split):
     """
     pairs = list(source.pairs(split).as_numpy_iterator())
     return [s for s, _ in pairs], [t.decode("utf-8", errors="replace") for _, t in pairs]
-
-
-def translate_lines(translator, lines, batch_size, progress_every=None):
-    """Translations (str) and scores of `lines` (bytes or str), in input order.
-
-    Lines are tokenized, sorted by length and translated `batch_size` at a time; with
-    `progress_every` (seconds), a progress line goes to stderr that often.
-    """
-    if not lines:
-        return [], np.zeros([0], np.float32)
-    ids = np.concatenate([
-        _padded(translator.tokenize(tf.constant(lines[start:start + batch_size]))["source_ids"],
-                translator.max_input_length)
-        for start in range(0, len(lines), batch_size)])
-    translations, scores = [None] * len(lines), np.zeros(len(lines), np.float32)
-    began = reported = time.perf_counter()
-    done = 0
-    for rows, batch in data.length_sorted_batches(ids, batch_size):
-        if progress_every and time.perf_counter() - reported > progress_every:
-            reported = time.perf_counter()
-            print(f"translated {done}/{len(lines)} sentences "
-                  f"({done / (reported - began):.1f}/s)", file=sys.stderr, flush=True)
-        done += len(rows)
-        result = translator.translate_ids(tf.constant(batch))
-        texts = translator.detokenize(result["ids"]).numpy()
-        for row, text, score in zip(rows, texts, result["scores"].numpy()):
-            translations[row], scores[row] = text.decode("utf-8"), score
-    return translations, scores
-
-
-def _padded(ids, width):
-    return np.pad(ids, [(0, 0), (0, width - ids.shape[1])])
 
 
 def parse_args(argv=None):
@@ -167,30 +88,8 @@ def parse_args(argv=None):
     if corpus_flags and not args.data:
         parser.error(f"--{corpus_flags[0]} needs --data")
     if args.output:
-        check_output(parser, args.output, args.overwrite)
+        cli.check_output(parser, args.output, args.overwrite)
     return args
-
-
-def check_output(parser, output, overwrite):
-    """Refuses (as a usage error) an --output that exists without --overwrite, or that cannot
-    be written."""
-    output = pathlib.Path(output)
-    if output.exists() and not overwrite:
-        parser.error(f"--output {output} exists; pass --overwrite to replace it")
-    if not output.parent.is_dir() or not os.access(output.parent, os.W_OK):
-        parser.error(f"--output {output}: {output.parent} is not a writable directory")
-
-
-def replace_atomically(output, write):
-    """Calls write(path) on a hidden file beside `output`, then renames it over `output`: never
-    half a file, nothing else touched."""
-    output = pathlib.Path(output)
-    partial = output.with_name(f".{output.name}.partial-{os.getpid()}")
-    try:
-        write(partial)
-        os.replace(partial, output)
-    finally:
-        partial.unlink(missing_ok=True)
 
 
 def main(argv=None):
@@ -212,7 +111,7 @@ def main(argv=None):
             if len(references) != len(lines):
                 raise InputError(f"--reference {args.reference} has {len(references)} lines "
                                  f"but {args.input or '<stdin>'} has {len(lines)}")
-    except (InputError, loading.ModelDirError, config.ConfigError, data.CorpusError,
+    except (InputError, ModelDirError, ConfigError, data.CorpusError,
             ValueError) as error:
         print(f"kt-translate: error: {error}", file=sys.stderr)
         return 2
@@ -225,7 +124,7 @@ def main(argv=None):
     text = "".join(f"{score:.4f}\t{line}\n" if args.scores else f"{line}\n"
                    for line, score in zip(translations, scores))
     if args.output:
-        replace_atomically(args.output, lambda path: path.write_bytes(text.encode("utf-8")))
+        cli.replace_atomically(args.output, lambda path: path.write_bytes(text.encode("utf-8")))
     else:
         sys.stdout.buffer.write(text.encode("utf-8"))  # UTF-8 whatever the locale
         sys.stdout.flush()

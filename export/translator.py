@@ -6,14 +6,10 @@ Because `kt-translate` and the exported SavedModel call the same `tf.function`s 
 
 import tensorflow as tf
 
-from data import EOS_ID, PAD_ID
 from keras_transformer.decoding import beam_decode, decode_lengths
+from keras_transformer.token_ids import EOS_ID, PAD_ID
 
 TEXTS = tf.TensorSpec([None], tf.string, name="inputs")
-# What Python's str.isspace() calls white space: ASCII's, the information separators, NEL and
-# Unicode's separators (no-break and ideographic spaces among them). SentencePiece's identity
-# normalization would turn a text of them into tokens, and the model would "translate" it.
-BLANK = r"[\t\n\x0b\x0c\r\x1c-\x1f \x{85}\p{Z}]*"
 IDS = tf.TensorSpec([None, None], tf.int32, name="source_ids")
 
 
@@ -85,11 +81,9 @@ class Translator(tf.Module):
         with tf.control_dependencies([self._check_batch(tf.size(texts))]):
             texts = tf.strings.substr(texts, 0, self.max_input_bytes)
         texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace")
-        texts = tf.where(tf.strings.regex_full_match(texts, BLANK), "", texts)
-        tokens = self.vocabulary.tokenize(texts)[:, :self.max_input_length - 1]
-        has_tokens = tokens.row_lengths() > 0
-        eos = tf.where(has_tokens, EOS_ID, PAD_ID)[:, None]
-        ids = tf.concat([tokens, tf.RaggedTensor.from_tensor(eos)], axis=1).to_tensor(PAD_ID)
+        ids = self.vocabulary.encode(texts, self.max_input_length).to_tensor(PAD_ID)
+        # A batch of only empty texts still gets a (padding) column for the encoder to read.
+        ids = tf.pad(ids, [[0, 0], [0, tf.maximum(0, 1 - tf.shape(ids)[1])]])
         return {"source_ids": tf.cast(ids, tf.int32)}
 
     @tf.function(input_signature=[IDS])

@@ -12,10 +12,13 @@ Quick start:
 
 import os
 
+from keras_transformer.cli import quiet_tensorflow_startup
+
 # The layers use TensorFlow where TensorFlow is the point (tf.function, tf.data, SavedModel).
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-import keras
+with quiet_tensorflow_startup():  # only in the kt-* commands
+    import keras
 
 if keras.backend.backend() != "tensorflow":
     raise ImportError(
@@ -33,7 +36,8 @@ from keras_transformer.feed_forward import PositionwiseFeedForward
 from keras_transformer.hparams import HParams, HParamsError
 from keras_transformer.layers import DecoderLayer, EncoderLayer
 from keras_transformer.losses import LabelSmoothedCrossEntropy
-from keras_transformer.masks import EOS_ID, PAD_ID, causal_mask, padding_mask
+from keras_transformer.masks import causal_mask, padding_mask
+from keras_transformer.token_ids import EOS_ID, PAD_ID
 from keras_transformer.metrics import Perplexity, TargetTokens, TokenAccuracy
 from keras_transformer.model import Transformer
 from keras_transformer.positional import (
@@ -43,6 +47,18 @@ from keras_transformer.positional import (
 from keras_transformer.schedules import FusedAdam, TransformerSchedule, paper_adam
 
 __version__ = "0.1.0"
+
+_SUBPACKAGES = ("data", "model_dir", "trainer", "export", "demo")
+
+
+def __getattr__(name):
+    """`kt.data`, `kt.trainer`, ...: the subpackages, imported when first used (the model library
+    itself imports none of them)."""
+    if name in _SUBPACKAGES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "DecoderLayer", "EOS_ID", "EncoderLayer", "FusedAdam", "HParams", "HParamsError",

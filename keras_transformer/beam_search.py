@@ -19,7 +19,7 @@ does not depend on the other sentences of its batch.
 
 import tensorflow as tf
 
-from keras_transformer.masks import EOS_ID, PAD_ID
+from keras_transformer.token_ids import EOS_ID, PAD_ID
 
 _NEG_INF = float("-inf")
 

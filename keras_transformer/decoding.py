@@ -21,7 +21,8 @@ from keras_transformer.beam_search import (
     sampling_search,
     write_position,
 )
-from keras_transformer.masks import EOS_ID, padding_mask
+from keras_transformer.masks import padding_mask
+from keras_transformer.token_ids import EOS_ID
 
 
 def decode_lengths(source_ids, extra_length=50, max_length=None):

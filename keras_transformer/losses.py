@@ -4,7 +4,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from keras_transformer.masks import PAD_ID
+from keras_transformer.token_ids import PAD_ID
 
 
 def token_weights(y_true, sample_weight=None, pad_id=PAD_ID):

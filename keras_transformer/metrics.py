@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_transformer.losses import smoothed_cross_entropy, token_weights
-from keras_transformer.masks import PAD_ID
+from keras_transformer.token_ids import PAD_ID
 
 
 class _NonPadTokenMean(keras.metrics.Metric):

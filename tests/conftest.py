@@ -28,7 +28,7 @@ def _seeded():
 @pytest.fixture(scope="session")
 def bible_vocab_path(tmp_path_factory):
     """A 2,000-id vocabulary built from the bundled corpus, once per test session."""
-    import data
+    from keras_transformer import data
 
     path = tmp_path_factory.mktemp("vocab") / "bible2k.model"
     data.build_vocabulary(data.corpus_texts(data.get_source("bible_en_es")), 2000, path)
@@ -38,7 +38,7 @@ def bible_vocab_path(tmp_path_factory):
 @pytest.fixture
 def bible_vocab(bible_vocab_path, _seeded):
     """Loaded after the test's seeding: tf.random.set_seed drops tensorflow-text's tokenizer."""
-    import data
+    from keras_transformer import data
 
     return data.Vocabulary.load(bible_vocab_path)
 
@@ -56,7 +56,7 @@ def demo_run(tmp_path_factory, bible_vocab_path):
     greedy decoding disagree on it, which is what the decoding tests need.
     """
     model_dir = tmp_path_factory.mktemp("trained") / "run"
-    command = [sys.executable, "-m", "export.demo", "--model_dir", str(model_dir),
+    command = [sys.executable, "-m", "keras_transformer.demo", "--model_dir", str(model_dir),
                "--minutes", "10", "--bleu_sentences", "12",
                "--hparams", "transformer_tiny", "--hparams_override", "warmup_steps=100",
                "--vocab", str(bible_vocab_path), "--batch_tokens", "3000", "--max_length", "64",
@@ -76,7 +76,7 @@ def trained_model_dir(demo_run):
 @pytest.fixture(scope="session")
 def trained(trained_model_dir):
     """`export.load(trained_model_dir)`: the model, vocabulary, run config and checkpoint."""
-    import export
+    from keras_transformer import export
 
     return export.load(trained_model_dir)
 
@@ -84,7 +84,7 @@ def trained(trained_model_dir):
 @pytest.fixture(scope="session")
 def dev_sentences():
     """The first 24 (English, Spanish) dev pairs of the bundled corpus, as str."""
-    import data
+    from keras_transformer import data
 
     pairs = data.get_source("bible_en_es").pairs("dev").take(24).as_numpy_iterator()
     return [(en.decode("utf-8"), es.decode("utf-8")) for en, es in pairs]

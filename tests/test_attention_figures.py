@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from export import Translator, attention
+from keras_transformer.export import Translator, attention
 
 TEXT = "And God said, Let there be light: and there was light."
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import data
+from keras_transformer import data
 
 
 def test_boundaries_are_tensor2tensors_geometric_steps():

@@ -70,9 +70,9 @@ def test_decode_lengths_are_each_source_length_plus_extra():
 # On a trained model (the session's `trained` fixture, tests/conftest.py).
 
 def dev_source_ids(trained, dev_sentences, count=12):
-    from trainer.evaluation import source_ids_of
 
-    return source_ids_of(trained.vocabulary, [en for en, _ in dev_sentences[:count]], 64)
+    texts = tf.constant([en for en, _ in dev_sentences[:count]])
+    return trained.vocabulary.encode(texts, 64).to_tensor().numpy()
 
 
 def hypothesis_lengths(ids, limits):

@@ -3,7 +3,7 @@
 import argparse
 import re
 
-from export import demo
+from keras_transformer.demo import demo
 
 
 def test_the_demo_trains_evaluates_translates_exports_reloads_and_draws(demo_run):

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import export
+from keras_transformer import export
 from bench import hostile_inputs
-from export import saved_model, translate
-from export.translate import translate_lines
+from keras_transformer.export import saved_model, translate
+from keras_transformer.export.translate import translate_lines
 
 # Lines a user or a client may send besides real sentences (the first two blank), as lines.
 ODD_LINES = [text.replace(b"\n", b" ") for text in hostile_inputs.TEXTS.values()]
@@ -57,11 +57,11 @@ def run(command, **kwargs):
 
 
 def kt_translate(*flags, **kwargs):
-    return run([sys.executable, "-m", "export.translate", *flags], **kwargs)
+    return run([sys.executable, "-m", "keras_transformer.export.translate", *flags], **kwargs)
 
 
 def kt_export(*flags):
-    return run([sys.executable, "-m", "export", *flags])
+    return run([sys.executable, "-m", "keras_transformer.export", *flags])
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import tensorflow as tf
 from hypothesis import given
 from hypothesis import strategies as st
 
-import export
+from keras_transformer import export
 from bench import hostile_inputs
 
 SENTENCE = hostile_inputs.TEXTS["sentence"]

@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import data
+from keras_transformer import data
 import keras_transformer as kt
-from data import inspect as data_inspect
+from keras_transformer.data import inspect as data_inspect
 
 
 def test_batches_have_the_models_structure(bible_vocab):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-import data
+from keras_transformer import data
 
 PAIRS = [("the house is small", "das Haus ist klein"), ("the cat sleeps", "die Katze schläft"),
          ("Ñandú 😀", "日本語")]

@@ -14,9 +14,10 @@ import keras
 import numpy as np
 import pytest
 
-import data
+from keras_transformer import data
 import keras_transformer as kt
-from trainer import average, checkpoints, config, evaluation, task
+from keras_transformer.model_dir import checkpoints, config
+from keras_transformer.trainer import average, callbacks, task
 
 CORPUS = pathlib.Path(data.__file__).parent / "corpora" / "bible_en_es"
 
@@ -34,7 +35,7 @@ def small_corpus(tmp_path_factory):
 
 
 def kt_train_command(model_dir, corpus, *flags):
-    return [sys.executable, "-m", "trainer.task", "--model_dir", str(model_dir),
+    return [sys.executable, "-m", "keras_transformer.trainer.task", "--model_dir", str(model_dir),
             "--data", str(corpus), "--source_lang", "en", "--target_lang", "es",
             "--vocab_size", "600", "--batch_tokens", "1500", "--max_length", "150",
             "--eval_sentences", "8", "--log_every", "2", *flags]
@@ -215,7 +216,7 @@ def test_stop_on_signal_asks_once_then_gets_out_of_the_way():
     before = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
     signal.signal(signal.SIGTERM, lambda number, frame: calls.append(number))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # e.g. a background job: stays ignored
-    stop = evaluation.StopOnSignal()
+    stop = callbacks.StopOnSignal()
     try:
         stop.install()
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
@@ -283,7 +284,7 @@ def test_a_damaged_checkpoint_is_refused_by_name_and_the_previous_used(tmp_path,
     for a, b in zip(model.get_weights(), expected):
         np.testing.assert_array_equal(a, b)
     with pytest.raises(checkpoints.CheckpointError, match="ckpt-3/model.weights.h5 is corrupted"):
-        checkpoints.average(model, [truncated.with_name("ckpt-1"), corrupted])
+        average.average(model, [truncated.with_name("ckpt-1"), corrupted])
     assert directory.save(model, 2) == truncated  # the unreadable one is replaced
     assert directory.restore_latest(model) == truncated
     for path in directory.paths():
@@ -295,7 +296,7 @@ def test_a_damaged_checkpoint_is_refused_by_name_and_the_previous_used(tmp_path,
 FULL_DISK = """
 import resource, sys
 import keras_transformer as kt
-from trainer import checkpoints
+from keras_transformer.model_dir import checkpoints
 model = kt.build_model("transformer_tiny", 30)
 directory = checkpoints.CheckpointDirectory(sys.argv[1])
 first = directory.save(model, 1)
@@ -348,7 +349,7 @@ def test_kt_average_writes_the_mean_of_the_last_checkpoints(tmp_path, small_corp
     assert result.returncode == 0, result.stderr
     inputs = [weights_at(model_dir, f"ckpt-{step}") for step in (4, 6)]
     averaged = subprocess.run(
-        [sys.executable, "-m", "trainer.average", "--model_dir", str(model_dir), "--last", "2"],
+        [sys.executable, "-m", "keras_transformer.trainer.average", "--model_dir", str(model_dir), "--last", "2"],
         capture_output=True, text=True, timeout=300)
     assert averaged.returncode == 0, averaged.stderr
     assert "averaged ckpt-4, ckpt-6 into" in averaged.stdout

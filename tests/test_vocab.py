@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import data
+from keras_transformer import data
 import keras_transformer as kt
 
 HARD_STRINGS = [
@@ -123,7 +123,7 @@ def test_build_refuses_to_overwrite_and_leaves_no_partial_file(tmp_path):
 
 
 def run_kt_vocab(*args):
-    return subprocess.run([sys.executable, "-m", "data.vocab", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "keras_transformer.data.vocab", *args], capture_output=True,
                           text=True, timeout=300)
 
 

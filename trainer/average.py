@@ -10,8 +10,27 @@ import argparse
 import pathlib
 import sys
 
+import numpy as np
+
 import keras_transformer as kt
-from trainer import checkpoints, config
+from keras_transformer import cli
+from keras_transformer.model_dir import checkpoints, config
+
+
+def average(model, paths):
+    """Sets `model`'s weights to the element-wise mean of the checkpoints at `paths`.
+
+    Only the model's weights are averaged (section 6.1), in float64; `model` needs no optimizer.
+    """
+    if not paths:
+        raise checkpoints.CheckpointError("no checkpoints to average")
+    total = None
+    for path in paths:
+        checkpoints.verify(path)
+        model.load_weights(str(pathlib.Path(path) / checkpoints.WEIGHTS_FILE))
+        weights = [np.asarray(w, dtype=np.float64) for w in model.get_weights()]
+        total = weights if total is None else [t + w for t, w in zip(total, weights)]
+    model.set_weights([t / len(paths) for t in total])
 
 
 def average_last(model_dir, last, overwrite=False):
@@ -29,14 +48,14 @@ def average_last(model_dir, last, overwrite=False):
             f"than --last {last}; train longer or keep more (--keep_checkpoints)")
     chosen = paths[-last:]
     step = checkpoints.step_in_name(chosen[-1])
-    output = checkpoints.CheckpointDirectory(pathlib.Path(model_dir) / checkpoints.AVERAGED_DIR,
+    output = checkpoints.CheckpointDirectory(pathlib.Path(model_dir) / config.AVERAGED_DIR,
                                              keep=0)
     if not overwrite and (output.directory / chosen[-1].name).exists():
         raise checkpoints.CheckpointError(
             f"{output.directory / chosen[-1].name} exists (an earlier average); pass "
             f"--overwrite to replace it")
     model = kt.build_model(kt.HParams(**run.hparams), run.vocab_size)
-    checkpoints.average(model, chosen)
+    average(model, chosen)
     return output.save(model, step), chosen
 
 
@@ -47,6 +66,7 @@ def main(argv=None):
                         help="how many of the newest checkpoints (paper: 5 base, 20 big)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing average of the same step")
+    cli.add_verbose_flag(parser)
     args = parser.parse_args(argv)
     try:
         output, chosen = average_last(args.model_dir, args.last, args.overwrite)

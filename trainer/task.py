@@ -1,4 +1,4 @@
-"""Train a Transformer: `kt-train` or `python -m trainer.task`.
+"""Train a Transformer: `kt-train` or `python -m keras_transformer.trainer`.
 
     kt-train --model_dir runs/small --hparams transformer_small --data bible_en_es \\
         --batch_tokens 4096 --train_steps 20000
@@ -21,26 +21,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-import data
 import keras_transformer as kt
-from trainer import checkpoints, config, distribute, evaluation
+from keras_transformer import cli, data
+from keras_transformer.cli import at_least
+from keras_transformer.model_dir import checkpoints, config
+from keras_transformer.trainer import callbacks, distribute, evaluation
 
-LOG_DIR = "logs"
 PRECISIONS = {"none": "float32", "mixed_float16": "mixed_float16",
               "mixed_bfloat16": "mixed_bfloat16"}
-
-
-def at_least(minimum, kind=int):
-    """An argparse type: a number of `kind` that is at least `minimum`."""
-    def parse(text):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a {kind.__name__}: {text!r}") from None
-        if not minimum <= value < float("inf"):  # also refuses nan
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
-        return value
-    return parse
 
 
 def parse_args(argv=None):
@@ -97,6 +85,7 @@ def parse_args(argv=None):
     add("--max_minutes", type=at_least(0, float),
         help="stop (with a checkpoint and an evaluation) after this many minutes of training; "
              "running the command again continues")
+    cli.add_verbose_flag(parser)
     return parser.parse_args(argv)
 
 
@@ -148,20 +137,6 @@ def prepare_vocabulary(args, run, source, write):
     return vocabulary
 
 
-def source_of(run, download=False):
-    """The data source a run's configuration names."""
-    return data.get_source(run.data, run.source_lang, run.target_lang, run.tfds_data_dir,
-                           download, run.invalid_utf8)
-
-
-def dev_sample(source, count):
-    """The first `count` dev pairs as (sources, references) strings; empty without a dev split."""
-    if count <= 0 or "dev" not in source.splits():
-        return [], []
-    pairs = list(source.pairs("dev").take(count).as_numpy_iterator())
-    return [s.decode() for s, _ in pairs], [t.decode() for _, t in pairs]
-
-
 def train(args):
     model_dir = pathlib.Path(args.model_dir)
     run = run_config(args)
@@ -175,7 +150,7 @@ def train(args):
                                  "has its own clock); use --train_steps with several workers")
     keras.utils.set_random_seed(run.seed)
     keras.mixed_precision.set_global_policy(PRECISIONS[run.mixed_precision])
-    source = source_of(run, bool(args.download))
+    source = run.source(bool(args.download))
     model_dir.mkdir(parents=True, exist_ok=True)
     vocabulary = prepare_vocabulary(args, run, source, write=chief)
     run = dataclasses.replace(run, vocab_size=vocabulary.vocab_size,
@@ -226,26 +201,27 @@ def train(args):
         if dev is not None:
             dev = data.counted(dev)
 
-    writer = tf.summary.create_file_writer(str(model_dir / LOG_DIR)) if chief else None
-    sources, references = dev_sample(source, run.eval_sentences if chief and dev else 0)
+    writer = tf.summary.create_file_writer(str(model_dir / config.LOG_DIR)) if chief else None
+    sources, references = data.first_pairs(source, "dev",
+                                           run.eval_sentences if chief and dev else 0)
     interactive = sys.stdout.isatty()
-    saver = checkpoints.PeriodicCheckpoint(saved if chief else None, run.checkpoint_every_steps,
-                                           run.checkpoint_every_minutes)
-    callbacks = [evaluation.TrainingLog(args.log_every, writer, print_lines=not interactive),
-                 saver]
-    stop = evaluation.StopOnSignal()
+    saver = callbacks.PeriodicCheckpoint(saved if chief else None, run.checkpoint_every_steps,
+                                         run.checkpoint_every_minutes)
+    fit_callbacks = [callbacks.TrainingLog(args.log_every, writer, print_lines=not interactive),
+                     saver]
+    stop = callbacks.StopOnSignal()
     if not distribute.is_multi_worker(distribution):  # workers would stop at different steps
-        callbacks.insert(0, stop)
+        fit_callbacks.insert(0, stop)
         stop.install()
     if args.max_minutes:
-        callbacks.append(evaluation.TimeLimit(args.max_minutes))
+        fit_callbacks.append(callbacks.TimeLimit(args.max_minutes))
     evaluator = None
     if dev is not None:
         evaluator = evaluation.Evaluation(dev, vocabulary, sources, references, run.eval_every,
                                           run.max_length, writer)
-        callbacks.append(evaluator)
+        fit_callbacks.append(evaluator)
     try:
-        model.fit(batches, epochs=1, steps_per_epoch=train_steps - step, callbacks=callbacks,
+        model.fit(batches, epochs=1, steps_per_epoch=train_steps - step, callbacks=fit_callbacks,
                   verbose=1 if interactive else 0, shuffle=False)
     finally:
         stop.uninstall()
@@ -267,7 +243,7 @@ def train(args):
 
 
 ERRORS = (config.ConfigError, kt.HParamsError, data.CorpusError, data.VocabularyError,
-          checkpoints.CheckpointError, evaluation.TrainingError)
+          checkpoints.CheckpointError, callbacks.TrainingError)
 
 
 def main(argv=None):
@@ -276,7 +252,7 @@ def main(argv=None):
         return train(args)
     except (*ERRORS, OSError) as error:  # OSError: an unreadable or unwritable path
         print(f"kt-train: error: {error}", file=sys.stderr)
-        return 1 if isinstance(error, evaluation.TrainingError) else 2
+        return 1 if isinstance(error, callbacks.TrainingError) else 2
 
 
 if __name__ == "__main__":

@@ -1,15 +1,11 @@
-"""A trained model from a kt-train model_dir: its configuration, vocabulary and a checkpoint.
-
-The model_dir layout belongs to trainer/ (config.py, checkpoints.py); this module reads it through
-trainer's functions rather than a second copy of the layout.
-"""
+"""A trained model from a kt-train model_dir: its configuration, vocabulary and a checkpoint."""
 
 import pathlib
 import typing
 
-import data
+from keras_transformer import data
 import keras_transformer as kt
-from trainer import checkpoints, config
+from keras_transformer.model_dir import checkpoints, config
 
 
 class ModelDirError(ValueError):

@@ -19,12 +19,14 @@ import time
 import sacrebleu
 import tensorflow as tf
 
-import data
-from export import attention, loading
-from export.saved_model import ExportError, export, provenance
-from export.translate import print_scores, translate_lines
-from export.translator import Translator
-from trainer import checkpoints, config, task
+from keras_transformer import cli, data, model_dir
+from keras_transformer.cli import at_least
+from keras_transformer.export import attention
+from keras_transformer.export.lines import print_scores, translate_lines
+from keras_transformer.export.saved_model import ExportError, export, provenance
+from keras_transformer.export.translator import Translator
+from keras_transformer.model_dir import config
+from keras_transformer.trainer import task
 
 # kt-train flags (by argparse dest) for a new run; a model_dir with a config keeps its own.
 NEW_RUN_DEFAULTS = {"hparams_name": ("--hparams", "transformer_small"),
@@ -40,12 +42,13 @@ def parse_args(argv=None):
         epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model_dir", default="runs/demo",
                         help="where everything goes (default %(default)s)")
-    parser.add_argument("--minutes", type=task.at_least(0, float), default=10.0,
+    parser.add_argument("--minutes", type=at_least(0, float), default=10.0,
                         help="training time this run, in minutes (default %(default)s; 0 skips "
                              "training and shows the newest checkpoint)")
-    parser.add_argument("--bleu_sentences", type=task.at_least(EXAMPLES), default=100,
+    parser.add_argument("--bleu_sentences", type=at_least(EXAMPLES), default=100,
                         help="dev sentences translated with beam search for BLEU (default "
                              "%(default)s)")
+    cli.add_verbose_flag(parser)
     args, train_flags = parser.parse_known_args(argv)
     return args, train_flags
 
@@ -72,8 +75,8 @@ def train_argv(args, train_flags):
 
 
 def dev_pairs(run, count):
-    source = task.source_of(run)
-    sources, references = task.dev_sample(source, count)
+    source = run.source()
+    sources, references = data.first_pairs(source, "dev", count)
     if not sources:
         raise data.CorpusError(f"{source!r} has no dev split to evaluate on")
     return sources, references
@@ -86,7 +89,7 @@ def examples_of(sources, references):
 
 
 def demo(args, train_flags):
-    model_dir = pathlib.Path(args.model_dir)
+    directory = pathlib.Path(args.model_dir)
     if args.minutes:
         argv = train_argv(args, train_flags)
         phase(1, f"training for {args.minutes:g} minutes: kt-train {' '.join(argv)}")
@@ -99,8 +102,8 @@ def demo(args, train_flags):
         phase(1, "training skipped (--minutes 0)")
 
     phase(2, "dev BLEU with beam search (beam 4, alpha 0.6) on the newest checkpoint")
-    loaded = loading.load(model_dir)
-    step = checkpoints.step_in_name(loaded.checkpoint)
+    loaded = model_dir.load(directory)
+    step = model_dir.step_in_name(loaded.checkpoint)
     translator = Translator(loaded.model, loaded.vocabulary,
                             max_input_length=loaded.run.max_length)
     sources, references = dev_pairs(loaded.run, args.bleu_sentences)
@@ -119,7 +122,7 @@ def demo(args, train_flags):
               f"  translation: {translations[source]}\n")
 
     phase(4, "exporting a SavedModel for TF Serving (kt-export)")
-    export_path = export(translator, model_dir / "export", provenance=provenance(loaded))
+    export_path = export(translator, directory / "export", provenance=provenance(loaded))
     print(f"exported {loaded.checkpoint} to {export_path}")
 
     phase(5, f"reloading {export_path} with tf.saved_model.load and translating again")
@@ -134,22 +137,22 @@ def demo(args, train_flags):
 
     phase(6, "attention of the shortest example (kt-attention)")
     maps = attention.attention_maps(translator, examples[0][0])
-    png = model_dir / f"attention_step_{step}.png"
+    png = directory / f"attention_step_{step}.png"
     if png.exists():  # drawn by an earlier kt-demo at this step: the same picture, kept
         print(f"{png} exists; kept")
     else:
         attention.write_png(attention.figure(maps, loaded.model.num_layers, 1), png)
         print(f"drew layer {loaded.model.num_layers}, head 1 to {png}")
 
-    print(f"\ndone. Everything is in {model_dir}:\n"
-          f"  checkpoints      {checkpoints.default_directory(model_dir)}  (newest: "
+    print(f"\ndone. Everything is in {directory}:\n"
+          f"  checkpoints      {directory / config.CHECKPOINT_DIR}  (newest: "
           f"{loaded.checkpoint.name})\n"
-          f"  TensorBoard      tensorboard --logdir {model_dir / task.LOG_DIR}\n"
+          f"  TensorBoard      tensorboard --logdir {directory / config.LOG_DIR}\n"
           f"  SavedModel       {export_path}\n"
           f"  attention        {png}\n"
           f"  dev BLEU         {bleu:.2f} at step {step}\n"
-          f"Next: kt-translate --model_dir {model_dir} < input.en, kt-attention --model_dir "
-          f"{model_dir} --text \"...\" --output a.png, or kt-demo --model_dir {model_dir} to "
+          f"Next: kt-translate --model_dir {directory} < input.en, kt-attention --model_dir "
+          f"{directory} --text \"...\" --output a.png, or kt-demo --model_dir {directory} to "
           f"train on.")
     return 0
 
@@ -158,7 +161,7 @@ def main(argv=None):
     args, train_flags = parse_args(argv)
     try:
         return demo(args, train_flags)
-    except (loading.ModelDirError, config.ConfigError, data.CorpusError,
+    except (model_dir.ModelDirError, config.ConfigError, data.CorpusError,
             data.VocabularyError, ExportError) as error:
         print(f"kt-demo: error: {error}", file=sys.stderr)
         return 2

@@ -13,9 +13,13 @@ import os
 import pathlib
 import platform
 
+from keras_transformer import data
+
 CONFIG_FILE = "config.json"
 VOCAB_FILE = "vocab.model"
 CHECKPOINT_DIR = "checkpoints"
+AVERAGED_DIR = "averaged"
+LOG_DIR = "logs"
 FORMAT_VERSION = 1
 
 
@@ -57,6 +61,11 @@ class RunConfig:
 
     def to_json(self):
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+    def source(self, download=False):
+        """The data source this run trains on (a `data.sources` source)."""
+        return data.get_source(self.data, self.source_lang, self.target_lang,
+                               self.tfds_data_dir, download, self.invalid_utf8)
 
 
 def field_names():

@@ -1,4 +1,4 @@
-"""Checkpoints: periodic saves, resume after a crash, and averaging (paper section 6.1).
+"""The checkpoint format: complete-or-absent, verified, resumable checkpoints.
 
 A checkpoint is a directory model_dir/checkpoints/ckpt-<step>/ holding
 - `model.weights.h5`: Keras's own weights file (`model.save_weights`), with the optimizer's state
@@ -34,19 +34,16 @@ import pathlib
 import re
 import shutil
 import sys
-import time
 
 import h5py
-import keras
 import numpy as np
 from keras.src.saving import saving_lib
 
-from trainer.config import CHECKPOINT_DIR
+from keras_transformer.model_dir.config import CHECKPOINT_DIR
 
 WEIGHTS_FILE = "model.weights.h5"
 RNG_FILE = "rng.npz"
 MANIFEST_FILE = "manifest.json"
-AVERAGED_DIR = "averaged"
 _NAME = re.compile(r"^ckpt-(\d+)$")
 
 
@@ -271,63 +268,6 @@ def restore(model, path):
             f"{path / WEIGHTS_FILE} restored the optimizer at step {step_of(model)}, not "
             f"{step_in_name(path)}: it was saved with another optimizer setup (a different "
             f"--mixed_precision, whose float16 loss scaling adds optimizer state?)")
-
-
-class PeriodicCheckpoint(keras.callbacks.Callback):
-    """Saves every `every_steps` steps and every `every_minutes` minutes, and at the end.
-
-    Args:
-        checkpoints: a CheckpointDirectory, or None on multi-worker workers that are not the
-            chief (they write nothing).
-        every_steps: 0 disables step-based saves.
-        every_minutes: 0 disables time-based saves.
-    """
-
-    def __init__(self, checkpoints, every_steps, every_minutes):
-        super().__init__()
-        self.checkpoints = checkpoints
-        self.every_steps = every_steps
-        self.every_seconds = every_minutes * 60
-        self._last_save = time.monotonic()
-        self._saved_step = None
-        self.last_saved = None
-
-    def _save(self):
-        step = step_of(self.model)
-        if self.checkpoints is not None and step != self._saved_step:
-            self.last_saved = self.checkpoints.save(self.model, step)
-        self._saved_step = step
-        self._last_save = time.monotonic()
-
-    def on_train_begin(self, logs=None):
-        self._saved_step = step_of(self.model)  # restored from there, or nothing trained yet
-
-    def on_train_batch_end(self, batch, logs=None):
-        step = step_of(self.model)
-        due_by_steps = self.every_steps and step % self.every_steps == 0
-        due_by_time = (self.every_seconds
-                       and time.monotonic() - self._last_save >= self.every_seconds)
-        if due_by_steps or due_by_time:
-            self._save()
-
-    def on_train_end(self, logs=None):
-        self._save()
-
-
-def average(model, paths):
-    """Sets `model`'s weights to the element-wise mean of the checkpoints at `paths`.
-
-    Only the model's weights are averaged (section 6.1), in float64; `model` needs no optimizer.
-    """
-    if not paths:
-        raise CheckpointError("no checkpoints to average")
-    total = None
-    for path in paths:
-        verify(path)
-        model.load_weights(str(pathlib.Path(path) / WEIGHTS_FILE))
-        weights = [np.asarray(w, dtype=np.float64) for w in model.get_weights()]
-        total = weights if total is None else [t + w for t, w in zip(total, weights)]
-    model.set_weights([t / len(paths) for t in total])
 
 
 def default_directory(model_dir):

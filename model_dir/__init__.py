@@ -1,0 +1,42 @@
+"""The model_dir: everything a trained model needs, in one directory that kt-train writes and
+kt-translate, kt-export, kt-average and kt-demo read.
+
+    model_dir/
+      config.json                the run's configuration (config.py: RunConfig)
+      vocab.model                the shared SentencePiece vocabulary (data.Vocabulary)
+      checkpoints/ckpt-<step>/   model.weights.h5, rng.npz, manifest.json (checkpoints.py)
+      averaged/ckpt-<step>/      kt-average's averages, in the same format
+      logs/                      TensorBoard
+
+    from keras_transformer import model_dir
+    loaded = model_dir.load("runs/demo")       # (model, vocabulary, run, checkpoint)
+"""
+
+from keras_transformer._layout import require_installed_name
+
+require_installed_name(__name__, "model_dir")
+
+from keras_transformer.model_dir.checkpoints import (
+    CheckpointDirectory,
+    CheckpointError,
+    restore,
+    step_in_name,
+    step_of,
+    verify,
+)
+from keras_transformer.model_dir.config import (
+    AVERAGED_DIR,
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    LOG_DIR,
+    VOCAB_FILE,
+    ConfigError,
+    RunConfig,
+)
+from keras_transformer.model_dir.loading import DTYPES, Loaded, ModelDirError, load
+
+__all__ = [
+    "AVERAGED_DIR", "CHECKPOINT_DIR", "CONFIG_FILE", "CheckpointDirectory", "CheckpointError",
+    "ConfigError", "DTYPES", "LOG_DIR", "Loaded", "ModelDirError", "RunConfig", "VOCAB_FILE",
+    "load", "restore", "step_in_name", "step_of", "verify",
+]

@@ -1,0 +1,190 @@
+"""The callbacks kt-train runs besides evaluation: progress lines, periodic checkpoints, a time
+limit, and stopping cleanly on SIGTERM."""
+
+import math
+import os
+import signal
+import threading
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer.model_dir.checkpoints import step_of
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (e.g. the loss stopped being a finite number)."""
+
+
+def scalar(value):
+    """A logged value as a float (logs are shape [1] under MultiWorkerMirroredStrategy)."""
+    return float(np.ravel(value)[0])
+
+
+class TrainingLog(keras.callbacks.Callback):
+    """Every `every` steps: learning rate, and loss, accuracy, target tokens and target tokens/s
+    over those steps.
+
+    Written to TensorBoard (if `writer`), and printed as one line when `print_lines` (when the
+    output is not a terminal, where Keras's progress bar shows the same). Tokens/s count the time
+    spent in train steps (input pipeline included; evaluation and checkpoints not). Stops
+    training with a TrainingError when the loss is not finite.
+    """
+
+    def __init__(self, every, writer=None, print_lines=True):
+        super().__init__()
+        self.every = every
+        self.writer = writer
+        self.print_lines = print_lines
+
+    def on_train_begin(self, logs=None):
+        # Time inside train steps only (data included, evaluation and checkpoints excluded).
+        self._busy, self._busy_at_log, self._tokens, self._tokens_at_log = 0.0, 0.0, 0.0, 0.0
+        self._seen = 0.0
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self._batch_start = time.monotonic()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._busy += time.monotonic() - self._batch_start
+        # Only for the message below (see TokenLevelTraining.report_batch_shape).
+        shape = logs.pop("batch_shape", None)
+        # The count restarts when an evaluation resets the metrics.
+        seen = scalar(logs["target_tokens"])
+        self._tokens += seen - self._seen if seen >= self._seen else seen
+        self._seen = seen
+        step = step_of(self.model)
+        loss = scalar(logs["loss"])
+        if not math.isfinite(loss):
+            if shape is not None:
+                sentences, source, target = np.ravel(shape).astype(int)
+                batch = (f", on a batch of {sentences} sentences x {source} source x {target} "
+                         f"target tokens (per replica; a mean over replicas)")
+            raise TrainingError(
+                f"the loss became {loss} at step {step}{batch if shape is not None else ''}. "
+                f"Lower the learning rate (--hparams_override learning_rate_multiplier=0.5), "
+                f"check the data (python -m keras_transformer.data.inspect), or use float32 "
+                f"(--mixed_precision none); training resumes from the last checkpoint")
+        if step % self.every:
+            return
+        tokens = self._tokens - self._tokens_at_log
+        tokens_per_second = tokens / max(self._busy - self._busy_at_log, 1e-9)
+        self._busy_at_log, self._tokens_at_log = self._busy, self._tokens
+        scalars = {"learning_rate": float(self.model.optimizer.learning_rate),
+                   "target_tokens": tokens, "target_tokens_per_second": tokens_per_second,
+                   "loss": loss,
+                   "token_accuracy": scalar(logs["token_accuracy"])}
+        if self.writer is not None:
+            with self.writer.as_default(step=step):
+                for name, value in scalars.items():
+                    tf.summary.scalar(name, value)
+        if self.print_lines:
+            print(f"step {step}: " + ", ".join(f"{k} {v:.4g}" for k, v in scalars.items()),
+                  flush=True)
+        # Keras's logs are running means since the last reset: resetting here makes each line
+        # (and each point of the TensorBoard curve) the mean of its own `every` steps.
+        self.model.reset_metrics()
+        self._seen = 0.0
+
+
+class PeriodicCheckpoint(keras.callbacks.Callback):
+    """Saves every `every_steps` steps and every `every_minutes` minutes, and at the end.
+
+    Args:
+        checkpoints: a CheckpointDirectory, or None on multi-worker workers that are not the
+            chief (they write nothing).
+        every_steps: 0 disables step-based saves.
+        every_minutes: 0 disables time-based saves.
+    """
+
+    def __init__(self, checkpoints, every_steps, every_minutes):
+        super().__init__()
+        self.checkpoints = checkpoints
+        self.every_steps = every_steps
+        self.every_seconds = every_minutes * 60
+        self._last_save = time.monotonic()
+        self._saved_step = None
+        self.last_saved = None
+
+    def _save(self):
+        step = step_of(self.model)
+        if self.checkpoints is not None and step != self._saved_step:
+            self.last_saved = self.checkpoints.save(self.model, step)
+        self._saved_step = step
+        self._last_save = time.monotonic()
+
+    def on_train_begin(self, logs=None):
+        self._saved_step = step_of(self.model)  # restored from there, or nothing trained yet
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = step_of(self.model)
+        due_by_steps = self.every_steps and step % self.every_steps == 0
+        due_by_time = (self.every_seconds
+                       and time.monotonic() - self._last_save >= self.every_seconds)
+        if due_by_steps or due_by_time:
+            self._save()
+
+    def on_train_end(self, logs=None):
+        self._save()
+
+
+class TimeLimit(keras.callbacks.Callback):
+    """Ends training after `minutes` (PeriodicCheckpoint still saves at the end)."""
+
+    def __init__(self, minutes):
+        super().__init__()
+        self.seconds = minutes * 60
+
+    def on_train_begin(self, logs=None):
+        self._start = time.monotonic()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if time.monotonic() - self._start >= self.seconds:
+            self.model.stop_training = True
+
+
+class StopOnSignal(keras.callbacks.Callback):
+    """Preemption: on SIGTERM (or Ctrl-C, SIGINT) training stops after the current step.
+
+    The other callbacks' `on_train_end` then run (PeriodicCheckpoint writes the final checkpoint);
+    `received` names the signal. The first signal puts the previous handlers back, so a second
+    one acts as it would without this callback (the default: stop at once). Call `install()`
+    before `fit` and `uninstall()` after it (also when it raises); it does nothing outside the
+    main thread (Python delivers signals there) or for a signal the process ignores. Not for
+    multi-worker runs: workers stopping at different steps would wait for each other forever.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self):
+        super().__init__()
+        self.received = None
+        self._previous = {}
+
+    def install(self):
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for number in self.SIGNALS:
+            previous = signal.getsignal(number)
+            if previous is not signal.SIG_IGN:
+                self._previous[number] = signal.signal(number, self._handle)
+
+    def uninstall(self):
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+        self._previous = {}
+
+    def _handle(self, number, frame):
+        self.uninstall()
+        self.received = signal.Signals(number).name
+        if self.model is not None:
+            self.model.stop_training = True
+        # os.write: print could re-enter a write to stderr that the signal interrupted.
+        os.write(2, f"\n{self.received} received: stopping after this step and writing a "
+                    f"checkpoint (send it again to stop at once)\n".encode())
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.received is not None:
+            self.model.stop_training = True
