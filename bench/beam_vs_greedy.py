@@ -4,28 +4,24 @@ For each beam size: the mean length-penalized score of the best hypothesis, on h
 sentences it scores below / above greedy decoding's hypothesis (scored the same way), whether
 those greedy hypotheses ended or ran to the length limit, and sacrebleu BLEU on the dev split.
 
-    python bench/beam_vs_greedy.py --model_dir runs/demo --sentences 492
+    python -m bench.beam_vs_greedy --model_dir runs/demo --sentences 492
 """
 
 import argparse
-import pathlib
-import sys
 import time
 
 import numpy as np
 import sacrebleu
 import tensorflow as tf
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-
-from keras_transformer import data  # noqa: E402
-from keras_transformer import export  # noqa: E402
-import keras_transformer as kt  # noqa: E402
-from bench.common import append_results, markdown_table  # noqa: E402
+import keras_transformer as kt
+from bench.common import append_results, markdown_table
+from keras_transformer import data, export
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.beam_vs_greedy",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--model_dir", required=True)
     parser.add_argument("--sentences", type=int, default=200)
     parser.add_argument("--beam_sizes", default="1,2,4,8")

@@ -1,9 +1,14 @@
-"""What every benchmark shares: the machine's description and the results file."""
+"""What every benchmark shares: the machine's description and the results file.
+
+The reliability campaigns (reliability/) use it too, with their own results file.
+"""
 
 import datetime
 import os
 import pathlib
 import platform
+import re
+import shlex
 import statistics
 import sys
 
@@ -39,11 +44,61 @@ def markdown_table(columns, rows):
     return "\n".join("| " + " | ".join(str(cell) for cell in line) + " |" for line in lines)
 
 
-def append_results(title, table):
-    """Appends a dated section with the machine and the command to bench/RESULTS.md."""
-    command = "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
-    section = (f"\n## {title} ({datetime.date.today().isoformat()})\n\n"
-               f"Machine: {machine()}  \nCommand: `{command}`\n\n{table}\n")
-    with RESULTS.open("a", encoding="utf-8") as results:
-        results.write(section)
+def command_line():
+    """The command that is running, as typed from the repository root and quoted for a shell:
+    `python -m bench.train_step --repeats 5` when run as a module."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    program = ["-m", spec.name] if spec is not None and spec.name else [
+        os.path.relpath(sys.argv[0])]
+    return shlex.join(["python", *program, *sys.argv[1:]])
+
+
+def _heading(title):
+    """A script's section heading: `## <title> (YYYY-MM-DD)`. Notes written by hand have
+    other headings (e.g. `(2026-11-23, written by hand)`), so a script never replaces them."""
+    return re.compile(rf"## {re.escape(title)} \(\d{{4}}-\d{{2}}-\d{{2}}\)")
+
+
+def replace_section(text, title, section):
+    """`text` (a results file) with every section headed `## <title> (date)` replaced by
+    `section`, at the first one's place, or with `section` at the end if there was none.
+
+    A section runs from its `## ` line to the next line that starts with `## ` (or the end);
+    what precedes the first one (the title and introduction) is kept as it is.
+    """
+    blocks, current = [], []
+    for line in text.splitlines():
+        if line.startswith("## ") and (blocks or current):
+            blocks.append(current)
+            current = []
+        current.append(line)
+    if current:
+        blocks.append(current)
+    heading = _heading(title)
+    kept, place = [], None
+    for block in blocks:
+        if heading.fullmatch(block[0].rstrip()):
+            place = len(kept) if place is None else place
+        else:
+            kept.append("\n".join(block).strip("\n"))
+    new = section.strip("\n")
+    if place is None:
+        kept.append(new)
+    else:
+        kept.insert(place, new)
+    return "\n\n".join(block for block in kept if block) + "\n"
+
+
+def append_results(title, table, results=RESULTS):
+    """Writes a dated section with the machine and the command to `results` (bench/RESULTS.md
+    unless given): it replaces the section of the same title, so the file keeps the newest run
+    of each benchmark (older ones are in git history), or goes at the end for a new title."""
+    section = (f"## {title} ({datetime.date.today().isoformat()})\n\n"
+               f"Machine: {machine()}  \nCommand: `{command_line()}`\n\n{table}\n")
+    results = pathlib.Path(results)
+    text = results.read_text(encoding="utf-8") if results.exists() else ""
+    temporary = results.with_name(f".{results.name}.{os.getpid()}")
+    temporary.write_text(replace_section(text, title, section), encoding="utf-8")
+    os.replace(temporary, results)  # a crash mid-write leaves the old file, not half of it
     print(section)
+    print(f"(written to {results})")

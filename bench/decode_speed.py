@@ -7,28 +7,24 @@ at end of sentence, so its embedding row is zeroed (its logit is 0 among 32,000 
 the script checks that none of their outputs chose it. Variants alternate within each
 repetition; figures are sentences per second, median (min-max) of --repeats runs.
 
-    python bench/decode_speed.py --repeats 5
+    python -m bench.decode_speed --repeats 5
 """
 
 import argparse
 import functools
 import pathlib
 import statistics
-import sys
 import tempfile
 import time
 
 import numpy as np
 import tensorflow as tf
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-
-from keras_transformer import data  # noqa: E402
-from keras_transformer import export  # noqa: E402
-import keras_transformer as kt  # noqa: E402
-from bench import peers  # noqa: E402
-from bench.common import append_results, markdown_table  # noqa: E402
-from keras_transformer.decoding import cached_step, recomputing_step  # noqa: E402
+import keras_transformer as kt
+from bench import peers
+from bench.common import append_results, markdown_table
+from keras_transformer import data, export
+from keras_transformer.decoding import cached_step, recomputing_step
 
 
 def long_sentences(vocabulary, count, length):
@@ -115,7 +111,8 @@ def peer_models(hp, vocab_size):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.decode_speed",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--batch_sizes", default="1,32")
     parser.add_argument("--source_length", type=int, default=32)

@@ -7,7 +7,7 @@ start-up and the first traces, is left out). The bare step runs in this process 
 `train_on_batch` on the first --batches batches of the same pipeline, each traced and warmed up
 first, timed in turn; its rate is their real target tokens over the time of their steps.
 
-    python bench/end_to_end.py
+    python -m bench.end_to_end
 """
 
 import argparse
@@ -20,11 +20,9 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-
-from keras_transformer import data  # noqa: E402
-import keras_transformer as kt  # noqa: E402
-from bench.common import append_results, markdown_table  # noqa: E402
+import keras_transformer as kt
+from bench.common import append_results, markdown_table
+from keras_transformer import data
 
 LINE = re.compile(r"step (\d+): .*target_tokens (\S+),")
 
@@ -34,8 +32,9 @@ def kt_train(args, vocab, model_dir, *flags):
 
     `flags` go last on kt-train's command line, so they override the ones set here.
     """
-    command = [sys.executable, "-m", "keras_transformer.trainer.task", "--model_dir", str(model_dir),
-               "--hparams", args.hparams, "--data", "bible_en_es", "--vocab", str(vocab),
+    command = [sys.executable, "-m", "keras_transformer.trainer.task",
+               "--model_dir", str(model_dir), "--hparams", args.hparams,
+               "--data", "bible_en_es", "--vocab", str(vocab),
                "--batch_tokens", str(args.batch_tokens), "--train_steps", str(args.steps),
                "--checkpoint_every_steps", str(args.checkpoint_every),
                "--eval_every", str(10 * args.steps), "--eval_sentences", "0",
@@ -88,7 +87,8 @@ class BareSteps:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.end_to_end",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--hparams", default="transformer_small")
     parser.add_argument("--vocab_size", type=int, default=8000)
     parser.add_argument("--batch_tokens", type=int, default=4096)

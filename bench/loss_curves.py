@@ -6,26 +6,24 @@ compute dtype is what differs. The table gives each run's training
 loss (label-smoothed, the mean over each --log_every interval) and its dev loss at every
 evaluation, read from the runs' TensorBoard scalars, and the bfloat16 - float32 differences.
 
-    python bench/loss_curves.py
+    python -m bench.loss_curves
 """
 
 import argparse
 import pathlib
-import sys
 import tempfile
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-
-from keras_transformer import data  # noqa: E402
-from bench.common import append_results, markdown_table  # noqa: E402
-from bench.end_to_end import kt_train  # noqa: E402
-from bench.plot_training import scalars  # noqa: E402
+from bench.common import append_results, markdown_table
+from bench.end_to_end import kt_train
+from bench.plot_training import scalars
+from keras_transformer import data
 
 PRECISIONS = ("none", "mixed_bfloat16")
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.loss_curves",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--hparams", default="transformer_small")
     parser.add_argument("--vocab_size", type=int, default=8000)
     parser.add_argument("--batch_tokens", type=int, default=4096)

@@ -11,7 +11,7 @@ The profiler slows a decode of many small ops (bfloat16's) noticeably, so each d
 timed without it first. Ops that TensorFlow's cost model finds cheap run inline and may go
 untraced: the op time is that of the ops the trace holds, nearly all of it in the big ones.
 
-    python bench/op_profile.py
+    python -m bench.op_profile
 """
 
 import argparse
@@ -19,27 +19,24 @@ import collections
 import pathlib
 import re
 import statistics
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+import tensorflow as tf
+from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-import tensorflow as tf  # noqa: E402
-from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
-
-import keras_transformer as kt  # noqa: E402
-from bench.common import append_results, markdown_table  # noqa: E402
+import keras_transformer as kt
+from bench.common import append_results, markdown_table
 
 # The part of a decode step an op belongs to: the innermost of these layer names among its name
 # scope's segments (with Keras' "_1" suffixes and layer numbers removed).
 ENCODER = "encoder (once a batch)"
 PARTS = (
     ("feed_forward", "feed-forward"),
-    ("memory_attention", "encoder-decoder attention"),
+    ("encoder_decoder_attention", "encoder-decoder attention"),
     ("self_attention", "self-attention"),
     ("self_attention_block", "residual + layer norm"),
-    ("memory_attention_block", "residual + layer norm"),
+    ("encoder_decoder_attention_block", "residual + layer norm"),
     ("feed_forward_block", "residual + layer norm"),
     ("embedding", "embedding lookup + positions"),
     ("decoder_positions", "embedding lookup + positions"),
@@ -108,7 +105,8 @@ def rows_of(counter, total, top):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.op_profile",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--hparams", default="transformer_base")
     parser.add_argument("--vocab_size", type=int, default=32000)
     parser.add_argument("--batch_size", type=int, default=32)

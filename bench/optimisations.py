@@ -10,24 +10,19 @@
 
 Each figure is the median of --repeats timed rounds, the variants alternating within a round.
 
-    python bench/optimisations.py
+    python -m bench.optimisations
 """
 
 import argparse
-import pathlib
 import statistics
-import sys
 import time
 
+import keras
 import numpy as np
+import tensorflow as tf
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-
-import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-import keras_transformer as kt  # noqa: E402
-from bench.common import append_results, markdown_table  # noqa: E402
+import keras_transformer as kt
+from bench.common import append_results, markdown_table
 
 ADAM = dict(learning_rate=1e-4, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
 
@@ -87,7 +82,8 @@ def qkv(rows, training, d=512):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.optimisations",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--vocab_size", type=int, default=32000)
     parser.add_argument("--repeats", type=int, default=9)
     args = parser.parse_args()

@@ -3,23 +3,21 @@
 Real tokens / padded slots (both sides) over one epoch of the train split, for several batch
 budgets and vocabulary sizes, and the largest padded side of any batch (must not exceed the budget).
 
-    python bench/padding_efficiency.py
+    python -m bench.padding_efficiency
 """
 
 import argparse
 import pathlib
-import sys
 import tempfile
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-
-from keras_transformer import data  # noqa: E402
-from bench.common import append_results, markdown_table  # noqa: E402
-from keras_transformer.data.inspect import describe  # noqa: E402
+from bench.common import append_results, markdown_table
+from keras_transformer import data
+from keras_transformer.data.inspect import describe
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.padding_efficiency",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--vocab_sizes", default="2000,8000,16000")
     parser.add_argument("--batch_tokens", default="4096,25000")
     args = parser.parse_args()

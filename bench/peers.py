@@ -14,7 +14,6 @@ import numpy as np
 from keras_transformer import PAD_ID, SinusoidalPositionEncoding
 
 
-
 def keras_hub_transformer(vocab_size, num_layers, d_model, d_ff, num_heads, dropout,
                           dtype=None):
     """keras-hub TransformerEncoder/TransformerDecoder stacks as a functional `keras.Model`.

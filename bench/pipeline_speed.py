@@ -4,22 +4,19 @@ Both sides count real (non-padding) source + target tokens per second. The pipel
 (tokenizing, bucketing, shifting, prefetching, no model); the model side is one Adam step of
 transformer_base on a batch from the same pipeline. Runs alternate: pipeline, model, pipeline, ...
 
-    python bench/pipeline_speed.py --repeats 5
+    python -m bench.pipeline_speed --repeats 5
 """
 
 import argparse
 import pathlib
-import sys
 import tempfile
 import time
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-
-from keras_transformer import data  # noqa: E402
-import keras_transformer as kt  # noqa: E402
-from bench.common import append_results, markdown_table, summary  # noqa: E402
+import keras_transformer as kt
+from bench.common import append_results, markdown_table, summary
+from keras_transformer import data
 
 
 def real_tokens(batch):
@@ -37,7 +34,8 @@ def pipeline_rate(vocabulary, batch_tokens, batches):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.pipeline_speed",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--batch_tokens", type=int, default=4096)
     parser.add_argument("--pipeline_batches", type=int, default=200)

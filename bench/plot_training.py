@@ -1,6 +1,6 @@
 """Plots a kt-train run's TensorBoard scalars (loss, learning rate, dev BLEU) into one PNG.
 
-    python bench/plot_training.py --model_dir runs/small --output docs/training_small.png
+    python -m bench.plot_training --model_dir runs/small --output docs/training_small.png
 """
 
 import argparse
@@ -28,7 +28,8 @@ def scalars(log_dir):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.plot_training",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--model_dir", required=True)
     parser.add_argument("--output", required=True)
     parser.add_argument("--title", default=None)

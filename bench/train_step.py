@@ -19,26 +19,21 @@ FLOPs are the matmuls a step must do (3x the forward pass's: projections, feed-f
 scores and sums over all key positions, output projection); MFU divides the achieved rate by
 the measured matmul peak of the variant's compute dtype.
 
-    python bench/train_step.py --repeats 5
+    python -m bench.train_step --repeats 5
 """
 
 import argparse
-import pathlib
 import statistics
-import sys
 import time
 from functools import partial
 
+import keras
 import numpy as np
+import tensorflow as tf
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-
-import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-import keras_transformer as kt  # noqa: E402
-from bench import peers  # noqa: E402
-from bench.common import append_results, markdown_table  # noqa: E402
+import keras_transformer as kt
+from bench import peers
+from bench.common import append_results, markdown_table
 
 ADAM = dict(learning_rate=1e-4, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
 
@@ -172,7 +167,8 @@ def best(times, names, peer, dtype):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.train_step",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--hparams", default="transformer_base")
     parser.add_argument("--vocab_size", type=int, default=32000)
     parser.add_argument("--workloads", default="64x32,64x64",

@@ -48,7 +48,10 @@ def tokenized_pairs(source, vocabulary, split, shuffle_files=False, seed=None, s
     return (pairs.batch(_TOKENIZE_BATCH)
             .map(lambda s, t: (vocabulary.encode(s, max_length), vocabulary.encode(t, max_length)),
                  num_parallel_calls=tf.data.AUTOTUNE)
-            .unbatch())
+            .unbatch()
+            # A ragged batch unbatches into ragged_rank-0 RaggedTensors, which padded_batch
+            # refuses; a map hands them over as the plain tensors they are.
+            .map(lambda s, t: (s, t)))
 
 
 def limit_length(pairs, max_length):

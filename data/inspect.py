@@ -3,7 +3,8 @@
 Prints the number of pairs, what was dropped or truncated and why, length percentiles, batches per
 epoch, tokens per batch, and padding efficiency (real tokens / padded slots, both sides).
 
-    python -m keras_transformer.data.inspect --data bible_en_es --vocab vocab.model --batch_tokens 25000
+    python -m keras_transformer.data.inspect --data bible_en_es --vocab vocab.model \\
+        --batch_tokens 25000
 """
 
 import argparse

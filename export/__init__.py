@@ -14,6 +14,7 @@ require_installed_name(__name__, "export")
 from keras_transformer.export.lines import translate_lines
 from keras_transformer.export.saved_model import ExportError, export, next_version
 from keras_transformer.export.translator import Translator
+
 # Loading a model_dir belongs to keras_transformer.model_dir; kept here for `export.load`.
 from keras_transformer.model_dir.loading import Loaded, ModelDirError, load
 

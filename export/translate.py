@@ -12,7 +12,6 @@ to stderr.
 """
 
 import argparse
-import os
 import pathlib
 import sys
 import time

@@ -28,7 +28,7 @@ if keras.backend.backend() != "tensorflow":
 
 from keras_transformer import hparams
 from keras_transformer.attention import MultiHeadAttention, scaled_dot_product_attention
-from keras_transformer.beam_search import beam_search, length_penalty, sampling_search
+from keras_transformer.beam_search import beam_search, length_penalty
 from keras_transformer.builders import build_loss, build_model, build_optimizer
 from keras_transformer.decoding import beam_decode, greedy_decode, sample_decode
 from keras_transformer.embedding import SharedEmbedding
@@ -37,14 +37,15 @@ from keras_transformer.hparams import HParams, HParamsError
 from keras_transformer.layers import DecoderLayer, EncoderLayer
 from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.masks import causal_mask, padding_mask
-from keras_transformer.token_ids import EOS_ID, PAD_ID
 from keras_transformer.metrics import Perplexity, TargetTokens, TokenAccuracy
 from keras_transformer.model import Transformer
 from keras_transformer.positional import (
     LearnedPositionEmbedding,
     SinusoidalPositionEncoding,
 )
+from keras_transformer.sampling import sampling_search
 from keras_transformer.schedules import FusedAdam, TransformerSchedule, paper_adam
+from keras_transformer.token_ids import EOS_ID, PAD_ID
 
 __version__ = "0.1.0"
 

@@ -9,7 +9,7 @@ from keras import ops
 _MASKED_SCORE = -1e9
 
 
-def scaled_dot_product_attention(query, key, value, attention_mask=None, dropout=None,
+def scaled_dot_product_attention(query, key, value, attention_mask=None, dropout_layer=None,
                                  training=None):
     """softmax(Q K^T / sqrt(d_k)) V for every head at once (eq. 1).
 
@@ -24,8 +24,8 @@ def scaled_dot_product_attention(query, key, value, attention_mask=None, dropout
         value: [batch, heads, key_length, d_v].
         attention_mask: optional boolean tensor broadcastable to [batch, query_length, key_length];
             True where a query may attend to a key.
-        dropout: optional layer applied to the attention weights (e.g. `keras.layers.Dropout`).
-        training: passed to `dropout`.
+        dropout_layer: optional layer applied to the attention weights (`keras.layers.Dropout`).
+        training: passed to `dropout_layer`.
 
     Returns:
         (output [batch, heads, query_length, d_v],
@@ -42,8 +42,8 @@ def scaled_dot_product_attention(query, key, value, attention_mask=None, dropout
         mask = ops.expand_dims(ops.cast(attention_mask, "bool"), axis=-3)
         scores = ops.where(mask, scores, _MASKED_SCORE)
     weights = ops.cast(ops.softmax(scores, axis=-1), value.dtype)
-    if dropout is not None:
-        weights = dropout(weights, training=training)
+    if dropout_layer is not None:
+        weights = dropout_layer(weights, training=training)
     return ops.einsum("bhqk,bhkd->bhqd", weights, value), weights
 
 
@@ -57,8 +57,8 @@ class MultiHeadAttention(keras.layers.Layer):
 
     Args:
         num_heads: h.
-        key_dim: d_k, the query/key width of each head.
-        value_dim: d_v, the value width of each head; defaults to `key_dim`.
+        d_k: the query/key width of each head.
+        d_v: the value width of each head; defaults to `d_k`.
         output_dim: width of the output; defaults to the query's last dimension.
         dropout: dropout rate on the attention weights.
         kernel_initializer: initializer of the four projection matrices.
@@ -83,21 +83,21 @@ class MultiHeadAttention(keras.layers.Layer):
         attention weights appended last when `return_attention_scores`.
 
     Example:
-    >>> layer = MultiHeadAttention(num_heads=2, key_dim=16, value_dim=8)
+    >>> layer = MultiHeadAttention(num_heads=2, d_k=16, d_v=8)
     >>> layer(np.zeros((3, 5, 32)), np.zeros((3, 7, 32))).shape
     TensorShape([3, 5, 32])
     """
 
-    def __init__(self, num_heads, key_dim, value_dim=None, output_dim=None, dropout=0.0,
+    def __init__(self, num_heads, d_k, d_v=None, output_dim=None, dropout=0.0,
                  kernel_initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
         self.num_heads = num_heads
-        self.key_dim = key_dim
-        self.value_dim = value_dim or key_dim
+        self.d_k = d_k
+        self.d_v = d_v or d_k
         self.output_dim = output_dim
         self.dropout = dropout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self._weights_dropout = (keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.dropout_layer = (keras.layers.Dropout(dropout, dtype=self.dtype_policy)
                                  if dropout else None)
 
     def build(self, query_shape, memory_shape=None):
@@ -106,11 +106,11 @@ class MultiHeadAttention(keras.layers.Layer):
         output_width = self.output_dim or query_width
         # Kernels are stored as the paper's 2-D matrices (so Glorot sees the fans of one dense
         # layer) and split into heads by a reshape.
-        self.query_kernel = self._kernel("query_kernel", query_width, self.key_dim)
-        self.key_kernel = self._kernel("key_kernel", memory_width, self.key_dim)
-        self.value_kernel = self._kernel("value_kernel", memory_width, self.value_dim)
+        self.query_kernel = self._kernel("query_kernel", query_width, self.d_k)
+        self.key_kernel = self._kernel("key_kernel", memory_width, self.d_k)
+        self.value_kernel = self._kernel("value_kernel", memory_width, self.d_v)
         self.output_kernel = self.add_weight(
-            name="output_kernel", shape=(self.num_heads * self.value_dim, output_width),
+            name="output_kernel", shape=(self.num_heads * self.d_v, output_width),
             initializer=self.kernel_initializer)
 
     def _kernel(self, name, width, head_dim):
@@ -128,12 +128,12 @@ class MultiHeadAttention(keras.layers.Layer):
 
         Encoder-decoder attention calls this once per sentence and passes the result as `cache`.
         """
-        return (self._project(memory, self.key_kernel, self.key_dim),
-                self._project(memory, self.value_kernel, self.value_dim))
+        return (self._project(memory, self.key_kernel, self.d_k),
+                self._project(memory, self.value_kernel, self.d_v))
 
     def call(self, query, memory=None, attention_mask=None, cache=None, cache_index=None,
              return_attention_scores=False, training=None):
-        queries = self._project(query, self.query_kernel, self.key_dim)
+        queries = self._project(query, self.query_kernel, self.d_k)
         if cache is not None and cache_index is None:
             keys, values = cache
         else:
@@ -144,10 +144,10 @@ class MultiHeadAttention(keras.layers.Layer):
                 values = ops.slice_update(cache[1], start, ops.cast(values, cache[1].dtype))
                 cache = (keys, values)
         heads, weights = scaled_dot_product_attention(
-            queries, keys, values, attention_mask, self._weights_dropout, training)
+            queries, keys, values, attention_mask, self.dropout_layer, training)
         heads = ops.transpose(heads, (0, 2, 1, 3))
         concatenated = ops.reshape(
-            heads, (ops.shape(heads)[0], ops.shape(heads)[1], self.num_heads * self.value_dim))
+            heads, (ops.shape(heads)[0], ops.shape(heads)[1], self.num_heads * self.d_v))
         output = ops.matmul(concatenated, ops.cast(self.output_kernel, concatenated.dtype))
         results = (output,) + ((cache,) if cache is not None else ())
         results += (weights,) if return_attention_scores else ()
@@ -157,8 +157,8 @@ class MultiHeadAttention(keras.layers.Layer):
         config = super().get_config()
         config.update(
             num_heads=self.num_heads,
-            key_dim=self.key_dim,
-            value_dim=self.value_dim,
+            d_k=self.d_k,
+            d_v=self.d_v,
             output_dim=self.output_dim,
             dropout=self.dropout,
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),

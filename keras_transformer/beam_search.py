@@ -1,71 +1,23 @@
-"""Search over output sequences (paper section 6.1): beam search, greedy decoding and sampling.
-
-Each search is a pure function of a step function and a cache, in the manner of the TF Model
-Garden's beam search, so it knows nothing about the model and compiles into one `tf.while_loop`
-that runs inside `tf.function`, under `jit_compile=True` and in an exported SavedModel:
-
-    step_fn(ids int32 [rows], step int32 scalar, cache) -> (logits [rows, vocab], cache)
-
-`ids` are the tokens at position `step` (`start_id` at step 0), one per hypothesis; `cache` is any
-nest of tensors whose leading dimension is `rows`, returned with the same structure and leading
-dimension. Its other dimensions may change from step to step (a cache that grows by a position a
-step, as `Transformer.init_cache(max_length=None)` makes); under `jit_compile=True` they must not
-(preallocated buffers written at `step`, as `Transformer.init_cache(max_length=n)` makes).
-
-Each sentence has its own length limit `max_lengths[b]` (tokens produced, end of sentence
-included): its hypotheses end there whether or not they produced `eos_id`, so a sentence's result
-does not depend on the other sentences of its batch.
-"""
+"""Beam search with the GNMT length penalty and early termination (paper section 6.1), a pure
+function of a step function and a cache (the contract is in search.py)."""
 
 import tensorflow as tf
 
+from keras_transformer.search import (
+    NEG_INF,
+    batch_size,
+    limits_and_buffer,
+    longest,
+    loop_shapes,
+    same_shapes,
+    write_position,
+)
 from keras_transformer.token_ids import EOS_ID, PAD_ID
-
-_NEG_INF = float("-inf")
 
 
 def length_penalty(length, alpha):
     """GNMT's length penalty ((5 + length) / 6) ** alpha (Wu et al. 2016, eq. 14); float32."""
     return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
-
-
-def longest(lengths):
-    """The largest of int32 lengths [batch]; 0 for an empty batch (reduce_max would give
-    int32's minimum)."""
-    return tf.reduce_max(tf.concat([lengths, [0]], axis=0))
-
-
-def _limits_and_buffer(max_lengths, batch_size, buffer_length):
-    """Per-sentence limits int32 [batch] and the buffer length (int32 scalar or Python int)."""
-    max_lengths = tf.cast(max_lengths, tf.int32)
-    if max_lengths.shape.rank == 0:
-        max_lengths = tf.fill([batch_size], max_lengths)
-    if buffer_length is None:
-        buffer_length = longest(max_lengths)
-    return tf.minimum(max_lengths, buffer_length), buffer_length
-
-
-def _batch_size(cache):
-    return tf.shape(tf.nest.flatten(cache)[0])[0]
-
-
-def _loop_shapes(state):
-    """The shape invariants of a search's loop state, whose last element is the cache: the
-    cache's tensors keep their leading (rows) dimension, the rest keep their shapes."""
-    *rest, cache = state
-    return (*(t.shape for t in rest), tf.nest.map_structure(
-        lambda t: t.shape[:1].concatenate([None] * (t.shape.rank - 1)), cache))
-
-
-def _same_shapes(invariants, state):
-    """`state` with the static shapes of `invariants`, which a while loop's state must keep
-    (batch reshapes and gathers lose a static batch size)."""
-    return tf.nest.map_structure(tf.ensure_shape, state, invariants)
-
-
-def write_position(buffer, step, values):
-    """buffer [..., length] with position `step` replaced by values [...]; XLA-friendly."""
-    return tf.where(tf.range(tf.shape(buffer)[-1]) == step, values[..., None], buffer)
 
 
 def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_length=None,
@@ -108,18 +60,18 @@ def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_leng
     if not 0 <= alpha < float("inf"):
         raise ValueError(f"alpha must be a finite number >= 0 (a negative one would favour "
                          f"endless hypotheses), got {alpha}")
-    batch = _batch_size(cache)
-    max_lengths, buffer_length = _limits_and_buffer(max_lengths, batch, buffer_length)
+    batch = batch_size(cache)
+    max_lengths, buffer_length = limits_and_buffer(max_lengths, batch, buffer_length)
     beams = beam_size
 
     cache = tf.nest.map_structure(lambda t: tf.repeat(t, beams, axis=0), cache)
     # Only the first beam is alive at the start, or the first step would pick one token K times;
     # a sentence with no room (limit <= 0) starts with none.
     alive_log_probs = tf.where(
-        max_lengths[:, None] > 0, tf.constant([[0.0] + [_NEG_INF] * (beams - 1)]), _NEG_INF)
+        max_lengths[:, None] > 0, tf.constant([[0.0] + [NEG_INF] * (beams - 1)]), NEG_INF)
     alive_ids = tf.zeros([batch, beams, buffer_length], tf.int32)
     finished_ids = tf.zeros([batch, beams, buffer_length], tf.int32)
-    finished_scores = tf.fill([batch, beams], _NEG_INF)
+    finished_scores = tf.fill([batch, beams], NEG_INF)
     best_possible_penalty = length_penalty(max_lengths, alpha)
     last_step = longest(max_lengths)
 
@@ -139,7 +91,7 @@ def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_leng
         ends = (top_token == eos_id) | (length >= max_lengths[:, None])
 
         alive_log_probs, keep = tf.math.top_k(
-            tf.where(ends, _NEG_INF, top_log_probs), k=beams)
+            tf.where(ends, NEG_INF, top_log_probs), k=beams)
         alive_ids = tf.gather(top_ids, keep, batch_dims=1)
         parent = tf.gather(top_beam, keep, batch_dims=1) + tf.range(batch)[:, None] * beams
         cache = tf.nest.map_structure(lambda t: tf.gather(t, tf.reshape(parent, [-1])), cache)
@@ -149,11 +101,11 @@ def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_leng
         # greedy path, and with alpha 0 returns exactly what greedy decoding does.
         finishes = ends & (tf.range(2 * beams) < beams)
         ended_scores = tf.where(finishes, top_log_probs / length_penalty(length, alpha),
-                                _NEG_INF)
+                                NEG_INF)
         finished_scores, keep = tf.math.top_k(
             tf.concat([finished_scores, ended_scores], axis=1), k=beams)
         finished_ids = tf.gather(tf.concat([finished_ids, top_ids], axis=1), keep, batch_dims=1)
-        return _same_shapes(invariants, (step + 1, alive_ids, alive_log_probs, finished_ids,
+        return same_shapes(invariants, (step + 1, alive_ids, alive_log_probs, finished_ids,
                                          finished_scores, cache))
 
     def not_done(step, alive_ids, alive_log_probs, finished_ids, finished_scores, cache):
@@ -165,66 +117,7 @@ def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_leng
         return within & tf.logical_not(tf.reduce_all(settled))
 
     initial = (tf.constant(0), alive_ids, alive_log_probs, finished_ids, finished_scores, cache)
-    invariants = _loop_shapes(initial)
+    invariants = loop_shapes(initial)
     _, _, _, finished_ids, finished_scores, _ = tf.while_loop(
         not_done, step_body, initial, shape_invariants=invariants)
     return finished_ids, finished_scores
-
-
-def sampling_search(step_fn, cache, max_lengths, temperature=0.0, top_k=0, seed=None,
-                    buffer_length=None, eos_id=EOS_ID, start_id=PAD_ID):
-    """One hypothesis a sentence, choosing each token greedily or by sampling.
-
-    Args:
-        step_fn, cache, max_lengths, buffer_length, eos_id, start_id: as for `beam_search`.
-        temperature: 0 takes the most probable token (greedy decoding); > 0 samples from
-            softmax(logits / temperature).
-        top_k: with sampling, draw only among the `top_k` most probable tokens (0: all).
-        seed: int [2] (or a Python pair) for `tf.random.stateless_categorical`; the same seed
-            gives the same samples. None draws one.
-
-    Returns:
-        (ids int32 [batch, buffer_length], 0 after each sentence's end; scores float32 [batch],
-        the sum of the chosen tokens' log-probabilities under the model, untempered).
-    """
-    if not 0 <= temperature < float("inf"):
-        raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
-    if top_k < 0:
-        raise ValueError(f"top_k must be >= 0, got {top_k}")
-    batch = _batch_size(cache)
-    max_lengths, buffer_length = _limits_and_buffer(max_lengths, batch, buffer_length)
-    if temperature > 0:
-        seed = (tf.random.uniform([2], maxval=tf.int32.max, dtype=tf.int32) if seed is None
-                else tf.cast(seed, tf.int32))
-
-    def choose(log_probs, step):
-        if temperature == 0:
-            return tf.argmax(log_probs, axis=-1, output_type=tf.int32)
-        logits = log_probs / temperature
-        if top_k:
-            kth_best = tf.math.top_k(logits, k=top_k).values[:, -1:]
-            logits = tf.where(logits < kth_best, _NEG_INF, logits)
-        step_seed = tf.random.experimental.stateless_fold_in(seed, step)
-        return tf.random.stateless_categorical(logits, 1, step_seed, dtype=tf.int32)[:, 0]
-
-    def step_body(*state):
-        step, previous, ids, finished, scores, cache = state
-        logits, cache = step_fn(previous, step, cache)
-        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
-        chosen = tf.where(finished, PAD_ID, choose(log_probs, step))
-        chosen_log_prob = tf.gather(log_probs, chosen, batch_dims=1)
-        scores += tf.where(finished, 0.0, chosen_log_prob)
-        ids = write_position(ids, step, chosen)
-        finished |= (chosen == eos_id) | (step + 1 >= max_lengths)
-        return _same_shapes(invariants, (step + 1, chosen, ids, finished, scores, cache))
-
-    def not_done(step, previous, ids, finished, scores, cache):
-        return (step < buffer_length) & tf.logical_not(tf.reduce_all(finished))
-
-    initial = (tf.constant(0), tf.fill([batch], start_id),
-               tf.zeros([batch, buffer_length], tf.int32), max_lengths <= 0,
-               tf.zeros([batch]), cache)
-    invariants = _loop_shapes(initial)
-    _, _, ids, _, scores, _ = tf.while_loop(not_done, step_body, initial,
-                                            shape_invariants=invariants)
-    return ids, scores

@@ -10,18 +10,15 @@ executor would copy the whole buffer, and beam search's reordering copies it aga
 `recomputing_step` runs the decoder over the whole prefix every step instead (n(n+1)/2
 positions): the reference the cache must agree with, and the baseline it beats.
 
-The searches themselves are in `beam_search.py`.
+The searches themselves are in `beam_search.py` and `sampling.py`.
 """
 
 import tensorflow as tf
 
-from keras_transformer.beam_search import (
-    beam_search,
-    longest,
-    sampling_search,
-    write_position,
-)
+from keras_transformer.beam_search import beam_search
 from keras_transformer.masks import padding_mask
+from keras_transformer.sampling import sampling_search
+from keras_transformer.search import longest, write_position
 from keras_transformer.token_ids import EOS_ID
 
 
@@ -41,7 +38,7 @@ def decode_lengths(source_ids, extra_length=50, max_length=None):
 
 
 def cached_step(model, source_ids, max_length=None, beam_size=1):
-    """A step function and its initial cache for the searches in `beam_search.py`.
+    """A step function and its initial cache for the searches (`beam_search`, `sampling_search`).
 
     The encoder-decoder keys and values and the source mask are the same for every hypothesis of
     a sentence, so they are repeated `beam_size` times here and captured by the step function:
@@ -71,8 +68,8 @@ def cached_step(model, source_ids, max_length=None, beam_size=1):
 
     def step_fn(ids, step, buffers):
         layers = [dict(layer, **own) for layer, own in zip(fixed["layers"], buffers)]
-        logits, cache = model.decode(ids[:, None], cache=dict(fixed, layers=layers), step=step,
-                                     grow_cache=max_length is None)
+        logits, cache = model.decode_cached(ids[:, None], dict(fixed, layers=layers), step,
+                                            grow_cache=max_length is None)
         return logits[:, 0], [{name: layer[name] for name in _SELF_ATTENTION}
                               for layer in cache["layers"]]
 
@@ -163,7 +160,7 @@ def sample_decode(model, source_ids, max_length=None, extra_length=50, temperatu
 
     Args:
         model, source_ids, max_length, extra_length: as for `beam_decode`.
-        temperature, top_k, seed: see `beam_search.sampling_search`.
+        temperature, top_k, seed: see `sampling.sampling_search`.
 
     Returns:
         (ids int32 [batch, length], 0 after each sentence's end of sentence; scores float32

@@ -30,7 +30,7 @@ class PositionwiseFeedForward(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.inner = keras.layers.Dense(d_ff, activation="relu", dtype=self.dtype_policy,
                                         kernel_initializer=self.kernel_initializer, name="inner")
-        self.dropout = keras.layers.Dropout(relu_dropout, dtype=self.dtype_policy)
+        self.dropout_layer = keras.layers.Dropout(relu_dropout, dtype=self.dtype_policy)
         self.outer = None  # Its width is the input's, known in build.
 
     def build(self, inputs_shape):
@@ -40,7 +40,7 @@ class PositionwiseFeedForward(keras.layers.Layer):
         self.outer.build(tuple(inputs_shape[:-1]) + (self.d_ff,))
 
     def call(self, inputs, training=None):
-        return self.outer(self.dropout(self.inner(inputs), training=training))
+        return self.outer(self.dropout_layer(self.inner(inputs), training=training))
 
     def get_config(self):
         config = super().get_config()

@@ -16,7 +16,7 @@ class _ResidualBlock(keras.layers.Layer):
 
     def __init__(self, dropout, epsilon, **kwargs):
         super().__init__(**kwargs)
-        self.dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
         self.norm = keras.layers.LayerNormalization(epsilon=epsilon, dtype=self.dtype_policy,
                                                     name="layer_norm")
 
@@ -24,7 +24,7 @@ class _ResidualBlock(keras.layers.Layer):
         self.norm.build(inputs_shape)
 
     def call(self, inputs, sublayer_output, training=None):
-        return self.norm(inputs + self.dropout(sublayer_output, training=training))
+        return self.norm(inputs + self.dropout_layer(sublayer_output, training=training))
 
 
 class _TransformerLayer(keras.layers.Layer):
@@ -133,23 +133,20 @@ class DecoderLayer(_TransformerLayer):
 
     Call arguments:
         inputs: [batch, target_length, d_model].
-        memory: encoder output [batch, source_length, d_model]; may be None when `cache` holds
-            its keys and values.
-        self_attention_mask: boolean, broadcastable to [batch, target_length, key_length]
-            (causal; key_length is the cache length when decoding with a cache).
+        memory: encoder output [batch, source_length, d_model].
+        self_attention_mask: boolean, broadcastable to [batch, target_length, target_length]
+            (causal).
         memory_mask: boolean, broadcastable to [batch, target_length, source_length] (the
             source padding mask).
-        cache: optional dict from `init_cache`, for incremental decoding.
-        cache_index: scalar int, the position of `inputs`' first step in the cache's
-            preallocated self-attention buffers; None appends `inputs`' keys and values to
-            them instead (a growing cache, `init_cache(memory, None)`).
-        return_attention_scores: also return the attention weights (not with a cache).
+        return_attention_scores: also return the attention weights.
 
     Returns:
-        [batch, target_length, d_model], or `(output, cache)` when a cache is given. With
-        `return_attention_scores`, `(output, (self_weights, memory_weights))`: self_weights
+        [batch, target_length, d_model]. With `return_attention_scores`,
+        `(output, (self_weights, memory_weights))`: self_weights
         [batch, heads, target_length, target_length], memory_weights
         [batch, heads, target_length, source_length].
+
+    Incremental decoding: `init_cache(memory)` once, then `call_cached` a step at a time.
 
     Example:
     >>> layer = DecoderLayer(num_heads=2, d_ff=32, d_k=8)
@@ -161,14 +158,15 @@ class DecoderLayer(_TransformerLayer):
         super().__init__(num_heads, d_ff, d_k, d_v, **kwargs)
         self.self_attention = self._attention("self_attention")
         self.self_attention_block = self._residual_block("self_attention_block")
-        self.memory_attention = self._attention("memory_attention")
-        self.memory_attention_block = self._residual_block("memory_attention_block")
+        self.encoder_decoder_attention = self._attention("encoder_decoder_attention")
+        self.encoder_decoder_attention_block = self._residual_block(
+            "encoder_decoder_attention_block")
 
     def build(self, inputs_shape, memory_shape=None):
         self.self_attention.build(inputs_shape)
         self.self_attention_block.build(inputs_shape)
-        self.memory_attention.build(inputs_shape, memory_shape or inputs_shape)
-        self.memory_attention_block.build(inputs_shape)
+        self.encoder_decoder_attention.build(inputs_shape, memory_shape or inputs_shape)
+        self.encoder_decoder_attention_block.build(inputs_shape)
         self._build_feed_forward(inputs_shape)
 
     def init_cache(self, memory, max_length=None):
@@ -176,10 +174,11 @@ class DecoderLayer(_TransformerLayer):
 
         The encoder-decoder keys and values [batch, h, source_length, d_k|d_v] are computed
         here, once per sentence; the self-attention buffers [batch, h, max_length, d_k|d_v]
-        start at zero and are filled one step at a time (`call` with `cache_index`), or, with
-        `max_length=None`, start empty and grow a step at a time (`call` without it).
+        start at zero and are filled one step at a time (`call_cached` with `cache_index`), or,
+        with `max_length=None`, start empty and grow a step at a time (`call_cached` without
+        it).
         """
-        memory_keys, memory_values = self.memory_attention.compute_key_value(memory)
+        memory_keys, memory_values = self.encoder_decoder_attention.compute_key_value(memory)
         batch = ops.shape(memory)[0]
         max_length = 0 if max_length is None else max_length
         dtype = memory_keys.dtype
@@ -190,36 +189,52 @@ class DecoderLayer(_TransformerLayer):
             "memory_values": memory_values,
         }
 
-    def call(self, inputs, memory=None, self_attention_mask=None, memory_mask=None, cache=None,
-             cache_index=None, return_attention_scores=False, training=None):
-        if cache is None:
-            attended, self_weights = self.self_attention(
-                inputs, attention_mask=self_attention_mask, return_attention_scores=True,
-                training=training)
-            memory_cache = None
-        elif return_attention_scores:
-            raise ValueError("return_attention_scores needs the whole target at once, not a "
-                             "cache: run decode without one on the decoded ids")
-        else:
-            buffers = (cache["self_keys"], cache["self_values"])
-            if cache_index is None:  # a growing cache: append this step's keys and values
-                keys, values = (
-                    ops.concatenate([old, ops.cast(new, old.dtype)], axis=2) for old, new in
-                    zip(buffers, self.self_attention.compute_key_value(inputs)))
-                attended, _ = self.self_attention(inputs, attention_mask=self_attention_mask,
-                                                  cache=(keys, values), training=training)
-            else:
-                attended, (keys, values) = self.self_attention(
-                    inputs, attention_mask=self_attention_mask, cache=buffers,
-                    cache_index=cache_index, training=training)
-            memory_cache = (cache["memory_keys"], cache["memory_values"])
-            cache = dict(cache, self_keys=keys, self_values=values)
+    def call(self, inputs, memory, self_attention_mask=None, memory_mask=None,
+             return_attention_scores=False, training=None):
+        attended, self_weights = self.self_attention(
+            inputs, attention_mask=self_attention_mask, return_attention_scores=True,
+            training=training)
         x = self.self_attention_block(inputs, attended, training=training)
-        attended, *_, memory_weights = self.memory_attention(
+        x, memory_weights = self._attend_to_memory(x, memory, memory_mask, None, training)
+        x = self._feed_forward(x, training)
+        return (x, (self_weights, memory_weights)) if return_attention_scores else x
+
+    def call_cached(self, inputs, cache, self_attention_mask=None, memory_mask=None,
+                    cache_index=None, training=None):
+        """One decoding step (or a few) through this layer's cache from `init_cache`.
+
+        Args:
+            inputs: [batch, length, d_model], the new positions.
+            cache: dict from `init_cache` (or from the previous step).
+            self_attention_mask: boolean, broadcastable to [batch, length, key_length], causal
+                over the positions held (all of a preallocated buffer's).
+            memory_mask: boolean, broadcastable to [batch, length, source_length].
+            cache_index: scalar int, where `inputs`' keys and values go in preallocated
+                buffers; None appends them to a growing cache (`init_cache(memory, None)`).
+
+        Returns:
+            (output [batch, length, d_model], the updated cache).
+        """
+        buffers = (cache["self_keys"], cache["self_values"])
+        if cache_index is None:  # a growing cache: append this step's keys and values
+            keys, values = (
+                ops.concatenate([old, ops.cast(new, old.dtype)], axis=2) for old, new in
+                zip(buffers, self.self_attention.compute_key_value(inputs)))
+            attended, _ = self.self_attention(inputs, attention_mask=self_attention_mask,
+                                              cache=(keys, values), training=training)
+        else:
+            attended, (keys, values) = self.self_attention(
+                inputs, attention_mask=self_attention_mask, cache=buffers,
+                cache_index=cache_index, training=training)
+        x = self.self_attention_block(inputs, attended, training=training)
+        x, _ = self._attend_to_memory(x, None, memory_mask,
+                                      (cache["memory_keys"], cache["memory_values"]), training)
+        x = self._feed_forward(x, training)
+        return x, dict(cache, self_keys=keys, self_values=values)
+
+    def _attend_to_memory(self, x, memory, memory_mask, memory_cache, training):
+        """Encoder-decoder attention and its residual block; returns (output, weights)."""
+        attended, *_, weights = self.encoder_decoder_attention(
             x, memory, attention_mask=memory_mask, cache=memory_cache,
             return_attention_scores=True, training=training)
-        x = self.memory_attention_block(x, attended, training=training)
-        x = self._feed_forward(x, training)
-        if return_attention_scores:
-            return x, (self_weights, memory_weights)
-        return x if cache is None else (x, cache)
+        return self.encoder_decoder_attention_block(x, attended, training=training), weights

@@ -179,9 +179,9 @@ class Transformer(TokenLevelTraining, keras.Model):
             memory: encoder output [batch, source_length, d_model].
             source_mask: bool [batch, source_length], `padding_mask(source_ids)`.
             max_length: number of decoder positions the self-attention buffers hold,
-                preallocated, for `decode(..., step=i)` to write into (fixed shapes, as XLA
-                needs). None: the buffers start empty and grow with every
-                `decode(..., step=i, grow_cache=True)`, which without XLA costs less, as a
+                preallocated, for `decode_cached(..., step=i)` to write into (fixed shapes, as
+                XLA needs). None: the buffers start empty and grow with every
+                `decode_cached(..., step=i, grow_cache=True)`, which without XLA costs less, as a
                 step then copies only the positions so far, not a whole preallocated buffer.
 
         Returns:
@@ -198,59 +198,61 @@ class Transformer(TokenLevelTraining, keras.Model):
             "layers": [layer.init_cache(memory, max_length) for layer in self.decoder_layers],
         }
 
-    def decode(self, target_ids, memory=None, source_mask=None, cache=None, step=None,
-               grow_cache=False, training=None, return_attention_scores=False):
-        """Runs the decoder stack and the output projection.
+    def decode(self, target_ids, memory, source_mask, training=None,
+               return_attention_scores=False):
+        """Runs the decoder stack and the output projection over a whole target (training,
+        scoring): every position attends to those before it.
 
-        Without a cache (training, scoring): `target_ids` is the whole shifted-right target and
-        every position attends to those before it.
+        Args:
+            target_ids: int [batch, length], the shifted-right target.
+            memory: encoder output [batch, source_length, d_model].
+            source_mask: bool [batch, source_length], `padding_mask(source_ids)`.
+            return_attention_scores: also return the attention weights.
 
-        With a cache from `init_cache` (decoding): `target_ids` holds the tokens at positions
-        [step, step + length), usually one; earlier positions come from the cache, and
-        `memory`/`source_mask` are not needed (the cache holds them).
+        Returns:
+            float32 logits [batch, length, vocab_size]. With `return_attention_scores`,
+            `(logits, weights)`: a dict of "decoder_self_attention" [batch, num_layers,
+            num_heads, length, length] and "encoder_decoder_attention" [batch, num_layers,
+            num_heads, length, source_length].
+        """
+        self._ensure_built()
+        target_ids = self._token_ids(target_ids, "target_ids")
+        x = self._embed(target_ids, self.decoder_positions, self.decoder_input_dropout, training)
+        self_mask = causal_mask(ops.shape(target_ids)[1])
+        memory_mask = ops.convert_to_tensor(source_mask, "bool")[:, None, :]
+        self_weights, memory_weights = [], []
+        for layer in self.decoder_layers:
+            x, (layer_self, layer_memory) = layer(
+                x, memory, self_attention_mask=self_mask, memory_mask=memory_mask,
+                return_attention_scores=True, training=training)
+            self_weights.append(layer_self)
+            memory_weights.append(layer_memory)
+        logits = self.embedding(x, reverse=True)
+        if not return_attention_scores:
+            return logits
+        return logits, {"decoder_self_attention": ops.stack(self_weights, axis=1),
+                        "encoder_decoder_attention": ops.stack(memory_weights, axis=1)}
+
+    def decode_cached(self, target_ids, cache, step, grow_cache=False, training=None):
+        """Incremental decoding through a cache from `init_cache` (beam search, sampling).
+
+        `target_ids` holds the tokens at positions [step, step + length), usually one; earlier
+        positions come from the cache, which also holds the encoder-decoder keys and values.
 
         Args:
             target_ids: int [batch, length].
-            memory: encoder output [batch, source_length, d_model] (no cache).
-            source_mask: bool [batch, source_length] (no cache).
             cache: dict from `init_cache`, or a previous call's returned cache.
-            step: scalar int, the position of target_ids[:, 0] (with a cache).
+            step: scalar int, the position of target_ids[:, 0].
             grow_cache: the cache is a growing one (`init_cache(max_length=None)`): the new
                 keys and values are appended to it, and `step` must be the number of positions
                 it holds. False: they are written at `step` into its preallocated buffers.
-            return_attention_scores: also return the attention weights (not with a cache).
 
         Returns:
-            float32 logits [batch, length, vocab_size]; with a cache, `(logits, updated cache)`.
-            With `return_attention_scores`, `(logits, weights)`: a dict of
-            "decoder_self_attention" [batch, num_layers, num_heads, length, length] and
-            "encoder_decoder_attention" [batch, num_layers, num_heads, length, source_length].
+            (float32 logits [batch, length, vocab_size], the updated cache).
         """
         self._ensure_built()
         target_ids = self._token_ids(target_ids, "target_ids")
         length = ops.shape(target_ids)[1]
-        if cache is None:
-            if memory is None or source_mask is None:
-                raise ValueError("decode without a cache needs memory and source_mask")
-            x = self._embed(target_ids, self.decoder_positions, self.decoder_input_dropout,
-                            training)
-            self_mask = causal_mask(length)
-            memory_mask = ops.convert_to_tensor(source_mask, "bool")[:, None, :]
-            self_weights, memory_weights = [], []
-            for layer in self.decoder_layers:
-                x, (layer_self, layer_memory) = layer(
-                    x, memory, self_attention_mask=self_mask, memory_mask=memory_mask,
-                    return_attention_scores=True, training=training)
-                self_weights.append(layer_self)
-                memory_weights.append(layer_memory)
-            logits = self.embedding(x, reverse=True)
-            if not return_attention_scores:
-                return logits
-            return logits, {"decoder_self_attention": ops.stack(self_weights, axis=1),
-                            "encoder_decoder_attention": ops.stack(memory_weights, axis=1)}
-
-        if step is None:
-            raise ValueError("decode with a cache needs step, the position of target_ids[:, 0]")
         cache_length = ops.shape(cache["layers"][0]["self_keys"])[2]
         step = ops.cast(step, "int32")
         if grow_cache:
@@ -274,10 +276,9 @@ class Transformer(TokenLevelTraining, keras.Model):
         memory_mask = cache["memory_mask"][:, None, :]
         layer_caches = []
         for layer, layer_cache in zip(self.decoder_layers, cache["layers"]):
-            x, layer_cache = layer(x, self_attention_mask=self_mask, memory_mask=memory_mask,
-                                   cache=layer_cache, cache_index=None if grow_cache else step,
-                                   return_attention_scores=return_attention_scores,
-                                   training=training)
+            x, layer_cache = layer.call_cached(
+                x, layer_cache, self_attention_mask=self_mask, memory_mask=memory_mask,
+                cache_index=None if grow_cache else step, training=training)
             layer_caches.append(layer_cache)
         return self.embedding(x, reverse=True), dict(cache, layers=layer_caches)
 

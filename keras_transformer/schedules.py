@@ -54,7 +54,7 @@ class FusedAdam(keras.optimizers.Adam):
     same slot variables, so weights files of one load into the other. Keras spells the update
     as a dozen element-wise ops, each a pass over every parameter; `ResourceApplyAdam` reads
     the variable, both moments and the gradient once (for the base model's 60M parameters,
-    0.142 -> 0.056 s an update on a 2-core CPU: `python bench/optimisations.py`).
+    0.142 -> 0.056 s an update on a 2-core CPU: `python -m bench.optimisations`).
 
     One difference: an embedding's gradient (IndexedSlices) is made dense first, so a row
     gathered twice gets (g1 + g2)^2 in v, as dense Adam defines it; Keras's update squares the

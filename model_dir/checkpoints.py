@@ -34,6 +34,7 @@ import pathlib
 import re
 import shutil
 import sys
+import tempfile
 
 import h5py
 import numpy as np
@@ -242,6 +243,33 @@ def verify(path):
                                   f"manifest's")
 
 
+# Layer attributes renamed since the first checkpoints were written (Keras keys weights by
+# attribute path): encoder-decoder attention got the paper's name, and Dropout layers end in
+# _layer where `dropout` is a rate.
+_RENAMED = {"memory_attention": "encoder_decoder_attention",
+            "memory_attention_block": "encoder_decoder_attention_block",
+            "dropout": "dropout_layer"}
+
+
+def load_weights(model, weights_file):
+    """`model.load_weights(weights_file)`, also for a file written before the renames above."""
+    with h5py.File(weights_file, "r") as file:
+        names = []
+        file.visit(names.append)
+    old = [name for name in names if name.rsplit("/", 1)[-1] in _RENAMED]
+    if not old:
+        model.load_weights(str(weights_file))
+        return
+    with tempfile.TemporaryDirectory() as scratch:
+        upgraded = pathlib.Path(scratch) / pathlib.Path(weights_file).name
+        shutil.copyfile(weights_file, upgraded)
+        with h5py.File(upgraded, "r+") as file:
+            for name in sorted(old, key=lambda name: -name.count("/")):  # children first
+                parent, _, leaf = name.rpartition("/")
+                file.move(name, f"{parent}/{_RENAMED[leaf]}" if parent else _RENAMED[leaf])
+        model.load_weights(str(upgraded))
+
+
 def restore(model, path):
     """Loads checkpoint directory `path` into `model` (and its optimizer, if compiled).
 
@@ -253,7 +281,7 @@ def restore(model, path):
     optimizer = getattr(model, "optimizer", None)  # absent before compile
     if optimizer is not None and not optimizer.built:
         optimizer.build(model.trainable_variables)  # its variables must exist to load
-    model.load_weights(str(path / WEIGHTS_FILE))
+    load_weights(model, path / WEIGHTS_FILE)
     with np.load(path / RNG_FILE) as saved:
         states = [saved[f"arr_{i}"] for i in range(len(saved.files))]
     variables = _seed_states(model)

@@ -3,8 +3,8 @@
 import pathlib
 import typing
 
-from keras_transformer import data
 import keras_transformer as kt
+from keras_transformer import data
 from keras_transformer.model_dir import checkpoints, config
 
 

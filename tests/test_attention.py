@@ -49,7 +49,7 @@ def test_fully_masked_query_gives_finite_output(rng):
 def test_multi_head_attention_equals_numpy_with_independent_dk_dv(rng):
     # d_k = 3 and d_v = 5 have nothing to do with d_model / h = 4 (Table 3 rows A and B).
     d_model, h, dk, dv = 8, 2, 3, 5
-    layer = MultiHeadAttention(num_heads=h, key_dim=dk, value_dim=dv)
+    layer = MultiHeadAttention(num_heads=h, d_k=dk, d_v=dv)
     query = rng.normal(size=(2, 4, d_model)).astype("float32")
     memory = rng.normal(size=(2, 6, d_model)).astype("float32")
     mask = np.ones((2, 1, 6), bool)
@@ -70,7 +70,7 @@ def test_multi_head_attention_equals_numpy_with_independent_dk_dv(rng):
 
 
 def test_masked_keys_do_not_influence_output(rng):
-    layer = MultiHeadAttention(num_heads=2, key_dim=4)
+    layer = MultiHeadAttention(num_heads=2, d_k=4)
     query = rng.normal(size=(1, 3, 8)).astype("float32")
     memory = rng.normal(size=(1, 5, 8)).astype("float32")
     mask = np.array([[[True, True, True, False, False]]])
@@ -81,7 +81,7 @@ def test_masked_keys_do_not_influence_output(rng):
 
 
 def test_self_attention_cache_equals_full_causal_attention(rng):
-    layer = MultiHeadAttention(num_heads=2, key_dim=4, value_dim=3)
+    layer = MultiHeadAttention(num_heads=2, d_k=4, d_v=3)
     x = rng.normal(size=(2, 5, 8)).astype("float32")
     causal = np.tril(np.ones((5, 5), bool))[None]
     full = np.asarray(layer(x, attention_mask=causal))
@@ -93,7 +93,7 @@ def test_self_attention_cache_equals_full_causal_attention(rng):
 
 
 def test_precomputed_memory_cache_equals_recomputation(rng):
-    layer = MultiHeadAttention(num_heads=2, key_dim=4)
+    layer = MultiHeadAttention(num_heads=2, d_k=4)
     query = rng.normal(size=(2, 3, 8)).astype("float32")
     memory = rng.normal(size=(2, 6, 8)).astype("float32")
     expected = np.asarray(layer(query, memory))
@@ -102,20 +102,20 @@ def test_precomputed_memory_cache_equals_recomputation(rng):
 
 
 def test_attention_dropout_follows_the_layer_dtype_policy(rng):
-    layer = MultiHeadAttention(num_heads=2, key_dim=4, dropout=0.1, dtype="mixed_bfloat16")
+    layer = MultiHeadAttention(num_heads=2, d_k=4, dropout=0.1, dtype="mixed_bfloat16")
     x = rng.normal(size=(2, 3, 8)).astype("float32")
     assert layer(x, training=True).dtype == "bfloat16"
 
 
 def test_attention_dropout_only_in_training(rng):
-    layer = MultiHeadAttention(num_heads=2, key_dim=4, dropout=0.5)
+    layer = MultiHeadAttention(num_heads=2, d_k=4, dropout=0.5)
     x = rng.normal(size=(2, 6, 8)).astype("float32")
     np.testing.assert_array_equal(np.asarray(layer(x)), np.asarray(layer(x, training=False)))
     assert not np.allclose(np.asarray(layer(x, training=True)), np.asarray(layer(x)))
 
 
 def test_return_attention_scores_rows_sum_to_one(rng):
-    layer = MultiHeadAttention(num_heads=4, key_dim=2, output_dim=6)
+    layer = MultiHeadAttention(num_heads=4, d_k=2, output_dim=6)
     out, weights = layer(rng.normal(size=(2, 3, 8)).astype("float32"),
                          return_attention_scores=True)
     assert out.shape == (2, 3, 6) and weights.shape == (2, 4, 3, 3)
@@ -123,12 +123,12 @@ def test_return_attention_scores_rows_sum_to_one(rng):
 
 
 def test_config_roundtrip(rng):
-    layer = MultiHeadAttention(num_heads=2, key_dim=3, value_dim=5, output_dim=7, dropout=0.1)
+    layer = MultiHeadAttention(num_heads=2, d_k=3, d_v=5, output_dim=7, dropout=0.1)
     clone = assert_roundtrip(layer, rng.normal(size=(2, 4, 8)).astype("float32"),
                              rng.normal(size=(2, 6, 8)).astype("float32"))
     assert clone.get_config() == layer.get_config()
 
 
-@pytest.mark.parametrize("value_dim", [None, 4])
-def test_value_dim_defaults_to_key_dim(value_dim):
-    assert MultiHeadAttention(num_heads=2, key_dim=4, value_dim=value_dim).value_dim == 4
+@pytest.mark.parametrize("d_v", [None, 4])
+def test_d_v_defaults_to_d_k(d_v):
+    assert MultiHeadAttention(num_heads=2, d_k=4, d_v=d_v).d_v == 4

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer.beam_search import beam_search, length_penalty, sampling_search
+from keras_transformer.beam_search import beam_search, length_penalty
+from keras_transformer.sampling import sampling_search
 
 EOS = 1
 VOCAB = 3  # 0 (an ordinary token here), end of sentence, 2

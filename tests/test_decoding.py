@@ -15,7 +15,7 @@ def step_by_step_greedy(model, source, max_length):
     finished = np.zeros(len(source), bool)
     output, scores = [], np.zeros(len(source))
     for step in range(max_length):
-        logits, cache = model.decode(previous, cache=cache, step=step)
+        logits, cache = model.decode_cached(previous, cache, step=step)
         log_probs = np.asarray(tf.nn.log_softmax(logits[:, -1]))
         chosen = np.where(finished, kt.PAD_ID, log_probs.argmax(-1)).astype("int32")
         scores += np.where(finished, 0.0, log_probs.max(-1))

@@ -78,12 +78,14 @@ def free_port():
 
 def test_two_workers_on_localhost_train_and_agree(tmp_path, small_corpus):  # noqa: F811
     vocab = tmp_path / "vocab.model"
-    assert subprocess.run([sys.executable, "-m", "keras_transformer.data.vocab", "--data", str(small_corpus),
+    assert subprocess.run([sys.executable, "-m", "keras_transformer.data.vocab", "--data",
+                           str(small_corpus),
                            "--source_lang", "en", "--target_lang", "es", "--vocab_size", "600",
                            "--output", str(vocab)], capture_output=True, timeout=300
                           ).returncode == 0
     workers = [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]
-    command = [sys.executable, "-m", "keras_transformer.trainer.task", "--model_dir", str(tmp_path / "run"),
+    command = [sys.executable, "-m", "keras_transformer.trainer.task",
+               "--model_dir", str(tmp_path / "run"),
                "--data", str(small_corpus), "--source_lang", "en", "--target_lang", "es",
                "--vocab", str(vocab), "--batch_tokens", "3000", "--max_length", "150",
                "--hparams", "transformer_tiny", "--train_steps", "4", "--log_every", "2"]

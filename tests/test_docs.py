@@ -69,3 +69,33 @@ def test_reproduce_page_commands_run_as_written(tmp_path):
     assert "averaged ckpt-1, ckpt-2, ckpt-3, ckpt-4, ckpt-5 into" in result.stdout
     assert "ckpt-19, ckpt-20 into" in result.stdout  # the big model's last 20
     assert result.stderr.count("BLEU = ") == 2 and "nrefs:1" in result.stderr
+
+
+ROOT = DOCS.parent
+# The README's two commands: CI runs the second verbatim (.ci/run), so they must not drift.
+DEMO_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/kt-demo"
+TEST_COMMAND = ('python3 -m venv .venv && .venv/bin/pip install -e ".[test]" && '
+                '.venv/bin/python -m pytest')
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)[^)]*\)")  # [text](target) and ![alt](target)
+EXTERNAL = ("http://", "https://", "#", "mailto:")
+
+
+def test_readme_starts_small():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 120, f"README.md has {len(lines)} lines; move details to docs/"
+    first_screen = lines[:40]
+    for command in (DEMO_COMMAND, TEST_COMMAND):
+        assert command in first_screen, f"not in README.md's first 40 lines: {command}"
+
+
+def test_relative_links_point_to_files():
+    broken = []
+    for page in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+        text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.DOTALL)
+        for target in LINK.findall(text):
+            if target.startswith(EXTERNAL):
+                continue
+            path = target.split("#", 1)[0]
+            if not (page.parent / path).exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert not broken, "links to missing files: " + ", ".join(broken)

@@ -7,12 +7,12 @@ import shutil
 import subprocess
 import sys
 
+import hostile_inputs
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from keras_transformer import export
-from bench import hostile_inputs
 from keras_transformer.export import saved_model, translate
 from keras_transformer.export.translate import translate_lines
 

@@ -1,12 +1,13 @@
 """Hostile input at the serving boundary: the Translator's string signature (what kt-export saves
 and kt-translate runs) answers every input with a translation or a clear error, and then still
 translates as before. The SavedModel in a fresh process and kt-translate get the same fixed
-cases in tests/test_export.py; bench/soak.py mixes them into a 10-minute, 8-thread load.
+cases in tests/test_export.py; reliability/soak.py mixes them into a 10-minute, 8-thread load.
 
 Hypothesis runs the "ci" profile here (a fixed set of examples); for the long form:
     python -m pytest tests/test_hostile_input.py --hypothesis-profile campaign
 """
 
+import hostile_inputs
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -14,7 +15,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from keras_transformer import export
-from bench import hostile_inputs
 
 SENTENCE = hostile_inputs.TEXTS["sentence"]
 

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer import data
 import keras_transformer as kt
+from keras_transformer import data
 from keras_transformer.data import inspect as data_inspect
 
 

@@ -3,7 +3,8 @@ import sys
 
 
 def run_inspect(*args):
-    return subprocess.run([sys.executable, "-m", "keras_transformer.data.inspect", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "keras_transformer.data.inspect", *args],
+                          capture_output=True,
                           text=True, timeout=300)
 
 

@@ -26,7 +26,7 @@ def test_decoder_layer_is_three_post_norm_residual_blocks(rng):
     causal = np.tril(np.ones((4, 4), bool))[None]
     out = np.asarray(layer(x, memory, self_attention_mask=causal))
     y = layer.self_attention_block.norm(x + layer.self_attention(x, attention_mask=causal))
-    z = layer.memory_attention_block.norm(y + layer.memory_attention(y, memory))
+    z = layer.encoder_decoder_attention_block.norm(y + layer.encoder_decoder_attention(y, memory))
     expected = layer.feed_forward_block.norm(z + layer.feed_forward(z))
     np.testing.assert_allclose(out, np.asarray(expected), atol=1e-5)
 
@@ -58,8 +58,9 @@ def test_decoder_cache_equals_full_pass(rng):
     cache = layer.init_cache(memory, max_length=5)
     assert cache["self_keys"].shape == (2, 2, 5, 4) and cache["self_values"].shape == (2, 2, 5, 6)
     for t in range(5):
-        out, cache = layer(x[:, t:t + 1], self_attention_mask=(np.arange(5) <= t)[None, None],
-                           memory_mask=memory_mask, cache=cache, cache_index=t)
+        out, cache = layer.call_cached(x[:, t:t + 1], cache,
+                                       self_attention_mask=(np.arange(5) <= t)[None, None],
+                                       memory_mask=memory_mask, cache_index=t)
         np.testing.assert_allclose(np.asarray(out)[:, 0], full[:, t], atol=1e-5)
 
 

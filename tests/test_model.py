@@ -101,18 +101,9 @@ def test_attention_scores_are_the_weights_the_layers_use(rng):
     y = model._embed(target, model.decoder_positions, model.decoder_input_dropout, False)
     y = decoder.self_attention_block(y, decoder.self_attention(
         y, attention_mask=kt.causal_mask(6)))
-    expected = _softmax_attention(y, model.encode(source), decoder.memory_attention,
+    expected = _softmax_attention(y, model.encode(source), decoder.encoder_decoder_attention,
                                   np.broadcast_to(source_mask, (3, 6, 7)))
     np.testing.assert_allclose(weights["encoder_decoder_attention"][:, 0], expected, atol=1e-5)
-
-
-def test_attention_scores_need_the_whole_target_not_a_cache(rng):
-    model = tiny_model()
-    source, _ = padded_pair(rng)
-    cache = model.init_cache(model.encode(source), source != kt.PAD_ID, 4)
-    with pytest.raises(ValueError, match="whole target at once"):
-        model.decode(np.zeros((3, 1), "int32"), cache=cache, step=0,
-                     return_attention_scores=True)
 
 
 @pytest.mark.parametrize("position_encoding", ["sinusoidal", "learned"])
@@ -124,7 +115,7 @@ def test_step_by_step_cached_decoding_equals_full_pass(rng, position_encoding, m
     memory = model.encode(source)
     cache = model.init_cache(memory, kt.padding_mask(source), max_length=max_length)
     for step in range(target.shape[1]):
-        logits, cache = model.decode(target[:, step:step + 1], cache=cache, step=step,
+        logits, cache = model.decode_cached(target[:, step:step + 1], cache, step=step,
                                      grow_cache=max_length is None)
         np.testing.assert_allclose(np.asarray(logits)[:, 0], full[:, step], atol=1e-5)
     held = cache["layers"][0]["self_keys"].shape[2]
@@ -138,7 +129,7 @@ def test_a_growing_cache_takes_chunks_in_a_compiled_loop(rng):
 
     @tf.function
     def decode_chunk(ids, cache, step):
-        return model.decode(ids, cache=cache, step=step, grow_cache=True)
+        return model.decode_cached(ids, cache, step=step, grow_cache=True)
 
     cache = model.init_cache(model.encode(source), kt.padding_mask(source))
     for step in range(0, 6, 3):
@@ -155,16 +146,16 @@ def test_a_cache_used_as_the_other_kind_is_an_error(rng, max_length, grow_cache,
     source, target = padded_pair(rng)
     cache = model.init_cache(model.encode(source), kt.padding_mask(source), max_length)
     with pytest.raises(tf.errors.InvalidArgumentError, match=message):
-        model.decode(target[:, :1], cache=cache, step=0, grow_cache=grow_cache)
+        model.decode_cached(target[:, :1], cache, step=0, grow_cache=grow_cache)
 
 
 def test_a_growing_cache_refuses_a_step_it_does_not_hold(rng):
     model = tiny_model()
     source, target = padded_pair(rng)
-    _, cache = model.decode(target[:, :2], cache=model.init_cache(
+    _, cache = model.decode_cached(target[:, :2], model.init_cache(
         model.encode(source), kt.padding_mask(source)), step=0, grow_cache=True)
     with pytest.raises(tf.errors.InvalidArgumentError, match="positions a growing cache holds"):
-        model.decode(target[:, 3:4], cache=cache, step=3, grow_cache=True)
+        model.decode_cached(target[:, 3:4], cache, step=3, grow_cache=True)
 
 
 def test_cached_decoding_in_chunks_and_under_xla(rng):
@@ -175,7 +166,7 @@ def test_cached_decoding_in_chunks_and_under_xla(rng):
     # One graph for every step: the step index and the cache are tensors, shapes stay fixed.
     @tf.function(jit_compile=True)
     def decode_chunk(ids, cache, step):
-        return model.decode(ids, cache=cache, step=step)
+        return model.decode_cached(ids, cache, step=step)
 
     cache = model.init_cache(model.encode(source), kt.padding_mask(source), max_length=6)
     for step in range(0, 6, 2):
@@ -188,7 +179,7 @@ def test_decoding_past_the_cache_is_an_error(rng):
     source, target = padded_pair(rng)
     cache = model.init_cache(model.encode(source), kt.padding_mask(source), max_length=2)
     with pytest.raises(tf.errors.InvalidArgumentError, match="past the end of the cache"):
-        model.decode(target[:, :3], cache=cache, step=0)
+        model.decode_cached(target[:, :3], cache, step=0)
 
 
 def test_one_embedding_matrix_serves_source_target_and_softmax():
@@ -208,7 +199,7 @@ def test_decoding_before_any_call_builds_the_model(rng):
     model = kt.Transformer(vocab_size=VOCAB, num_layers=1, d_model=16, d_ff=32, num_heads=2)
     source, target = padded_pair(rng)
     cache = model.init_cache(model.encode(source), kt.padding_mask(source), max_length=6)
-    step_logits, _ = model.decode(target[:, :1], cache=cache, step=0)
+    step_logits, _ = model.decode_cached(target[:, :1], cache, step=0)
     full = model((source, target))  # builds nothing twice
     np.testing.assert_allclose(np.asarray(step_logits)[:, 0], np.asarray(full)[:, 0], atol=1e-5)
 
@@ -219,8 +210,8 @@ def test_step_may_be_any_integer_tensor(rng):
     full = np.asarray(model((source, target)))
     cache = model.init_cache(model.encode(source), kt.padding_mask(source), max_length=6)
     for step in range(2):
-        logits, cache = model.decode(target[:, step:step + 1], cache=cache,
-                                     step=tf.constant(step, tf.int64))
+        logits, cache = model.decode_cached(target[:, step:step + 1], cache,
+                                            step=tf.constant(step, tf.int64))
         np.testing.assert_allclose(np.asarray(logits)[:, 0], full[:, step], atol=1e-5)
 
 
@@ -236,9 +227,10 @@ def test_residual_dropout_acts_on_embedding_sums_and_sublayer_outputs(rng, keep)
     """Section 5.4: dropout on each sub-layer output and on the embedding + position sums."""
     model = tiny_model(dropout=0.5)
     input_dropouts = [model.encoder_input_dropout, model.decoder_input_dropout]
-    residual_dropouts = [block.dropout for layer in model.encoder_layers + model.decoder_layers
-                         for block in (layer.self_attention_block, layer.feed_forward_block,
-                                       getattr(layer, "memory_attention_block", None)) if block]
+    residual_dropouts = [
+        block.dropout_layer for layer in model.encoder_layers + model.decoder_layers
+        for block in (layer.self_attention_block, layer.feed_forward_block,
+                      getattr(layer, "encoder_decoder_attention_block", None)) if block]
     for dropout in residual_dropouts if keep == "input" else input_dropouts:
         dropout.rate = 0.0
     pair = padded_pair(rng)
@@ -258,7 +250,7 @@ def test_mixed_precision_computes_in_16_bits_with_float32_weights_and_logits(
     # The cache keeps one dtype from step to step, so it can be a tf.while_loop variable.
     cache = model.init_cache(tf.cast(model.encode(source), tf.float32), kt.padding_mask(source),
                              max_length=4)
-    _, next_cache = model.decode(target[:, :1], cache=cache, step=0)
+    _, next_cache = model.decode_cached(target[:, :1], cache, step=0)
     assert tf.nest.map_structure(lambda t: t.dtype, next_cache) == tf.nest.map_structure(
         lambda t: t.dtype, cache)
 
@@ -306,7 +298,8 @@ def test_nothing_turns_keras_safe_mode_off():
     """The project never loads a `.keras` file with safe_mode off (so a file's lambdas and
     pickled code never run); the test above shows the model loads with it on."""
     root = pathlib.Path(kt.__file__).parent.parent
-    for package in ("keras_transformer", "data", "trainer", "export", "bench", "notebooks"):
+    for package in ("keras_transformer", "data", "model_dir", "trainer", "export", "demo", "bench",
+                    "reliability", "notebooks"):
         for path in [*(root / package).rglob("*.py"), *(root / package).rglob("*.ipynb")]:
             text = path.read_text(encoding="utf-8")
             for unsafe in ("safe_mode=False", "enable_unsafe_deserialization"):

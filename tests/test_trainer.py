@@ -14,8 +14,8 @@ import keras
 import numpy as np
 import pytest
 
-from keras_transformer import data
 import keras_transformer as kt
+from keras_transformer import data
 from keras_transformer.model_dir import checkpoints, config
 from keras_transformer.trainer import average, callbacks, task
 
@@ -293,6 +293,30 @@ def test_a_damaged_checkpoint_is_refused_by_name_and_the_previous_used(tmp_path,
         directory.restore_latest(model)
 
 
+def test_a_checkpoint_written_before_the_attribute_renames_loads(tmp_path):
+    # Weights are keyed by attribute path: memory_attention became encoder_decoder_attention,
+    # and Dropout layers' `dropout` became `dropout_layer`. An old checkpoint is made from a
+    # new one by renaming its groups back (and rewriting its manifest).
+    import h5py
+
+    model = kt.build_model("transformer_tiny", 30)
+    saved = checkpoints.CheckpointDirectory(tmp_path).save(model, 3)
+    new_names = {new: old for old, new in checkpoints._RENAMED.items()}
+    with h5py.File(saved / checkpoints.WEIGHTS_FILE, "r+") as file:
+        names = []
+        file.visit(names.append)
+        renamed = [name for name in names if name.rsplit("/", 1)[-1] in new_names]
+        for name in sorted(renamed, key=lambda name: -name.count("/")):
+            parent, _, leaf = name.rpartition("/")
+            file.move(name, f"{parent}/{new_names[leaf]}")
+        assert "decoder_layers/decoder_layer/memory_attention/vars" in file
+    checkpoints._write_manifest(saved, 3)
+    fresh = kt.build_model("transformer_tiny", 30)
+    checkpoints.restore(fresh, saved)
+    for expected, restored in zip(model.get_weights(), fresh.get_weights()):
+        np.testing.assert_array_equal(expected, restored)
+
+
 FULL_DISK = """
 import resource, sys
 import keras_transformer as kt
@@ -311,7 +335,7 @@ except checkpoints.CheckpointError as error:
 
 
 def test_a_failing_checkpoint_write_is_an_error_and_the_previous_stays(tmp_path):
-    # The kernel refuses the writes (RLIMIT_FSIZE) as it would on a full disk; bench/faults.py
+    # The kernel refuses the writes (RLIMIT_FSIZE) as it would on a full disk; reliability/faults.py
     # fills a real tmpfs.
     result = subprocess.run([sys.executable, "-c", FULL_DISK, str(tmp_path)],
                             capture_output=True, text=True, timeout=300)
@@ -349,7 +373,8 @@ def test_kt_average_writes_the_mean_of_the_last_checkpoints(tmp_path, small_corp
     assert result.returncode == 0, result.stderr
     inputs = [weights_at(model_dir, f"ckpt-{step}") for step in (4, 6)]
     averaged = subprocess.run(
-        [sys.executable, "-m", "keras_transformer.trainer.average", "--model_dir", str(model_dir), "--last", "2"],
+        [sys.executable, "-m", "keras_transformer.trainer.average", "--model_dir", str(model_dir),
+         "--last", "2"],
         capture_output=True, text=True, timeout=300)
     assert averaged.returncode == 0, averaged.stderr
     assert "averaged ckpt-4, ckpt-6 into" in averaged.stdout

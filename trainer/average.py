@@ -27,7 +27,7 @@ def average(model, paths):
     total = None
     for path in paths:
         checkpoints.verify(path)
-        model.load_weights(str(pathlib.Path(path) / checkpoints.WEIGHTS_FILE))
+        checkpoints.load_weights(model, pathlib.Path(path) / checkpoints.WEIGHTS_FILE)
         weights = [np.asarray(w, dtype=np.float64) for w in model.get_weights()]
         total = weights if total is None else [t + w for t, w in zip(total, weights)]
     model.set_weights([t / len(paths) for t in total])

@@ -22,11 +22,17 @@ def translate_ids(model, source_ids, extra_length=50, batch_size=64):
     return outputs
 
 
+def source_ids(vocabulary, sources, max_length):
+    """Dev sentences (str) as the model's input, int32 [n, length], 0-padded: `Vocabulary.encode`,
+    as in training and in the Translator."""
+    return vocabulary.encode(tf.constant(sources), max_length).to_tensor().numpy()
+
+
 def bleu(model, vocabulary, sources, references, max_length, extra_length=50):
     """sacrebleu corpus BLEU of greedy translations; returns (BLEUScore, signature, hypotheses)."""
-    source_ids = vocabulary.encode(tf.constant(sources), max_length).to_tensor().numpy()
     hypotheses = [text.decode("utf-8") for text in vocabulary.detokenize(
-        tf.ragged.constant(translate_ids(model, source_ids, extra_length))).numpy()]
+        tf.ragged.constant(translate_ids(model, source_ids(vocabulary, sources, max_length),
+                                         extra_length))).numpy()]
     metric = sacrebleu.BLEU()
     return metric.corpus_score(hypotheses, [references]), str(metric.get_signature()), hypotheses
 

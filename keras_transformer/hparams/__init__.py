@@ -244,15 +244,3 @@ for _name, (_changes, _) in TABLE3.items():
 # The paper's shared BPE vocabulary for WMT 2014 English-German (section 5.1), which its
 # parameter counts assume.
 TABLE3_VOCAB_SIZE = 37_000
-
-
-def table3_rows(vocab_size: int = TABLE3_VOCAB_SIZE):
-    """Yields (name, hparams, our parameter count, the paper's row) for every Table 3 row."""
-    # Imported here because builders imports this module.
-    from keras_transformer.builders import build_model
-
-    for name, (_, paper) in TABLE3.items():
-        hp = get(name)
-        model = build_model(hp, vocab_size)
-        yield name, hp, model.count_params(), paper
-        del model

@@ -2,7 +2,7 @@
 
 1. Exports the model (kt-export) to a temporary directory and loads the SavedModel as a server
    would: `tf.saved_model.load` with tensorflow and tensorflow_text only.
-2. Sends every fixed hostile case of bench/hostile_inputs.py alone, an empty batch and a batch of
+2. Sends every fixed hostile case of tests/hostile_inputs.py alone, an empty batch and a batch of
    10,000 strings: outcome, seconds and resident memory after each.
 3. Translates --sentences dev sentences one at a time: the expected answers.
 4. Soak: --threads threads call the serving signature for --minutes with batches of 1-8 texts,
@@ -12,8 +12,8 @@
 5. kt-translate on a file of 10,000 lines (valid and hostile mixed) in a fresh process: exit
    status, line count, seconds and its peak memory.
 
-    python bench/soak.py --model_dir runs/demo --minutes 10 --threads 8
-    python bench/soak.py --model_dir runs/demo --minutes 10 --threads 8 --no-onednn
+    python -m reliability.soak --model_dir runs/demo --minutes 10 --threads 8
+    python -m reliability.soak --model_dir runs/demo --minutes 10 --threads 8 --no-onednn
 """
 
 import argparse
@@ -33,12 +33,11 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-
-from bench import hostile_inputs  # noqa: E402
-from bench.common import append_results, markdown_table  # noqa: E402
+from bench.common import append_results, markdown_table
+from tests import hostile_inputs
 
 DEV = pathlib.Path(__file__).resolve().parent.parent / "data/corpora/bible_en_es/dev.en.gz"
+RESULTS = pathlib.Path(__file__).parent / "RESULTS.md"
 
 
 def rss_mb():
@@ -49,8 +48,9 @@ def rss_mb():
 
 
 def export_model(model_dir, output):
-    subprocess.run([sys.executable, "-m", "keras_transformer.export", "--model_dir", str(model_dir), "--output",
-                    str(output)], check=True, capture_output=True, text=True)
+    subprocess.run([sys.executable, "-m", "keras_transformer.export", "--model_dir",
+                    str(model_dir), "--output", str(output)],
+                   check=True, capture_output=True, text=True)
     return next(p for p in sorted(pathlib.Path(output).iterdir()) if p.name.isdigit())
 
 
@@ -167,8 +167,8 @@ def kt_translate_10k(model_dir, directory, valid, seed):
     source = pathlib.Path(directory) / "input.txt"
     source.write_bytes(b"\n".join(lines) + b"\n")
     start = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-m", "keras_transformer.export.translate", "--model_dir",
-                                str(model_dir), "--input", str(source), "--output",
+    process = subprocess.Popen([sys.executable, "-m", "keras_transformer.export.translate",
+                                "--model_dir", str(model_dir), "--input", str(source), "--output",
                                 str(pathlib.Path(directory) / "output.txt")],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     stderr = process.stderr.read()
@@ -182,7 +182,8 @@ def kt_translate_10k(model_dir, directory, valid, seed):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m reliability.soak",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--model_dir", required=True, help="a kt-train model_dir")
     parser.add_argument("--minutes", type=float, default=10)
     parser.add_argument("--threads", type=int, default=8)
@@ -239,7 +240,7 @@ def main():
         table += (f"\n\nkt-translate on 10,000 lines (half dev sentences, half random hostile "
                   f"texts): exit {status}, {count:,} output lines, {seconds:.0f} s, peak RSS "
                   f"{peak:.0f} MB. {' '.join(last)}")
-    append_results("Soak and hostile input at the serving boundary", table)
+    append_results("Soak and hostile input at the serving boundary", table, RESULTS)
     return 0 if not soak.escaped and not soak.mismatches and after else 1
 
 

@@ -1,7 +1,9 @@
 """Inputs a public translation endpoint will receive besides sentences.
 
-Shared by tests/test_hostile_input.py (every case, plus hypothesis-generated ones) and
-bench/soak.py (mixed into its load). Texts are bytes: what arrives on the wire need not be UTF-8.
+Shared by tests/test_hostile_input.py (every case, plus hypothesis-generated ones),
+tests/test_export.py and reliability/soak.py (mixed into its load). Texts are bytes: what arrives
+on the wire need not be UTF-8. The tests import it as `hostile_inputs` (pytest puts tests/ on
+sys.path); from the repository root it is `tests.hostile_inputs`.
 """
 
 import numpy as np

@@ -14,7 +14,7 @@ On transformer_tiny and the bundled corpus, in deterministic mode:
    for the mount namespace): a clear error, the previous checkpoint intact.
 6. A diverging loss: stops with the step and the batch shape.
 
-    python bench/faults.py --kills 10 --seed 0
+    python -m reliability.faults --kills 10 --seed 0
 """
 
 import argparse
@@ -33,11 +33,11 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+import keras_transformer as kt
+from bench.common import append_results, markdown_table
+from keras_transformer.model_dir import checkpoints, config
 
-import keras_transformer as kt  # noqa: E402
-from bench.common import append_results, markdown_table  # noqa: E402
-from keras_transformer.model_dir import checkpoints, config  # noqa: E402
+RESULTS = pathlib.Path(__file__).parent / "RESULTS.md"
 
 
 def command(model_dir, steps, *flags):
@@ -141,7 +141,8 @@ def kill_once(model_dir, steps, mode, rng):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m reliability.faults",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--steps", type=int, default=120)
     parser.add_argument("--seed", type=int, default=0)
@@ -246,7 +247,7 @@ def main():
         lines.append(f"Diverging loss: exit {diverging.returncode}; `{message[:160]}...`")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    append_results("Training fault injection", "\n\n".join(lines))
+    append_results("Training fault injection", "\n\n".join(lines), RESULTS)
 
 
 def full_disk(work, reference, steps, vocab):

@@ -1,0 +1,73 @@
+"""Greedy decoding and sampling (temperature, top-k): one hypothesis a sentence, a pure function
+of a step function and a cache (the contract is in search.py)."""
+
+import tensorflow as tf
+
+from keras_transformer.search import (
+    NEG_INF,
+    batch_size,
+    limits_and_buffer,
+    loop_shapes,
+    same_shapes,
+    write_position,
+)
+from keras_transformer.token_ids import EOS_ID, PAD_ID
+
+
+def sampling_search(step_fn, cache, max_lengths, temperature=0.0, top_k=0, seed=None,
+                    buffer_length=None, eos_id=EOS_ID, start_id=PAD_ID):
+    """One hypothesis a sentence, choosing each token greedily or by sampling.
+
+    Args:
+        step_fn, cache, max_lengths, buffer_length, eos_id, start_id: as for `beam_search`.
+        temperature: 0 takes the most probable token (greedy decoding); > 0 samples from
+            softmax(logits / temperature).
+        top_k: with sampling, draw only among the `top_k` most probable tokens (0: all).
+        seed: int [2] (or a Python pair) for `tf.random.stateless_categorical`; the same seed
+            gives the same samples. None draws one.
+
+    Returns:
+        (ids int32 [batch, buffer_length], 0 after each sentence's end; scores float32 [batch],
+        the sum of the chosen tokens' log-probabilities under the model, untempered).
+    """
+    if not 0 <= temperature < float("inf"):
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
+    if top_k < 0:
+        raise ValueError(f"top_k must be >= 0, got {top_k}")
+    batch = batch_size(cache)
+    max_lengths, buffer_length = limits_and_buffer(max_lengths, batch, buffer_length)
+    if temperature > 0:
+        seed = (tf.random.uniform([2], maxval=tf.int32.max, dtype=tf.int32) if seed is None
+                else tf.cast(seed, tf.int32))
+
+    def choose(log_probs, step):
+        if temperature == 0:
+            return tf.argmax(log_probs, axis=-1, output_type=tf.int32)
+        logits = log_probs / temperature
+        if top_k:
+            kth_best = tf.math.top_k(logits, k=top_k).values[:, -1:]
+            logits = tf.where(logits < kth_best, NEG_INF, logits)
+        step_seed = tf.random.experimental.stateless_fold_in(seed, step)
+        return tf.random.stateless_categorical(logits, 1, step_seed, dtype=tf.int32)[:, 0]
+
+    def step_body(*state):
+        step, previous, ids, finished, scores, cache = state
+        logits, cache = step_fn(previous, step, cache)
+        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
+        chosen = tf.where(finished, PAD_ID, choose(log_probs, step))
+        chosen_log_prob = tf.gather(log_probs, chosen, batch_dims=1)
+        scores += tf.where(finished, 0.0, chosen_log_prob)
+        ids = write_position(ids, step, chosen)
+        finished |= (chosen == eos_id) | (step + 1 >= max_lengths)
+        return same_shapes(invariants, (step + 1, chosen, ids, finished, scores, cache))
+
+    def not_done(step, previous, ids, finished, scores, cache):
+        return (step < buffer_length) & tf.logical_not(tf.reduce_all(finished))
+
+    initial = (tf.constant(0), tf.fill([batch], start_id),
+               tf.zeros([batch, buffer_length], tf.int32), max_lengths <= 0,
+               tf.zeros([batch]), cache)
+    invariants = loop_shapes(initial)
+    _, _, ids, _, scores, _ = tf.while_loop(not_done, step_body, initial,
+                                            shape_invariants=invariants)
+    return ids, scores

@@ -1,0 +1,220 @@
+"""The house: one installed name, imports that point down, no circles, every command's --help,
+and one text -> ids path."""
+
+import ast
+import contextlib
+import io
+import os
+import pathlib
+import runpy
+import subprocess
+import sys
+from importlib import metadata
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_transformer as kt
+
+ROOT = pathlib.Path(__file__).parent.parent
+# Repository folder -> installed package (setup.py's package_dir).
+FOLDERS = {"keras_transformer": "keras_transformer", "data": "keras_transformer.data",
+           "model_dir": "keras_transformer.model_dir", "trainer": "keras_transformer.trainer",
+           "export": "keras_transformer.export", "demo": "keras_transformer.demo"}
+# What each floor may import besides itself: the model library and data on the ground floor,
+# the model_dir format above them, trainer and export side by side above it, the demo on top.
+# (cli, _layout and token_ids are the ground floor's shared, model-free modules.)
+SHARED = {"keras_transformer.cli", "keras_transformer._layout", "keras_transformer.token_ids"}
+MAY_IMPORT = {
+    "keras_transformer": set(),
+    "keras_transformer.data": SHARED,
+    "keras_transformer.model_dir": {"keras_transformer", "keras_transformer.data"},
+    "keras_transformer.trainer": {"keras_transformer", "keras_transformer.data",
+                                  "keras_transformer.model_dir"},
+    "keras_transformer.export": {"keras_transformer", "keras_transformer.data",
+                                 "keras_transformer.model_dir"},
+    "keras_transformer.demo": {"keras_transformer", "keras_transformer.data",
+                               "keras_transformer.model_dir", "keras_transformer.trainer",
+                               "keras_transformer.export"},
+}
+DOCUMENTED_MODULES = ["keras_transformer.trainer", "keras_transformer.trainer.task",
+                      "keras_transformer.trainer.average", "keras_transformer.export",
+                      "keras_transformer.export.translate", "keras_transformer.export.attention",
+                      "keras_transformer.demo", "keras_transformer.data.vocab",
+                      "keras_transformer.data.inspect", "keras_transformer.hparams"]
+
+
+def _modules():
+    """{module name: path} of every module of the package, as installed."""
+    found = {}
+    for folder, package in FOLDERS.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join((package, *parts))] = path
+    return found
+
+
+def _imports(path, modules):
+    """The package's modules that `path` imports (at any depth of the file)."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in modules
+                     else node.module for alias in node.names]
+        else:
+            continue
+        yield from (name for name in names if name in modules)
+
+
+def _floor(module):
+    """The package a module belongs to, in MAY_IMPORT's terms."""
+    return max((package for package in MAY_IMPORT if module == package or
+                module.startswith(package + ".")), key=len)
+
+
+def _graph():
+    modules = _modules()
+    return {module: set(_imports(path, modules)) for module, path in modules.items()}
+
+
+def test_every_import_points_down():
+    wrong = []
+    for module, imported in _graph().items():
+        floor = _floor(module)
+        for target in imported:
+            target_floor = _floor(target)
+            allowed = (target_floor == floor or target_floor in MAY_IMPORT[floor]
+                       or target in MAY_IMPORT[floor])
+            if floor == "keras_transformer.data" and target_floor == "keras_transformer":
+                allowed = target in SHARED  # the pipeline does not know about the model
+            if not allowed:
+                wrong.append(f"{module} imports {target}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_module_imports_a_command_for_a_helper():
+    importers = {module for module, imported in _graph().items()
+                 if "keras_transformer.trainer.task" in imported}
+    # kt-demo runs kt-train itself; `python -m keras_transformer.trainer` is kt-train.
+    assert importers <= {"keras_transformer.demo.demo", "keras_transformer.trainer.__main__"}
+    export_imports = {target for module, imported in _graph().items()
+                      if module.startswith("keras_transformer.export") for target in imported}
+    assert not {t for t in export_imports if t.startswith("keras_transformer.trainer")}
+
+
+def test_no_import_circle():
+    graph = _graph()
+    state = {}
+
+    def visit(module, path):
+        state[module] = "open"
+        for target in sorted(graph[module]):
+            if state.get(target) == "open":
+                pytest.fail("import circle: " + " -> ".join(path[path.index(target):] +
+                                                              [target]))
+            if target not in state:
+                visit(target, path + [target])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+
+
+def test_the_package_installs_under_one_name(tmp_path):
+    outside = subprocess.run([sys.executable, "-c", "import data"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120)
+    assert outside.returncode == 1 and "No module named 'data'" in outside.stderr
+    # From a clone's root the folder is on sys.path, and importing it by its folder's name
+    # would load the package twice: refused, naming the right import.
+    inside = subprocess.run([sys.executable, "-c", "import trainer"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert inside.returncode == 1
+    assert "import it as `from keras_transformer import trainer`" in inside.stderr
+    ours = subprocess.run(
+        [sys.executable, "-c", "import keras_transformer as kt; "
+                               "print(kt.data.pipeline.__module__, kt.model_dir.load.__module__, "
+                               "kt.export.Translator.__module__, kt.trainer.__name__)"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert ours.returncode == 0, ours.stderr
+    assert ours.stdout.split() == ["keras_transformer.data.input_pipeline",
+                                   "keras_transformer.model_dir.loading",
+                                   "keras_transformer.export.translator",
+                                   "keras_transformer.trainer"]
+
+
+def _help_of(run):
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout), pytest.raises(SystemExit) as exit_:
+        run()
+    assert exit_.value.code == 0
+    return stdout.getvalue()
+
+
+def test_every_console_script_prints_its_help():
+    scripts = [entry for entry in metadata.entry_points(group="console_scripts")
+               if entry.value.startswith("keras_transformer.")]
+    assert {entry.name for entry in scripts} == {
+        "kt-vocab", "kt-train", "kt-average", "kt-translate", "kt-export", "kt-attention",
+        "kt-demo"}
+    for entry in scripts:
+        assert "usage:" in _help_of(lambda: entry.load()(["--help"])), entry.name
+
+
+@pytest.mark.parametrize("module", DOCUMENTED_MODULES)
+def test_every_documented_python_m_form_prints_its_help(module, monkeypatch):
+    monkeypatch.setattr(sys, "argv", [module, "--help"])
+    assert "usage:" in _help_of(lambda: runpy.run_module(module, run_name="__main__",
+                                                         alter_sys=True))
+
+
+def test_commands_hide_tensorflows_startup_lines_unless_verbose(tmp_path):
+    env = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
+
+    def stderr_of(*flags):
+        return subprocess.run([sys.executable, "-m", "keras_transformer.trainer.average",
+                               "--model_dir", str(tmp_path), *flags], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120).stderr
+
+    quiet = stderr_of()
+    assert quiet.startswith("kt-average: error: ") and "no config.json" in quiet
+    assert "oneDNN" in stderr_of("--verbose")
+
+
+def test_pipeline_evaluation_and_translator_encode_text_alike(bible_vocab, tmp_path):
+    from keras_transformer import data
+    from keras_transformer.export import Translator
+    from keras_transformer.trainer import evaluation
+
+    max_length = 12
+    texts = ["And God said, Let there be light: and there was light.",  # longer: cut
+             "Jesus wept.", "\u3000 \t", "", "In the beginning God created the heaven and the "
+             "earth, and the earth was without form, and void."]
+    (tmp_path / "train.en").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    (tmp_path / "train.es").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    source = data.directory_source(tmp_path, "en", "es")
+    model = kt.build_model("transformer_tiny", bible_vocab.vocab_size)
+    translator = Translator(model, bible_vocab, max_input_length=max_length)
+
+    def rows(ids):
+        return sorted(tuple(int(i) for i in row if i) for row in np.asarray(ids))
+
+    by_translator = rows(translator.tokenize(tf.constant(texts))["source_ids"])
+    by_evaluation = rows(evaluation.source_ids(bible_vocab, texts, max_length))
+    by_pipeline = rows(np.concatenate([
+        np.pad(source_ids, [(0, 0), (0, 64 - source_ids.shape[1])])
+        for (source_ids, _), _ in data.pipeline(source, bible_vocab, "train", batch_tokens=64,
+                                                max_length=max_length, overlong="truncate",
+                                                training=False).as_numpy_iterator()]))
+    assert by_translator == by_evaluation
+    # The pipeline drops the pairs with an empty side (blank and empty texts).
+    assert by_pipeline == [row for row in by_translator if row]
+    tokens = bible_vocab.tokenize(tf.constant(texts[:2])).to_list()
+    assert len(tokens[0]) >= max_length  # the test's long text is cut
+    assert tuple(tokens[0][:max_length - 1]) + (data.EOS_ID,) in by_translator
+    assert tuple(tokens[1]) + (data.EOS_ID,) in by_translator
+    assert by_translator.count(()) == 2  # blank and empty: no end of sentence
