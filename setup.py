@@ -30,8 +30,9 @@ INSTALL_REQUIRES = [
 EXTRAS_REQUIRE = {
     # papermill and ipykernel execute notebooks/quickstart.ipynb in tests/test_notebook.py;
     # hypothesis generates hostile inputs in tests/test_hostile_input.py.
-    "test": ["pytest==9.2.0", "pytest-timeout==2.4.0", "papermill==2.7.0", "ipykernel==7.4.0",
-             "nbformat==5.11.1", "hypothesis==6.170.15"],
+    # pytest-xdist runs the suite on every core (pyproject.toml's addopts).
+    "test": ["pytest==9.2.0", "pytest-timeout==2.4.0", "pytest-xdist==3.8.0", "papermill==2.7.0",
+             "ipykernel==7.4.0", "nbformat==5.11.1", "hypothesis==6.170.15"],
     # bench/ compares against the peers users would pick instead (bench/peers.py). torch 2.13.0
     # is pinned exactly: a looser range pulls the newest build with GBs of CUDA packages.
     "bench": ["torch==2.13.0", "keras-hub==0.32.0", "transformers==5.23.0"],
@@ -47,9 +48,10 @@ setup(
     # Tested on 3.11; every pinned package has 3.12 wheels (Colab's Python), checked with pip
     # download --python-version 3.12.
     python_requires=">=3.11,<3.13",
-    # One installed name: the repository keeps data/, trainer/ and export/ at its root (the
-    # project's layout), and they install as keras_transformer.data, .trainer and .export, so
-    # no top-level `data`, `trainer` or `export` lands in site-packages beside users' own.
+    # One installed name: the repository keeps data/, model_dir/, trainer/, export/ and demo/ at
+    # its root (the project's layout), and they install as keras_transformer.data, .model_dir,
+    # .trainer, .export and .demo, so no top-level `data`, `trainer` or `export` lands in
+    # site-packages beside users' own.
     packages=["keras_transformer", "keras_transformer.hparams",
               *(f"keras_transformer.{name}" for name in SUBPACKAGES)],
     package_dir={"keras_transformer": "keras_transformer",

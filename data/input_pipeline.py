@@ -20,6 +20,11 @@ from keras_transformer.data import batching, sources
 from keras_transformer.data.vocab import PAD_ID, Vocabulary
 
 OVERLONG_MODES = ("drop", "truncate")
+# Local corpora are read in file order, which is rarely random (the Bible in book order, Tatoeba
+# sorted by length): a buffer smaller than the corpus would feed each epoch's batches from a
+# sliding window of that order, short sentences first. This one holds a bundled corpus whole
+# (135k pairs of ids, ~30 MB); TFDS corpora also shuffle their files.
+SHUFFLE_BUFFER = 200_000
 # Sentences tokenized per call: one call per sentence would cost far more than the tokenizing.
 _TOKENIZE_BATCH = 1024
 
@@ -106,7 +111,7 @@ def counted(batches):
 
 
 def pipeline(source, vocabulary, split="train", batch_tokens=25_000, max_length=256,
-             overlong="drop", training=None, shuffle_buffer=50_000, cache=None, seed=None,
+             overlong="drop", training=None, shuffle_buffer=SHUFFLE_BUFFER, cache=None, seed=None,
              deterministic=False, batch_size_multiple=1, input_context=None):
     """The batches of one split, ready for `model.fit` / `model.evaluate`.
 
@@ -119,7 +124,7 @@ def pipeline(source, vocabulary, split="train", batch_tokens=25_000, max_length=
         max_length: longest pair kept, in tokens including end of sentence.
         overlong: "drop" or "truncate" pairs longer than max_length.
         training: shuffle (files too, for TFDS) and repeat forever; defaults to split == "train".
-        shuffle_buffer: pairs in the shuffle buffer.
+        shuffle_buffer: pairs in the shuffle buffer (see SHUFFLE_BUFFER).
         cache: None, "memory", or a directory for a file cache of the tokenized pairs (one per
             source, vocabulary, split, length limit and shard; rebuilt if a run died writing it).
         seed: shuffle seed.

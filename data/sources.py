@@ -10,6 +10,7 @@ read in order: the pipeline's shuffle buffer is all the shuffling they get).
 | spec | source |
 | --- | --- |
 | `bible_en_es` | the bundled English->Spanish Bible corpus (train 29,418 / dev 492 verses) |
+| `tatoeba_en_es` | the bundled Tatoeba sentences (train 135,351 / dev 2,766; CC BY 2.0 FR) |
 | `DIR` (an existing directory) | `{split}.{lang}` file pairs (plain or gzip), or `{split}.tsv` |
 | `text:SRC_FILE,TGT_FILE` | two aligned files, one sentence a line, as the train split |
 | `tsv:FILE` | one `source<TAB>target` pair a line, as the train split |
@@ -31,7 +32,8 @@ import tensorflow as tf
 SPLITS = ("train", "dev", "test")
 BUNDLED_DIR = pathlib.Path(__file__).parent / "corpora"
 # Bundled corpora: name -> (directory under BUNDLED_DIR, source language, target language).
-BUNDLED = {"bible_en_es": ("bible_en_es", "en", "es")}
+BUNDLED = {"bible_en_es": ("bible_en_es", "en", "es"),
+           "tatoeba_en_es": ("tatoeba_en_es", "en", "es")}
 # Our split names -> TFDS's.
 TFDS_SPLITS = {"train": "train", "dev": "validation", "test": "test"}
 INVALID_UTF8_MODES = ("error", "replace")
@@ -308,8 +310,9 @@ def first_pairs(source, split, count):
 def add_flags(parser, default="bible_en_es"):
     """The flags that choose a source; shared by every command that reads a corpus."""
     parser.add_argument("--data", default=default,
-                        help="bible_en_es (bundled), a directory, text:SRC,TGT, tsv:FILE, or a "
-                             "TFDS name such as wmt14_translate/de-en" +
+                        help="bible_en_es or tatoeba_en_es (bundled), a directory, "
+                             "text:SRC,TGT, tsv:FILE, or a TFDS name such as "
+                             "wmt14_translate/de-en" +
                              (" (default: %(default)s)" if default else ""))
     parser.add_argument("--source_lang", help="source language code (default: the source's)")
     parser.add_argument("--target_lang", help="target language code (default: the source's)")

@@ -1,4 +1,7 @@
+import contextlib
+import fcntl
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -25,13 +28,33 @@ def _seeded():
     keras.utils.set_random_seed(1234)
 
 
+@contextlib.contextmanager
+def made_once(tmp_path_factory, name):
+    """A directory shared by the session's pytest-xdist workers: yields (directory, done), done
+    True when another worker already made it. The first worker holds a lock while it makes it,
+    so the others wait for it instead of making their own copy at the same time."""
+    root = pathlib.Path(tmp_path_factory.getbasetemp())
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        root = root.parent  # the temporary root all workers share
+    directory = root / name
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = (directory / ".done").exists()
+        directory.mkdir(exist_ok=True)
+        yield directory, done
+        (directory / ".done").touch()
+
+
 @pytest.fixture(scope="session")
 def bible_vocab_path(tmp_path_factory):
     """A 2,000-id vocabulary built from the bundled corpus, once per test session."""
     from keras_transformer import data
 
-    path = tmp_path_factory.mktemp("vocab") / "bible2k.model"
-    data.build_vocabulary(data.corpus_texts(data.get_source("bible_en_es")), 2000, path)
+    with made_once(tmp_path_factory, "vocab") as (directory, done):
+        path = directory / "bible2k.model"
+        if not done:
+            data.build_vocabulary(data.corpus_texts(data.get_source("bible_en_es")), 2000,
+                                  path)
     return path
 
 
@@ -55,16 +78,20 @@ def demo_run(tmp_path_factory, bible_vocab_path):
     enough that its distributions are a translation model's, not uniform: beam search and
     greedy decoding disagree on it, which is what the decoding tests need.
     """
-    model_dir = tmp_path_factory.mktemp("trained") / "run"
-    command = [sys.executable, "-m", "keras_transformer.demo", "--model_dir", str(model_dir),
-               "--minutes", "10", "--bleu_sentences", "12",
-               "--hparams", "transformer_tiny", "--hparams_override", "warmup_steps=100",
-               "--vocab", str(bible_vocab_path), "--batch_tokens", "3000", "--max_length", "64",
-               "--train_steps", str(TRAINED_STEPS), "--eval_every", "100000",
-               "--eval_sentences", "4", "--log_every", "100", "--deterministic"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return model_dir, result.stdout
+    with made_once(tmp_path_factory, "trained") as (directory, done):
+        model_dir = directory / "run"
+        if not done:
+            command = [
+                sys.executable, "-m", "keras_transformer.demo", "--model_dir", str(model_dir),
+                "--minutes", "10", "--bleu_sentences", "12",
+                "--hparams", "transformer_tiny", "--hparams_override", "warmup_steps=100",
+                "--vocab", str(bible_vocab_path), "--batch_tokens", "3000", "--max_length", "64",
+                "--train_steps", str(TRAINED_STEPS), "--eval_every", "100000",
+                "--eval_sentences", "4", "--log_every", "100", "--deterministic"]
+            result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+            assert result.returncode == 0, result.stdout + result.stderr
+            (directory / "stdout.txt").write_text(result.stdout, encoding="utf-8")
+    return model_dir, (directory / "stdout.txt").read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="session")

@@ -39,6 +39,27 @@ def test_bundled_corpus():
         data.get_source("bible_en_es", target_lang="fr")
 
 
+def test_the_tatoeba_corpus_ships_with_its_attribution():
+    source = data.get_source("tatoeba_en_es")
+    assert (source.source_lang, source.target_lang) == ("en", "es")
+    for split, lines in (("train", 135_351), ("dev", 2_766)):
+        assert source.check(split).lines == lines
+        # CC BY 2.0 FR: line n of the attribution file credits pair n.
+        attribution = data.sources.BUNDLED_DIR / "tatoeba_en_es" / f"{split}.attribution.gz"
+        with gzip.open(attribution, "rt", encoding="utf-8") as file:
+            credits = file.read().splitlines()
+        assert len(credits) == lines
+        assert all(line.startswith("CC-BY 2.0 (France) Attribution: tatoeba.org #")
+                   for line in credits)
+    assert read(source, "dev")[0] == ("I lost.", read(source, "dev")[0][1])
+
+
+def test_the_default_shuffle_buffer_holds_every_bundled_corpus_whole():
+    # Local corpora are read in file order (the Bible by book, Tatoeba by length).
+    for name in data.BUNDLED:
+        assert data.get_source(name).check("train").lines <= data.input_pipeline.SHUFFLE_BUFFER
+
+
 def test_parallel_text_files_plain_and_gzip(parallel_files):
     source = data.get_source(f"text:{parallel_files[0]},{parallel_files[1]}")
     assert read(source) == PAIRS

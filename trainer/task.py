@@ -43,8 +43,9 @@ def parse_args(argv=None):
         help=f"named hyper-parameter set (default {defaults.hparams_name}); "
              f"python -m keras_transformer.hparams lists them")
     add("--hparams_override", help='comma-separated overrides, e.g. "dropout=0.2,num_layers=4"')
-    add("--data", help=f"data source (default {defaults.data}): bible_en_es, a directory, "
-                       "text:SRC,TGT, tsv:FILE or a TFDS name such as wmt14_translate/de-en")
+    add("--data", help=f"data source (default {defaults.data}): bible_en_es, tatoeba_en_es, "
+                       "a directory, text:SRC,TGT, tsv:FILE or a TFDS name such as "
+                       "wmt14_translate/de-en")
     add("--source_lang", help="source language (default: the source's)")
     add("--target_lang", help="target language (default: the source's)")
     add("--tfds_data_dir", help="TFDS data directory")
