@@ -1,0 +1,175 @@
+"""Translation quality per CPU budget: kt-train for a fixed budget, then beam search on the whole
+dev set; the keras.io recipe (bench/keras_io_recipe.py) on the same data and budget, side by side.
+
+    python -m bench.quality --minutes 55                  # the issue's budget, both systems
+    python -m bench.quality --steps 800 \\
+        --variants "ours;warmup 1000=--hparams_override warmup_steps=1000"
+
+A budget is wall-clock minutes (`--minutes`, what a user spends) or optimizer steps (`--steps`,
+the same amount of training for every variant whose batching is unchanged, whatever the machine's
+load: the way to compare variants). Each variant is `name=kt-train flags` ("ours" alone: the defaults below); the name
+"keras.io recipe" is the peer. Prints and records, per variant: steps, target tokens trained,
+dev BLEU and chrF (sacrebleu), the length ratio (hypothesis / reference tokens, sacrebleu's) and
+the n-gram precisions, each from one run.
+"""
+
+import argparse
+import pathlib
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+
+import sacrebleu
+
+from bench.common import append_results, markdown_table
+
+PEER = "keras.io recipe"
+LOG_EVERY = 50
+
+
+def parse_variants(text):
+    """"a;b=--flag x" -> [("a", []), ("b", ["--flag", "x"])]."""
+    variants = []
+    for item in filter(None, (part.strip() for part in text.split(";"))):
+        name, _, flags = item.partition("=")
+        variants.append((name.strip(), shlex.split(flags)))
+    return variants
+
+
+def run(command, log):
+    """Runs a command, echoing its output; returns the output, raising if it fails."""
+    print("$ " + shlex.join(command), flush=True)
+    result = subprocess.run(command, capture_output=True, text=True)
+    log.write(result.stdout + result.stderr)
+    if result.returncode:
+        sys.exit(f"failed ({result.returncode}):\n{result.stdout[-2000:]}{result.stderr[-4000:]}")
+    return result.stdout + result.stderr
+
+
+def train_ours(model_dir, vocab, args, flags, log):
+    """kt-train for the budget; returns (steps, target tokens, seconds)."""
+    budget = (["--max_minutes", str(args.minutes)] if args.minutes else
+              ["--train_steps", str(args.steps)])
+    start = time.monotonic()
+    output = run([sys.executable, "-m", "keras_transformer.trainer", "--model_dir",
+                  str(model_dir), "--data", args.data, "--hparams", args.hparams,
+                  "--mixed_precision", args.mixed_precision, "--batch_tokens",
+                  str(args.batch_tokens), "--vocab", str(vocab), "--seed", str(args.seed),
+                  "--eval_every", str(10**9), "--eval_sentences", "0", "--log_every", str(LOG_EVERY),
+                  *budget, *flags], log)
+    steps = int(re.search(r"done: step (\d+)", output).group(1))
+    # Each progress line counts the real target tokens of its LOG_EVERY steps.
+    logged = [float(t) for t in re.findall(r"target_tokens ([0-9.e+]+),", output)]
+    tokens = sum(logged) / (LOG_EVERY * len(logged)) * steps if logged else float("nan")
+    return steps, tokens, time.monotonic() - start
+
+
+def translate_ours(model_dir, args, log):
+    output = pathlib.Path(model_dir) / "dev.hyp"
+    run([sys.executable, "-m", "keras_transformer.export.translate", "--model_dir",
+         str(model_dir), "--data", args.data, "--split", "dev", "--beam_size",
+         str(args.beam_size), "--alpha", str(args.alpha), "--output", str(output),
+         "--overwrite"], log)
+    return output.read_text(encoding="utf-8").splitlines()
+
+
+def scores(translations, references):
+    """Dev BLEU, chrF, length ratio, brevity penalty and n-gram precisions (sacrebleu)."""
+    bleu = sacrebleu.BLEU().corpus_score(translations, [references])
+    chrf = sacrebleu.CHRF().corpus_score(translations, [references])
+    return {"BLEU": bleu.score, "chrF": chrf.score, "ratio": bleu.sys_len / bleu.ref_len,
+            "BP": bleu.bp, "precisions": "/".join(f"{p:.1f}" for p in bleu.precisions)}
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m bench.quality", description=__doc__.split(
+        "\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    budget = parser.add_mutually_exclusive_group(required=True)
+    budget.add_argument("--minutes", type=float, help="training time of each variant")
+    budget.add_argument("--steps", type=int, help="optimizer steps of each variant")
+    parser.add_argument("--variants", default=f"ours;{PEER}",
+                        help='";"-separated "name=kt-train flags" (default "%(default)s")')
+    parser.add_argument("--data", default="bible_en_es")
+    parser.add_argument("--hparams", default="transformer_small")
+    parser.add_argument("--mixed_precision", default="mixed_bfloat16")
+    parser.add_argument("--batch_tokens", type=int, default=4096,
+                        help="ours: padded tokens a batch each side (the peer: 4,000 padded "
+                             "target tokens)")
+    parser.add_argument("--vocab_size", type=int, default=8000)
+    parser.add_argument("--beam_size", type=int, default=4)
+    parser.add_argument("--alpha", type=float, default=0.6, help="ours; the peer has none")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--work_dir", help="keep the runs here (default: a temporary directory)")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    variants = parse_variants(args.variants)
+    with tempfile.TemporaryDirectory() as scratch:
+        work = pathlib.Path(args.work_dir or scratch)
+        work.mkdir(parents=True, exist_ok=True)
+        log = open(work / "log.txt", "a", encoding="utf-8")
+        vocab = work / "vocab.model"
+        if not vocab.exists() and any(name != PEER for name, _ in variants):
+            run([sys.executable, "-m", "keras_transformer.data.vocab", "--data", args.data,
+                 "--vocab_size", str(args.vocab_size), "--output", str(vocab)], log)
+        rows = []
+        for number, (name, flags) in enumerate(variants):
+            if name == PEER:
+                row = run_peer(args)
+            else:
+                model_dir = work / f"{number}-{re.sub(r'[^a-z0-9]+', '-', name.lower())}"
+                steps, tokens, seconds = train_ours(model_dir, vocab, args, flags, log)
+                references = [line.decode() for line in _dev_references(args.data)]
+                row = dict(steps=steps, tokens=tokens, seconds=seconds,
+                           **scores(translate_ours(model_dir, args, log), references))
+            rows.append([name, " ".join(flags) or "-", row["steps"], f"{row['tokens']:,.0f}",
+                         f"{row['seconds'] / 60:.1f}", f"{row['BLEU']:.2f}",
+                         f"{row['chrF']:.1f}", f"{row['ratio']:.3f}", f"{row['BP']:.3f}",
+                         row["precisions"]])
+            print(markdown_table(COLUMNS, rows[-1:]), flush=True)
+        log.close()
+    budget = f"{args.minutes:g} minutes" if args.minutes else f"{args.steps} steps"
+    table = (f"{args.data}, whole dev split; budget {budget} of training each; ours: "
+             f"{args.hparams}, {args.mixed_precision}, --batch_tokens {args.batch_tokens}, a "
+             f"{args.vocab_size}-id shared BPE, beam {args.beam_size}, alpha {args.alpha}; the "
+             f"keras.io recipe at the same size (bench/keras_io_recipe.py), beam "
+             f"{args.beam_size}, no length penalty. One run each; minutes: the training's wall "
+             f"time (ours: the kt-train command, start-up and checkpoints included).\n\n"
+             + markdown_table(COLUMNS, rows))
+    print(table)
+    append_results(f"Translation quality on {args.data}, {budget}", table)
+
+
+COLUMNS = ["variant", "kt-train flags", "steps", "target tokens", "minutes", "dev BLEU", "chrF",
+           "length ratio", "BP", "precisions 1/2/3/4"]
+
+
+def _dev_references(data_spec):
+    from keras_transformer import data
+
+    return [target for _, target in data.get_source(data_spec).pairs("dev").as_numpy_iterator()]
+
+
+def run_peer(args):
+    import keras
+
+    import keras_transformer as kt
+    from bench import keras_io_recipe
+    from keras_transformer import data
+
+    keras.mixed_precision.set_global_policy(args.mixed_precision)
+    recipe = keras_io_recipe.train_and_translate(
+        data.get_source(args.data), kt.hparams.get(args.hparams), args.vocab_size,
+        minutes=args.minutes, steps=args.steps, beam_size=args.beam_size, seed=args.seed)
+    translations, references, steps, tokens, seconds = recipe
+    return dict(steps=steps, tokens=tokens, seconds=seconds, **scores(translations, references))
+
+
+if __name__ == "__main__":
+    main()
