@@ -7,8 +7,8 @@ dev set; the keras.io recipe (bench/keras_io_recipe.py) on the same data and bud
 
 A budget is wall-clock minutes (`--minutes`, what a user spends) or optimizer steps (`--steps`,
 the same amount of training for every variant whose batching is unchanged, whatever the machine's
-load: the way to compare variants). Each variant is `name=kt-train flags` ("ours" alone: the defaults below); the name
-"keras.io recipe" is the peer. Prints and records, per variant: steps, target tokens trained,
+load: the way to compare variants). Each variant is `name=kt-train flags` ("ours" alone: the
+defaults below); the name "keras.io recipe" is the peer. Prints and records, per variant: steps, target tokens trained,
 dev BLEU and chrF (sacrebleu), the length ratio (hypothesis / reference tokens, sacrebleu's) and
 the n-gram precisions, each from one run.
 """
@@ -58,7 +58,8 @@ def train_ours(model_dir, vocab, args, flags, log):
                   str(model_dir), "--data", args.data, "--hparams", args.hparams,
                   "--mixed_precision", args.mixed_precision, "--batch_tokens",
                   str(args.batch_tokens), "--vocab", str(vocab), "--seed", str(args.seed),
-                  "--eval_every", str(10**9), "--eval_sentences", "0", "--log_every", str(LOG_EVERY),
+                  "--eval_every", str(10**9), "--eval_sentences", "0",
+                  "--log_every", str(LOG_EVERY),
                   *budget, *flags], log)
     steps = int(re.search(r"done: step (\d+)", output).group(1))
     # Each progress line counts the real target tokens of its LOG_EVERY steps.
