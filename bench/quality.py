@@ -8,9 +8,9 @@ dev set; the keras.io recipe (bench/keras_io_recipe.py) on the same data and bud
 A budget is wall-clock minutes (`--minutes`, what a user spends) or optimizer steps (`--steps`,
 the same amount of training for every variant whose batching is unchanged, whatever the machine's
 load: the way to compare variants). Each variant is `name=kt-train flags` ("ours" alone: the
-defaults below); the name "keras.io recipe" is the peer. Prints and records, per variant: steps, target tokens trained,
-dev BLEU and chrF (sacrebleu), the length ratio (hypothesis / reference tokens, sacrebleu's) and
-the n-gram precisions, each from one run.
+defaults below); the name "keras.io recipe" is the peer. Prints and records, per variant:
+steps, target tokens trained, dev BLEU and chrF (sacrebleu), the length ratio (hypothesis /
+reference tokens, sacrebleu's) and the n-gram precisions, each from one run.
 """
 
 import argparse
