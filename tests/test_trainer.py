@@ -135,6 +135,17 @@ def test_xla_and_bfloat16_training(tmp_path, small_corpus):
         "mixed_bfloat16"
 
 
+def test_auto_precision_is_bfloat16_where_the_cpu_computes_it():
+    from keras_transformer.trainer import distribute
+
+    assert distribute.native_bfloat16("flags : fpu avx512f avx512_bf16 amx_tile")
+    assert distribute.native_bfloat16("flags : fpu amx_bf16 amx_tile")
+    assert not distribute.native_bfloat16("flags : fpu avx2 avx512f avx512_vnni")
+    expected = "mixed_bfloat16" if distribute.native_bfloat16() else "float32"
+    assert task.policy_of("auto") == expected
+    assert task.policy_of("none") == "float32"
+
+
 def test_a_diverging_loss_stops_with_the_step(tmp_path, small_corpus):
     result = kt_train(tmp_path / "run", small_corpus, "--hparams", "transformer_tiny",
                       "--hparams_override", "warmup_steps=1,learning_rate_multiplier=1e12",

@@ -28,7 +28,14 @@ from keras_transformer.model_dir import checkpoints, config
 from keras_transformer.trainer import callbacks, distribute, evaluation
 
 PRECISIONS = {"none": "float32", "mixed_float16": "mixed_float16",
-              "mixed_bfloat16": "mixed_bfloat16"}
+              "mixed_bfloat16": "mixed_bfloat16", "auto": None}
+
+
+def policy_of(mixed_precision):
+    """The Keras dtype policy of a --mixed_precision value; "auto" asks the devices."""
+    if mixed_precision == "auto":
+        return "mixed_bfloat16" if distribute.native_bfloat16() else "float32"
+    return PRECISIONS[mixed_precision]
 
 
 def parse_args(argv=None):
@@ -75,7 +82,9 @@ def parse_args(argv=None):
     add("--checkpoint_every_minutes", type=at_least(0, float),
         help=f"minutes between checkpoints (default {defaults.checkpoint_every_minutes}; 0: off)")
     add("--mixed_precision", choices=sorted(PRECISIONS),
-        help="compute dtype policy (default none: float32)")
+        help="compute dtype policy (default none: float32); auto: mixed_bfloat16 where the "
+             "devices compute bfloat16 natively (GPUs from Ampere on, CPUs with AVX512_BF16 or "
+             "AMX), else float32")
     add("--jit_compile", action=argparse.BooleanOptionalAction, default=None,
         help="compile the train step with XLA")
     add("--seed", type=int, help=f"random seed (default {defaults.seed})")
@@ -150,7 +159,7 @@ def train(args):
         raise config.ConfigError("--max_minutes would stop workers at different steps (each "
                                  "has its own clock); use --train_steps with several workers")
     keras.utils.set_random_seed(run.seed)
-    keras.mixed_precision.set_global_policy(PRECISIONS[run.mixed_precision])
+    keras.mixed_precision.set_global_policy(policy_of(run.mixed_precision))
     source = run.source(bool(args.download))
     model_dir.mkdir(parents=True, exist_ok=True)
     vocabulary = prepare_vocabulary(args, run, source, write=chief)
