@@ -10,8 +10,10 @@ def add_decoding_flags(parser):
     kt-attention (and --verbose)."""
     cli.add_verbose_flag(parser)
     parser.add_argument("--model_dir", required=True, help="a kt-train model_dir")
-    parser.add_argument("--checkpoint", help="a checkpoint directory to use instead of the "
-                                             "newest (e.g. MODEL_DIR/averaged/ckpt-N)")
+    parser.add_argument("--checkpoint", help="a checkpoint directory to use (default: the "
+                                             "average of the final checkpoints if kt-train "
+                                             "--average_last or kt-average wrote one, else the "
+                                             "newest)")
     parser.add_argument("--beam_size", type=at_least(1), default=4,
                         help="(paper: 4; default %(default)s)")
     parser.add_argument("--alpha", type=at_least(0.0, float), default=0.6,

@@ -5,7 +5,7 @@ kt-translate, kt-export, kt-average and kt-demo read.
       config.json                the run's configuration (config.py: RunConfig)
       vocab.model                the shared SentencePiece vocabulary (data.Vocabulary)
       checkpoints/ckpt-<step>/   model.weights.h5, rng.npz, manifest.json (checkpoints.py)
-      averaged/ckpt-<step>/      kt-average's averages, in the same format
+      averaged/ckpt-<step>/      averages (kt-average, kt-train --average_last), same format
       logs/                      TensorBoard
 
     from keras_transformer import model_dir
@@ -33,10 +33,10 @@ from keras_transformer.model_dir.config import (
     ConfigError,
     RunConfig,
 )
-from keras_transformer.model_dir.loading import DTYPES, Loaded, ModelDirError, load
+from keras_transformer.model_dir.loading import DTYPES, Loaded, ModelDirError, final_average, load
 
 __all__ = [
     "AVERAGED_DIR", "CHECKPOINT_DIR", "CONFIG_FILE", "CheckpointDirectory", "CheckpointError",
     "ConfigError", "DTYPES", "LOG_DIR", "Loaded", "ModelDirError", "RunConfig", "VOCAB_FILE",
-    "load", "restore", "step_in_name", "step_of", "verify",
+    "final_average", "load", "restore", "step_in_name", "step_of", "verify",
 ]

@@ -51,6 +51,7 @@ class RunConfig:
     keep_checkpoints: int = 5
     checkpoint_every_steps: int = 1000
     checkpoint_every_minutes: float = 10.0
+    average_last: int = 0  # at the end, average the newest N checkpoints (0: none)
     format_version: int = FORMAT_VERSION
     versions: dict = dataclasses.field(default_factory=dict)
 

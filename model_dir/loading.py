@@ -24,8 +24,20 @@ class Loaded(typing.NamedTuple):
 DTYPES = ("float32", "mixed_bfloat16", "bfloat16")
 
 
+def final_average(model_dir):
+    """model_dir/averaged/ckpt-S when S is the step of the run's newest checkpoint (what
+    `kt-train --average_last` or `kt-average` wrote as the run ended), else None: an average of
+    older checkpoints, or one a resumed run has moved past, is not the run's result."""
+    newest = checkpoints.CheckpointDirectory(checkpoints.default_directory(model_dir)).paths()
+    if not newest:
+        return None
+    average = pathlib.Path(model_dir) / config.AVERAGED_DIR / newest[-1].name
+    return average if (average / checkpoints.WEIGHTS_FILE).exists() else None
+
+
 def load(model_dir, checkpoint=None, dtype="float32"):
-    """The model of `model_dir` with the weights of `checkpoint` (default: its newest readable).
+    """The model of `model_dir` with the weights of `checkpoint` (default: the average of its
+    final checkpoints if there is one, `final_average`, else its newest readable checkpoint).
 
     Args:
         model_dir: a directory written by kt-train.
@@ -56,6 +68,8 @@ def load(model_dir, checkpoint=None, dtype="float32"):
         checkpoint = pathlib.Path(checkpoint)
         if not (checkpoint / checkpoints.WEIGHTS_FILE).exists():
             raise ModelDirError(f"--checkpoint {checkpoint} holds no {checkpoints.WEIGHTS_FILE}")
+    if checkpoint is None:
+        checkpoint = final_average(model_dir)
     try:
         if checkpoint is None:
             checkpoint = checkpoints.CheckpointDirectory(

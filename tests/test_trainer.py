@@ -5,6 +5,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import pytest
 
 import keras_transformer as kt
 from keras_transformer import data
-from keras_transformer.model_dir import checkpoints, config
+from keras_transformer.model_dir import checkpoints, config, loading
 from keras_transformer.trainer import average, callbacks, task
 
 CORPUS = pathlib.Path(data.__file__).parent / "corpora" / "bible_en_es"
@@ -377,21 +378,20 @@ def test_a_checkpoint_from_another_optimizer_setup_is_refused(tmp_path):
         keras.mixed_precision.set_global_policy("float32")
 
 
-def test_kt_average_writes_the_mean_of_the_last_checkpoints(tmp_path, small_corpus, capsys):
+def test_average_last_and_kt_average_write_the_mean_of_the_last_checkpoints(tmp_path,
+                                                                            small_corpus, capsys):
     model_dir = tmp_path / "run"
     result = kt_train(model_dir, small_corpus, *TINY, "--train_steps", "6",
-                      "--checkpoint_every_steps", "2", "--eval_sentences", "0")
+                      "--checkpoint_every_steps", "2", "--eval_sentences", "0",
+                      "--average_last", "2")
     assert result.returncode == 0, result.stderr
+    assert "averaged ckpt-4, ckpt-6 into" in result.stdout
     inputs = [weights_at(model_dir, f"ckpt-{step}") for step in (4, 6)]
-    averaged = subprocess.run(
-        [sys.executable, "-m", "keras_transformer.trainer.average", "--model_dir", str(model_dir),
-         "--last", "2"],
-        capture_output=True, text=True, timeout=300)
-    assert averaged.returncode == 0, averaged.stderr
-    assert "averaged ckpt-4, ckpt-6 into" in averaged.stdout
     output = weights_at(model_dir, "ckpt-6", directory="averaged")
     for a, b, mean in zip(*inputs, output):
         np.testing.assert_allclose(mean, (a + b) / 2, atol=1e-7)
+    # What the run ended with is what kt-translate and kt-export load by default.
+    assert loading.load(model_dir).checkpoint == model_dir / "averaged" / "ckpt-6"
     assert average.main(["--model_dir", str(model_dir), "--last", "9"]) == 2
     assert "fewer than --last 9" in capsys.readouterr().err
     before = (model_dir / "averaged" / "ckpt-6" / checkpoints.MANIFEST_FILE).read_bytes()
@@ -401,3 +401,9 @@ def test_kt_average_writes_the_mean_of_the_last_checkpoints(tmp_path, small_corp
     assert average.main(["--model_dir", str(model_dir), "--last", "1", "--overwrite"]) == 0
     for a, b in zip(weights_at(model_dir, "ckpt-6", directory="averaged"), inputs[1]):
         np.testing.assert_allclose(a, b, atol=1e-7)
+    # Once training has moved past it, the average is no longer the run's result.
+    shutil.copytree(model_dir / "checkpoints" / "ckpt-6", model_dir / "checkpoints" / "ckpt-8")
+    assert loading.final_average(model_dir) is None
+    assert task.main(["--model_dir", str(model_dir), "--average_last", "3",
+                      "--keep_checkpoints", "2"]) == 2
+    assert "--average_last 3 needs at least as many kept checkpoints" in capsys.readouterr().err

@@ -25,7 +25,7 @@ import keras_transformer as kt
 from keras_transformer import cli, data
 from keras_transformer.cli import at_least
 from keras_transformer.model_dir import checkpoints, config
-from keras_transformer.trainer import callbacks, distribute, evaluation
+from keras_transformer.trainer import average, callbacks, distribute, evaluation
 
 PRECISIONS = {"none": "float32", "mixed_float16": "mixed_float16",
               "mixed_bfloat16": "mixed_bfloat16", "auto": None}
@@ -81,6 +81,10 @@ def parse_args(argv=None):
         help=f"steps between checkpoints (default {defaults.checkpoint_every_steps}; 0: off)")
     add("--checkpoint_every_minutes", type=at_least(0, float),
         help=f"minutes between checkpoints (default {defaults.checkpoint_every_minutes}; 0: off)")
+    add("--average_last", type=at_least(0),
+        help=f"at the end, average the newest N checkpoints (paper 6.1: 5 for base models) into "
+             f"model_dir/{config.AVERAGED_DIR}/, which kt-translate and kt-export then load "
+             f"(default {defaults.average_last}: none)")
     add("--mixed_precision", choices=sorted(PRECISIONS),
         help="compute dtype policy (default none: float32); auto: mixed_bfloat16 where the "
              "devices compute bfloat16 natively (GPUs from Ampere on, CPUs with AVX512_BF16 or "
@@ -153,6 +157,9 @@ def train(args):
     hp = kt.HParams(**run.hparams)
     if model_dir.exists() and not model_dir.is_dir():
         raise config.ConfigError(f"--model_dir {model_dir} is a file, not a directory")
+    if run.average_last and 0 < run.keep_checkpoints < run.average_last:
+        raise config.ConfigError(f"--average_last {run.average_last} needs at least as many "
+                                 f"kept checkpoints; --keep_checkpoints is {run.keep_checkpoints}")
     distribution = distribute.strategy()
     chief = distribute.is_chief(distribution)
     if args.max_minutes and distribute.is_multi_worker(distribution):
@@ -249,6 +256,13 @@ def train(args):
     print(f"done: step {checkpoints.step_of(model)}, weights checksum {checksum:.9e}, train step "
           f"traced {traces} time(s), checkpoints in {checkpoints.default_directory(model_dir)}",
           flush=True)
+    if run.average_last and chief:
+        kept = len(saved.paths())
+        output, chosen = average.average_last(model_dir, min(run.average_last, kept),
+                                              overwrite=True)
+        print(f"averaged {', '.join(p.name for p in chosen)} into {output}"
+              f"{f' (only {kept} checkpoint(s) exist)' if kept < run.average_last else ''}",
+              flush=True)
     return 0
 
 

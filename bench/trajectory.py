@@ -1,0 +1,99 @@
+"""How translation quality and length move during one training run: every kept checkpoint of a
+model_dir on the dev set, greedy and beam search, beside the scale of the token embeddings.
+
+    python -m bench.trajectory --model_dir /tmp/q/0-ours
+    python -m bench.trajectory --model_dir D --decoders "greedy=1,0;beam 4=4,0.6;beam 4 a1=4,1.0"
+
+A length ratio that drifts, or a gap between greedy and beam search that grows, shows when a
+run starts to under-translate, which one final checkpoint cannot. The embedding column is the
+median root-mean-square of the sqrt(d_model)-scaled token embedding rows, the signal the
+sinusoidal positions (root-mean-square 0.71) are added to; the dev loss is the cross-entropy
+per real target token without label smoothing (nats).
+"""
+
+import argparse
+import pathlib
+
+import numpy as np
+import sacrebleu
+import tensorflow as tf
+
+from bench.common import append_results, markdown_table
+from keras_transformer import data
+from keras_transformer.export.lines import translate_lines
+from keras_transformer.export.translator import Translator
+from keras_transformer.losses import smoothed_cross_entropy, token_weights
+from keras_transformer.model_dir import checkpoints, loading
+
+
+def parse_decoders(text):
+    """"greedy=1,0;beam 4=4,0.6" -> [("greedy", 1, 0.0), ("beam 4", 4, 0.6)]."""
+    decoders = []
+    for item in filter(None, (part.strip() for part in text.split(";"))):
+        name, _, setting = item.partition("=")
+        beam_size, alpha = setting.split(",")
+        decoders.append((name.strip(), int(beam_size), float(alpha)))
+    return decoders
+
+
+def embedding_scale(model):
+    """Median root-mean-square of the scaled embedding rows (1.0 at initialization)."""
+    rows = np.asarray(model.embedding.embeddings, np.float32)
+    return float(np.median(np.sqrt((rows ** 2).mean(axis=1)) * np.sqrt(rows.shape[1])))
+
+
+def dev_loss(model, batches):
+    """Cross-entropy (no smoothing) per real target token, in nats."""
+    total = tokens = 0.0
+    for (source_ids, target_input_ids), target_ids in batches:
+        logits = model((source_ids, target_input_ids), training=False)
+        weights = token_weights(target_ids)
+        total += float(tf.reduce_sum(smoothed_cross_entropy(target_ids, logits, 0.0) * weights))
+        tokens += float(tf.reduce_sum(weights))
+    return total / tokens
+
+
+def score(model, vocabulary, sources, references, beam_size, alpha, max_input_length):
+    translator = Translator(model, vocabulary, beam_size=beam_size, alpha=alpha,
+                            max_input_length=max_input_length)
+    translations, _ = translate_lines(translator, sources, batch_size=64)
+    return sacrebleu.BLEU().corpus_score(translations, [references])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model_dir", required=True)
+    parser.add_argument("--decoders", default="greedy=1,0;beam 4=4,0.6",
+                        help='";"-separated "name=beam_size,alpha" (default "%(default)s")')
+    parser.add_argument("--split", default="dev")
+    parser.add_argument("--title", default="Quality during training")
+    args = parser.parse_args()
+    model_dir = pathlib.Path(args.model_dir)
+    decoders = parse_decoders(args.decoders)
+    first = loading.load(model_dir)
+    source = first.run.source()
+    sources, references = data.first_pairs(source, args.split, 10**9)
+    batches = data.pipeline(source, first.vocabulary, args.split, first.run.batch_tokens,
+                            first.run.max_length, training=False)
+    rows = []
+    for path in checkpoints.CheckpointDirectory(model_dir / "checkpoints").paths():
+        loaded = loading.load(model_dir, path)
+        cells = [checkpoints.step_in_name(path), f"{embedding_scale(loaded.model):.2f}",
+                 f"{dev_loss(loaded.model, batches):.3f}"]
+        for _, beam_size, alpha in decoders:
+            bleu = score(loaded.model, loaded.vocabulary, sources, references, beam_size, alpha,
+                         loaded.run.max_length)
+            cells += [f"{bleu.score:.2f}", f"{bleu.sys_len / bleu.ref_len:.3f}"]
+        print(" | ".join(str(cell) for cell in cells), flush=True)
+        rows.append(cells)
+    columns = ["step", "embedding RMS", "dev loss"]
+    for name, beam_size, alpha in decoders:
+        columns += [f"{name} BLEU", f"{name} length ratio"]
+    append_results(args.title, f"The {args.split} set of {first.run.data}, "
+                   f"{len(sources)} sentences; model_dir config: hparams "
+                   f"{first.run.hparams_name}, batch_tokens {first.run.batch_tokens}, "
+                   f"{first.run.mixed_precision}.\n\n" + markdown_table(columns, rows))
+
+
+if __name__ == "__main__":
+    main()
