@@ -70,10 +70,10 @@ def train_ours(model_dir, vocab, args, flags, log):
 
 def translate_ours(model_dir, args, log):
     output = pathlib.Path(model_dir) / "dev.hyp"
+    alpha = [] if args.alpha is None else ["--alpha", str(args.alpha)]
     run([sys.executable, "-m", "keras_transformer.export.translate", "--model_dir",
          str(model_dir), "--data", args.data, "--split", "dev", "--beam_size",
-         str(args.beam_size), "--alpha", str(args.alpha), "--output", str(output),
-         "--overwrite"], log)
+         str(args.beam_size), *alpha, "--output", str(output), "--overwrite"], log)
     return output.read_text(encoding="utf-8").splitlines()
 
 
@@ -102,7 +102,8 @@ def parse_args(argv=None):
                              "target tokens)")
     parser.add_argument("--vocab_size", type=int, default=8000)
     parser.add_argument("--beam_size", type=int, default=4)
-    parser.add_argument("--alpha", type=float, default=0.6, help="ours; the peer has none")
+    parser.add_argument("--alpha", type=float,
+                        help="ours (default: the hparams set's decode_alpha); the peer has none")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--work_dir", help="keep the runs here (default: a temporary directory)")
     return parser.parse_args(argv)
@@ -138,7 +139,8 @@ def main(argv=None):
     budget = f"{args.minutes:g} minutes" if args.minutes else f"{args.steps} steps"
     table = (f"{args.data}, whole dev split; budget {budget} of training each; ours: "
              f"{args.hparams}, {args.mixed_precision}, --batch_tokens {args.batch_tokens}, a "
-             f"{args.vocab_size}-id shared BPE, beam {args.beam_size}, alpha {args.alpha}; the "
+             f"{args.vocab_size}-id shared BPE, beam {args.beam_size}, alpha "
+             f"{args.alpha if args.alpha is not None else 'of the hparams set'}; the "
              f"keras.io recipe at the same size (bench/keras_io_recipe.py), beam "
              f"{args.beam_size}, no length penalty. One run each; minutes: the training's wall "
              f"time (ours: the kt-train command, start-up and checkpoints included).\n\n"

@@ -5,9 +5,10 @@
     kt-demo --hparams transformer_base --data wmt14_translate/de-en --download --minutes 600
 
 Trains with kt-train (any kt-train flag is passed on; the defaults suit 2 CPU cores), then with
-the newest checkpoint: dev BLEU with beam search (sacrebleu), a few translations, a SavedModel
-export (kt-export), that SavedModel reloaded with tf.saved_model.load translating the same
-sentences, and one sentence's attention drawn to a PNG (kt-attention). Everything goes under
+the trained model (the newest checkpoint, or the final average of --average_last): dev BLEU with
+beam search (sacrebleu), a few translations, a SavedModel export (kt-export), that SavedModel
+reloaded with tf.saved_model.load translating the same sentences, and one sentence's attention
+drawn to a PNG (kt-attention). Everything goes under
 --model_dir, and the last lines say where.
 """
 
@@ -101,10 +102,11 @@ def demo(args, train_flags):
     else:
         phase(1, "training skipped (--minutes 0)")
 
-    phase(2, "dev BLEU with beam search (beam 4, alpha 0.6) on the newest checkpoint")
     loaded = model_dir.load(directory)
+    alpha = loaded.hparams.decode_alpha
+    phase(2, f"dev BLEU with beam search (beam 4, alpha {alpha:g}) on {loaded.checkpoint}")
     step = model_dir.step_in_name(loaded.checkpoint)
-    translator = Translator(loaded.model, loaded.vocabulary,
+    translator = Translator(loaded.model, loaded.vocabulary, alpha=alpha,
                             max_input_length=loaded.run.max_length)
     sources, references = dev_pairs(loaded.run, args.bleu_sentences)
     start = time.perf_counter()

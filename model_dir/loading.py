@@ -18,6 +18,11 @@ class Loaded(typing.NamedTuple):
     run: config.RunConfig
     checkpoint: pathlib.Path
 
+    @property
+    def hparams(self):
+        """The run's `kt.HParams` (e.g. `decode_alpha`, the default length penalty)."""
+        return kt.HParams(**self.run.hparams)
+
 
 # Dtype policies a trained model can be loaded in: float32 (as trained), bfloat16 compute on
 # float32 weights, or bfloat16 weights (half the memory; no per-step weight casts in decoding).

@@ -130,6 +130,19 @@ def test_kt_translate_reads_stdin_and_writes_scores(trained_model_dir, monkeypat
     assert float(score) < 0 and translation
 
 
+def test_the_length_penalty_defaults_to_the_hparams_sets(trained_model_dir, tmp_path,
+                                                        monkeypatch, capsys):
+    model_dir = tmp_path / "run"
+    shutil.copytree(trained_model_dir, model_dir)
+    saved = json.loads((model_dir / "config.json").read_text())
+    saved["hparams"]["decode_alpha"] = 1.5  # as transformer_small's 1.2 would be
+    (model_dir / "config.json").write_text(json.dumps(saved))
+    for flags, alpha in (([], "1.5"), (["--alpha", "0.3"], "0.3")):
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"Jesus wept.\n")))
+        assert translate.main(["--model_dir", str(model_dir), "--beam_size", "2", *flags]) == 0
+        assert f"beam 2, alpha {alpha}" in capsys.readouterr().err
+
+
 def test_kt_translate_scores_a_corpus_split(trained_model_dir, dev_sentences, tmp_path, capsys):
     corpus = tmp_path / "corpus"
     corpus.mkdir()

@@ -28,7 +28,7 @@ def test_base_and_big_are_the_papers():
             base.label_smoothing, base.warmup_steps, base.train_steps) == (
         6, 512, 2048, 8, 0.1, 0.1, 4000, 100_000)
     assert (base.adam_beta_1, base.adam_beta_2, base.adam_epsilon) == (0.9, 0.98, 1e-9)
-    assert (base.attention_dropout, base.relu_dropout) == (0.0, 0.0)
+    assert (base.attention_dropout, base.relu_dropout, base.decode_alpha) == (0.0, 0.0, 0.6)
     big = hparams.get("transformer_big")
     assert (big.d_model, big.d_ff, big.num_heads, big.dropout, big.train_steps) == (
         1024, 4096, 16, 0.3, 300_000)
@@ -115,6 +115,8 @@ def test_unknown_field_lists_the_valid_ones():
     ("num_heads", 0, "'num_heads' must be >= 1"),
     ("num_heads", 7, "not divisible by num_heads=7"),
     ("position_encoding", "rotary", "'position_encoding' must be one of"),
+    ("decode_alpha", -0.1, "'decode_alpha' must be a finite number >= 0"),
+    ("decode_alpha", float("inf"), "'decode_alpha' must be a finite number >= 0"),
 ])
 def test_bad_values_are_refused_with_the_field_named(field, value, message):
     with pytest.raises(kt.HParamsError, match=message):
