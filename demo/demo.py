@@ -32,6 +32,8 @@ from keras_transformer.trainer import task
 # kt-train flags (by argparse dest) for a new run; a model_dir with a config keeps its own.
 NEW_RUN_DEFAULTS = {"hparams_name": ("--hparams", "transformer_small"),
                     "batch_tokens": ("--batch_tokens", "3072"),
+                    # bfloat16 where the CPU computes it natively: 1.7x the steps on AVX512_BF16.
+                    "mixed_precision": ("--mixed_precision", "auto"),
                     "eval_every": ("--eval_every", "300")}
 EXAMPLES = 3
 PHASES = 6
