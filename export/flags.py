@@ -18,7 +18,7 @@ def add_decoding_flags(parser):
                         help="(paper: 4; default %(default)s)")
     parser.add_argument("--alpha", type=at_least(0.0, float),
                         help="length penalty exponent (paper: 0.6; default: the model's hparams "
-                             "decode_alpha, 0.6 for the paper's sets, 1.2 for transformer_small)")
+                             "decode_alpha, 0.6 unless the run overrode it)")
     parser.add_argument("--extra_length", type=at_least(0), default=50,
                         help="output tokens allowed beyond the input's (paper: 50; default "
                              "%(default)s)")

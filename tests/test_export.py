@@ -135,7 +135,7 @@ def test_the_length_penalty_defaults_to_the_hparams_sets(trained_model_dir, tmp_
     model_dir = tmp_path / "run"
     shutil.copytree(trained_model_dir, model_dir)
     saved = json.loads((model_dir / "config.json").read_text())
-    saved["hparams"]["decode_alpha"] = 1.5  # as transformer_small's 1.2 would be
+    saved["hparams"]["decode_alpha"] = 1.5  # as --hparams_override decode_alpha=1.5 sets it
     (model_dir / "config.json").write_text(json.dumps(saved))
     for flags, alpha in (([], "1.5"), (["--alpha", "0.3"], "0.3")):
         monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"Jesus wept.\n")))
