@@ -8,8 +8,7 @@ Trains with kt-train (any kt-train flag is passed on; the defaults suit 2 CPU co
 the trained model (the newest checkpoint, or the final average of --average_last): dev BLEU with
 beam search (sacrebleu), a few translations, a SavedModel export (kt-export), that SavedModel
 reloaded with tf.saved_model.load translating the same sentences, and one sentence's attention
-drawn to a PNG (kt-attention). Everything goes under
---model_dir, and the last lines say where.
+drawn to a PNG (kt-attention). Everything goes under --model_dir, and the last lines say where.
 """
 
 import argparse

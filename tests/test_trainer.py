@@ -17,7 +17,7 @@ import pytest
 
 import keras_transformer as kt
 from keras_transformer import data
-from keras_transformer.model_dir import checkpoints, config, loading
+from keras_transformer.model_dir import averaging, checkpoints, config, loading
 from keras_transformer.trainer import average, callbacks, task
 
 CORPUS = pathlib.Path(data.__file__).parent / "corpora" / "bible_en_es"
@@ -296,7 +296,7 @@ def test_a_damaged_checkpoint_is_refused_by_name_and_the_previous_used(tmp_path,
     for a, b in zip(model.get_weights(), expected):
         np.testing.assert_array_equal(a, b)
     with pytest.raises(checkpoints.CheckpointError, match="ckpt-3/model.weights.h5 is corrupted"):
-        average.average(model, [truncated.with_name("ckpt-1"), corrupted])
+        averaging.average(model, [truncated.with_name("ckpt-1"), corrupted])
     assert directory.save(model, 2) == truncated  # the unreadable one is replaced
     assert directory.restore_latest(model) == truncated
     for path in directory.paths():

@@ -24,8 +24,8 @@ import tensorflow as tf
 import keras_transformer as kt
 from keras_transformer import cli, data
 from keras_transformer.cli import at_least
-from keras_transformer.model_dir import checkpoints, config
-from keras_transformer.trainer import average, callbacks, distribute, evaluation
+from keras_transformer.model_dir import averaging, checkpoints, config
+from keras_transformer.trainer import callbacks, distribute, evaluation
 
 PRECISIONS = {"none": "float32", "mixed_float16": "mixed_float16",
               "mixed_bfloat16": "mixed_bfloat16", "auto": None}
@@ -258,7 +258,7 @@ def train(args):
           flush=True)
     if run.average_last and chief:
         kept = len(saved.paths())
-        output, chosen = average.average_last(model_dir, min(run.average_last, kept),
+        output, chosen = averaging.average_last(model_dir, min(run.average_last, kept),
                                               overwrite=True)
         print(f"averaged {', '.join(p.name for p in chosen)} into {output}"
               f"{f' (only {kept} checkpoint(s) exist)' if kept < run.average_last else ''}",
