@@ -3,7 +3,7 @@
 from keras_transformer import hparams as hparams_lib
 from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.model import Transformer
-from keras_transformer.schedules import paper_adam
+from keras_transformer.schedules import cooldown_window, paper_adam
 
 # HParams fields that are Transformer constructor arguments (the rest are about training).
 MODEL_FIELDS = ("num_layers", "d_model", "d_ff", "num_heads", "d_k", "d_v", "dropout",
@@ -31,11 +31,16 @@ def build_model(hparams, vocab_size, **kwargs):
     return model
 
 
-def build_optimizer(hparams):
-    """The paper's Adam on the eq. 3 schedule with `hparams`' d_model, warmup and Adam settings."""
+def build_optimizer(hparams, train_steps=None):
+    """The paper's Adam on the eq. 3 schedule with `hparams`' d_model, warmup and Adam settings.
+
+    With `hparams.cooldown_fraction` > 0, the rate falls to zero over that fraction of
+    `train_steps` updates (default: `hparams.train_steps`): pass the run's own step count.
+    """
     hp = _resolve(hparams)
     return paper_adam(hp.d_model, hp.warmup_steps, hp.learning_rate_multiplier, hp.adam_beta_1,
-                      hp.adam_beta_2, hp.adam_epsilon)
+                      hp.adam_beta_2, hp.adam_epsilon,
+                      cooldown_window(train_steps or hp.train_steps, hp.cooldown_fraction))
 
 
 def build_loss(hparams):

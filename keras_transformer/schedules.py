@@ -7,7 +7,8 @@ from keras import ops
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
-    """lrate = multiplier * d_model^-0.5 * min(step_num^-0.5, step_num * warmup_steps^-1.5) (eq. 3).
+    """lrate = multiplier * d_model^-0.5 * min(step_num^-0.5, step_num * warmup_steps^-1.5) (eq. 3),
+    optionally falling linearly to zero over the last updates of a run (a cooldown).
 
     The rate rises linearly for `warmup_steps` steps, peaks at step_num = warmup_steps, then
     decays with the inverse square root of the step number.
@@ -16,33 +17,83 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     which is 0 for the first update; eq. 3 counts steps from 1 (its value at 0 is 0, a wasted
     update). So `schedule(iterations)` returns eq. 3 at step_num = iterations + 1.
 
+    The cooldown is not the paper's: eq. 3 never reaches zero, and a short run stopped on it ends
+    with weights that still move a lot each update. From update `cooldown_start` on, the rate is
+    eq. 3 times (cooldown_end - iterations) / (cooldown_end - cooldown_start), so the update at
+    iterations = cooldown_end - 1 is the last with a rate above zero (the warmup-stable-decay
+    schedules of Hägele et al. 2024, "Scaling Laws and Compute-Optimal Training Beyond Fixed
+    Training Durations", where a linear cooldown over the last 10-20% of steps matches cosine
+    decay). The window lives in variables, so `set_cooldown` can place it while a compiled
+    train step runs (kt-train does when it learns how many steps a time budget holds).
+
     Args:
         d_model: model width.
         warmup_steps: 4000 in the paper.
         multiplier: constant factor (1.0 in the paper).
+        cooldown_start, cooldown_end: the cooldown's updates (both or neither; None: eq. 3
+            throughout).
 
     Example:
     >>> schedule = TransformerSchedule(d_model=512, warmup_steps=4000)
     >>> round(float(schedule(3999)), 7)  # step_num 4000, the peak: 512^-0.5 * 4000^-0.5
     0.0006988
+    >>> cooled = TransformerSchedule(512, 4000, cooldown_start=80_000, cooldown_end=100_000)
+    >>> float(cooled(90_000)) == 0.5 * float(schedule(90_000))
+    True
     """
 
-    def __init__(self, d_model, warmup_steps=4000, multiplier=1.0):
+    def __init__(self, d_model, warmup_steps=4000, multiplier=1.0, cooldown_start=None,
+                 cooldown_end=None):
         if d_model < 1 or warmup_steps < 1:
             raise ValueError(f"d_model and warmup_steps must be >= 1, got d_model={d_model}, "
                              f"warmup_steps={warmup_steps}")
         self.d_model = d_model
         self.warmup_steps = warmup_steps
         self.multiplier = multiplier
+        # Not tracked by checkpoints: whoever builds the schedule knows its window.
+        self._cooldown = tf.Variable([0, 0], dtype=tf.int64, trainable=False,
+                                     name="cooldown_window")
+        if cooldown_start is not None or cooldown_end is not None:
+            self.set_cooldown(cooldown_start, cooldown_end)
+
+    @property
+    def cooldown(self):
+        """(cooldown_start, cooldown_end), or None when the rate is eq. 3 throughout."""
+        start, end = (int(value) for value in self._cooldown.numpy())
+        return (start, end) if end > 0 else None
+
+    def set_cooldown(self, start, end):
+        """Makes the rate fall linearly from eq. 3 at update `start` to zero at update `end`."""
+        if start is None or end is None or not 0 <= start < end:
+            raise ValueError(f"a cooldown needs 0 <= cooldown_start < cooldown_end, got "
+                             f"cooldown_start={start}, cooldown_end={end}")
+        self._cooldown.assign([start, end])
 
     def __call__(self, step):
-        step_num = ops.cast(step, "float32") + 1.0
-        return (self.multiplier * self.d_model ** -0.5
+        iterations = ops.cast(step, "float32")
+        step_num = iterations + 1.0
+        rate = (self.multiplier * self.d_model ** -0.5
                 * ops.minimum(ops.rsqrt(step_num), step_num * self.warmup_steps ** -1.5))
+        start, end = ops.unstack(ops.cast(self._cooldown, "float32"))
+        remaining = ops.clip((end - iterations) / ops.maximum(end - start, 1.0), 0.0, 1.0)
+        return ops.where(end > 0, rate * remaining, rate)
 
     def get_config(self):
+        start, end = self.cooldown or (None, None)
         return {"d_model": self.d_model, "warmup_steps": self.warmup_steps,
-                "multiplier": self.multiplier}
+                "multiplier": self.multiplier, "cooldown_start": start, "cooldown_end": end}
+
+
+def cooldown_window(train_steps, cooldown_fraction):
+    """(start, end) of a cooldown over the last `cooldown_fraction` of `train_steps` updates, or
+    None for a fraction of 0.
+
+    >>> cooldown_window(4000, 0.2)
+    (3200, 4000)
+    """
+    if not cooldown_fraction:
+        return None
+    return train_steps - max(1, round(cooldown_fraction * train_steps)), train_steps
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -60,6 +111,14 @@ class FusedAdam(keras.optimizers.Adam):
     gathered twice gets (g1 + g2)^2 in v, as dense Adam defines it; Keras's update squares the
     slices one by one and gets g1^2 + g2^2. With `amsgrad=True` this is Keras's Adam unchanged.
     """
+
+    @property
+    def learning_rate_schedule(self):
+        """The `LearningRateSchedule` the rate follows, or None for a constant rate."""
+        # Keras keeps it private; `learning_rate` gives only its current value.
+        schedule = self._learning_rate
+        return (schedule if isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule)
+                else None)
 
     def update_step(self, gradient, variable, learning_rate):
         if self.amsgrad:
@@ -81,11 +140,13 @@ class FusedAdam(keras.optimizers.Adam):
 
 
 def paper_adam(d_model, warmup_steps=4000, multiplier=1.0, beta_1=0.9, beta_2=0.98,
-               epsilon=1e-9):
+               epsilon=1e-9, cooldown=None):
     """Adam with beta1 0.9, beta2 0.98, epsilon 1e-9 on the eq. 3 schedule, as in section 5.3.
 
     The optimizer is `FusedAdam`: Keras's Adam with TensorFlow's one-pass update kernel.
+    `cooldown`: None, or the (start, end) updates of a `TransformerSchedule` cooldown.
     """
     return FusedAdam(
-        learning_rate=TransformerSchedule(d_model, warmup_steps, multiplier),
+        learning_rate=TransformerSchedule(d_model, warmup_steps, multiplier,
+                                          *(cooldown or (None, None))),
         beta_1=beta_1, beta_2=beta_2, epsilon=epsilon)

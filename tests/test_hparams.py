@@ -117,6 +117,7 @@ def test_unknown_field_lists_the_valid_ones():
     ("position_encoding", "rotary", "'position_encoding' must be one of"),
     ("decode_alpha", -0.1, "'decode_alpha' must be a finite number >= 0"),
     ("decode_alpha", float("inf"), "'decode_alpha' must be a finite number >= 0"),
+    ("cooldown_fraction", 1.0, r"'cooldown_fraction' must be in \[0, 1\)"),
 ])
 def test_bad_values_are_refused_with_the_field_named(field, value, message):
     with pytest.raises(kt.HParamsError, match=message):

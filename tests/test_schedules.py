@@ -11,7 +11,7 @@ from keras_transformer import (
     hparams,
     paper_adam,
 )
-from keras_transformer.schedules import FusedAdam
+from keras_transformer.schedules import FusedAdam, cooldown_window
 
 
 def eq3(step_num, d_model=512, warmup_steps=4000):
@@ -57,6 +57,50 @@ def test_paper_adam():
 def test_bad_arguments():
     with pytest.raises(ValueError, match="warmup_steps"):
         TransformerSchedule(d_model=512, warmup_steps=0)
+    for start, end in ((100, 100), (200, 100), (-1, 100), (100, None)):
+        with pytest.raises(ValueError, match="0 <= cooldown_start < cooldown_end"):
+            TransformerSchedule(512, 4000, cooldown_start=start, cooldown_end=end)
+
+
+@pytest.mark.parametrize("iterations", [0, 499, 799, 800, 801, 900, 998, 999, 1000, 5000])
+def test_cooldown_is_eq3_times_a_line_falling_to_zero(iterations):
+    schedule = TransformerSchedule(256, 500, cooldown_start=800, cooldown_end=1000)
+    remaining = min(1.0, max(0.0, (1000 - iterations) / 200))
+    assert float(schedule(iterations)) == pytest.approx(
+        eq3(iterations + 1, 256, 500) * remaining, rel=1e-6, abs=1e-12)
+
+
+def test_the_last_update_before_the_end_is_the_last_above_zero():
+    rates = np.asarray(TransformerSchedule(256, 10, cooldown_start=40, cooldown_end=50)(
+        np.arange(60)))
+    assert (rates[:50] > 0).all() and (rates[50:] == 0).all()
+    assert (np.diff(rates[40:51]) < 0).all()
+
+
+def test_cooldown_moves_inside_a_compiled_train_step_without_retracing():
+    schedule = TransformerSchedule(256, 500)
+    assert schedule.cooldown is None
+    rate = tf.function(schedule)
+    before = float(rate(tf.constant(900, tf.int64)))
+    assert before == pytest.approx(eq3(901, 256, 500), rel=1e-6)
+    schedule.set_cooldown(800, 1000)
+    assert float(rate(tf.constant(900, tf.int64))) == pytest.approx(before / 2, rel=1e-5)
+    assert rate.experimental_get_tracing_count() == 1
+    assert schedule.cooldown == (800, 1000)
+
+
+def test_cooldown_config_roundtrip_and_window():
+    schedule = TransformerSchedule(256, 100, cooldown_start=300, cooldown_end=400)
+    clone = keras.optimizers.schedules.deserialize(
+        keras.optimizers.schedules.serialize(schedule))
+    assert clone.cooldown == (300, 400) and float(clone(350)) == float(schedule(350))
+    assert cooldown_window(4398, 0.2) == (3518, 4398)
+    assert cooldown_window(4398, 0.0) is None
+    assert cooldown_window(3, 0.01) == (2, 3)  # at least one update cools down
+    small = hparams.get("transformer_small", cooldown_fraction=0.2)
+    assert build_optimizer(small, train_steps=1000).learning_rate_schedule.cooldown == (800, 1000)
+    assert build_optimizer(small).learning_rate_schedule.cooldown == (80_000, 100_000)
+    assert build_optimizer("transformer_small").learning_rate_schedule.cooldown is None
 
 
 def adam_trajectory(optimizer, compiled, densify=False, steps=4):

@@ -173,7 +173,10 @@ def latest_weights(model_dir):
 
 
 def test_sigkill_and_sigterm_then_resume_equal_an_uninterrupted_run(tmp_path, small_corpus):
-    flags = (*TINY, "--train_steps", "40", "--checkpoint_every_steps", "5", "--deterministic",
+    # The resumed runs start inside the learning rate's cooldown (steps 4-40), which the resume
+    # must rebuild as it was.
+    flags = ("--hparams", "transformer_tiny", "--hparams_override",
+             "warmup_steps=20,cooldown_fraction=0.9", "--train_steps", "40", "--checkpoint_every_steps", "5", "--deterministic",
              "--seed", "3", "--eval_every", "1000", "--eval_sentences", "0")
     straight = kt_train(tmp_path / "straight", small_corpus, *flags)
     assert straight.returncode == 0, straight.stderr
@@ -221,6 +224,47 @@ def test_sigkill_and_sigterm_then_resume_equal_an_uninterrupted_run(tmp_path, sm
     assert name_a == name_b == "ckpt-40"
     for a, b in zip(weights_a, weights_b):
         np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+class FakeClock:
+    """time.monotonic for callbacks: one second passes on every reading, five on the second
+    (the first step's, which traces)."""
+
+    def __init__(self):
+        self.readings = 0
+
+    def monotonic(self):
+        self.readings += 1
+        return float(self.readings + 4 * (self.readings > 1))
+
+
+def test_a_time_limit_fits_the_cooldown_into_the_budget(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(callbacks, "time", clock)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    optimizer = kt.paper_adam(d_model=16, warmup_steps=10)
+    model.compile(optimizer=optimizer, loss="mse")
+    planned = []
+    # One reading at the start (second 1) and one a step: step k ends at second k + 5. Planning
+    # at 45 s (75% of the minute) in, at step 41: 40 steps in 40 s since the first, 15 s left,
+    # so 56 steps; the cooldown is their last quarter, from step 42 (tracing slowed step 1).
+    limit = callbacks.TimeLimit(1, 0.25, optimizer.learning_rate_schedule, 1000, planned.append)
+    rng = np.random.default_rng(0)
+    model.fit(rng.normal(size=(1000, 4)), rng.normal(size=(1000, 1)), batch_size=1, epochs=1,
+              callbacks=[limit], verbose=0, shuffle=False)
+    assert planned == [56] and limit.planned_steps == 56
+    assert checkpoints.step_of(model) == 56
+    assert optimizer.learning_rate_schedule.cooldown == (42, 56)
+    assert float(optimizer.learning_rate) == 0.0  # what a next update would get
+
+    # A step budget that ends before the time does keeps its own cooldown.
+    schedule = kt.TransformerSchedule(16, 10, cooldown_start=40, cooldown_end=50)
+    clock.readings = 0
+    model.compile(optimizer=keras.optimizers.Adam(schedule), loss="mse")
+    limit = callbacks.TimeLimit(1, 0.25, schedule, 50, planned.append)
+    model.fit(rng.normal(size=(50, 4)), rng.normal(size=(50, 1)), batch_size=1, epochs=1,
+              callbacks=[limit], verbose=0)
+    assert planned == [56] and schedule.cooldown == (40, 50)
 
 
 def test_stop_on_signal_asks_once_then_gets_out_of_the_way():

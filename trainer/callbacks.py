@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.model_dir.checkpoints import step_of
+from keras_transformer.schedules import cooldown_window
 
 
 class TrainingError(RuntimeError):
@@ -131,18 +132,67 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
 
 
 class TimeLimit(keras.callbacks.Callback):
-    """Ends training after `minutes` (PeriodicCheckpoint still saves at the end)."""
+    """Ends training after `minutes` (PeriodicCheckpoint still saves at the end), and fits a
+    learning-rate cooldown into that time.
 
-    def __init__(self, minutes):
+    A cooldown over the last `cooldown_fraction` of a run's updates needs the run's number of
+    updates, which a time budget does not give. So after (1 - cooldown_fraction) of the minutes,
+    this measures the steps per second so far (from the end of the first step: tracing left out;
+    checkpoints and evaluations in, as they recur) and estimates the step at which the time runs
+    out. If that comes before `train_steps`, the run becomes a run of that many steps:
+    `on_plan(steps)` records it (kt-train saves it as the run's train_steps, so a resumed run
+    keeps the same schedule), the schedule's cooldown moves to the last fraction of those steps,
+    and training stops there. The time limit still holds if the machine slows down.
+
+    Args:
+        minutes: the budget of this process's training.
+        cooldown_fraction: 0 for none.
+        schedule: the `TransformerSchedule` whose cooldown to place (with a cooldown fraction).
+        train_steps: the run's step budget.
+        on_plan: called with the planned number of steps.
+    """
+
+    def __init__(self, minutes, cooldown_fraction=0.0, schedule=None, train_steps=None,
+                 on_plan=None):
         super().__init__()
         self.seconds = minutes * 60
+        self.cooldown_fraction = cooldown_fraction
+        self.schedule = schedule
+        self.train_steps = train_steps
+        self.on_plan = on_plan
+        self.planned_steps = None
 
     def on_train_begin(self, logs=None):
         self._start = time.monotonic()
+        self._first = None  # (step, time) at the end of the first step
+        self._plan_due = bool(self.cooldown_fraction)
 
     def on_train_batch_end(self, batch, logs=None):
-        if time.monotonic() - self._start >= self.seconds:
+        now = time.monotonic()
+        step = step_of(self.model)
+        if now - self._start >= self.seconds or (self.planned_steps
+                                                 and step >= self.planned_steps):
             self.model.stop_training = True
+        if self._first is None:
+            self._first = step, now
+        elif self._plan_due and now - self._start >= (1 - self.cooldown_fraction) * self.seconds:
+            self._plan_due = False
+            self._plan(step, now)
+
+    def _plan(self, step, now):
+        first_step, first_time = self._first
+        steps_per_second = (step - first_step) / max(now - first_time, 1e-9)
+        steps = step + int(steps_per_second * (self.seconds - (now - self._start)))
+        current = self.schedule.cooldown
+        # A step budget that ends first keeps its own cooldown, and a cooldown under way (a
+        # resumed run's) is not moved.
+        if steps >= self.train_steps or current and step >= current[0]:
+            return
+        self.planned_steps = steps
+        # The same window a resumed run computes from the saved step count; its start is at or
+        # after this step, as the first step's tracing counts in the time but not the rate.
+        self.schedule.set_cooldown(*cooldown_window(steps, self.cooldown_fraction))
+        self.on_plan(steps)
 
 
 class StopOnSignal(keras.callbacks.Callback):

@@ -176,17 +176,18 @@ def train(args):
     if chief:
         config.save(run, model_dir)
 
+    train_steps = run.train_steps or hp.train_steps
     with distribution.scope():
         model = kt.build_model(hp, vocabulary.vocab_size)
         model.report_batch_shape = True  # named in the message of a non-finite loss
-        model.compile(optimizer=kt.build_optimizer(hp), loss=kt.build_loss(hp),
+        optimizer = kt.build_optimizer(hp, train_steps)
+        model.compile(optimizer=optimizer, loss=kt.build_loss(hp),
                       metrics=[kt.TokenAccuracy(), kt.Perplexity(), kt.TargetTokens()],
                       jit_compile=run.jit_compile)
         saved = checkpoints.CheckpointDirectory(checkpoints.default_directory(model_dir),
                                                 run.keep_checkpoints)
         restored = saved.restore_latest(model)
     step = checkpoints.step_of(model)
-    train_steps = run.train_steps or hp.train_steps
     print(f"{'resuming from ' + str(restored) if restored else 'starting'} at step {step} of "
           f"{train_steps}: {run.hparams_name} ({model.count_params():,} parameters), "
           f"{source!r}, vocabulary {vocabulary.vocab_size}, {distribution.num_replicas_in_sync} "
@@ -231,7 +232,18 @@ def train(args):
         fit_callbacks.insert(0, stop)
         stop.install()
     if args.max_minutes:
-        fit_callbacks.append(callbacks.TimeLimit(args.max_minutes))
+        def plan(steps):
+            if chief:
+                config.save(dataclasses.replace(run, train_steps=steps), model_dir)
+            start, _ = optimizer.learning_rate_schedule.cooldown
+            print(f"step {checkpoints.step_of(model)}: --max_minutes {args.max_minutes:g} ends "
+                  f"near step {steps}, saved as the run's train_steps; the learning rate falls "
+                  f"to zero from step {start} on (cooldown_fraction {hp.cooldown_fraction:g})",
+                  flush=True)
+
+        fit_callbacks.append(callbacks.TimeLimit(
+            args.max_minutes, hp.cooldown_fraction, optimizer.learning_rate_schedule,
+            train_steps, plan))
     evaluator = None
     if dev is not None:
         evaluator = evaluation.Evaluation(dev, vocabulary, sources, references, run.eval_every,

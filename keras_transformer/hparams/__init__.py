@@ -51,6 +51,8 @@ class HParams:
         warmup_steps: eq. 3's warmup_steps.
         adam_beta_1, adam_beta_2, adam_epsilon: section 5.3's Adam.
         train_steps: training steps of Table 3's "train steps" column.
+        cooldown_fraction: the last fraction of a run's updates over which the learning rate
+            falls linearly to zero (0: eq. 3 throughout, the paper's; see TransformerSchedule).
 
     Decoding (section 6.1):
         decode_alpha: the length penalty exponent kt-translate, kt-export and kt-demo use when
@@ -76,6 +78,7 @@ class HParams:
     adam_beta_2: float = 0.98
     adam_epsilon: float = 1e-9
     train_steps: int = 100_000
+    cooldown_fraction: float = 0.0
     decode_alpha: float = 0.6
 
     def __post_init__(self):
@@ -99,7 +102,8 @@ class HParams:
         if not 0.0 <= self.decode_alpha < float("inf"):
             raise HParamsError(f"hparams field 'decode_alpha' must be a finite number >= 0, got "
                                f"{self.decode_alpha}")
-        for name in ("dropout", "attention_dropout", "relu_dropout", "label_smoothing"):
+        for name in ("dropout", "attention_dropout", "relu_dropout", "label_smoothing",
+                     "cooldown_fraction"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise HParamsError(
                     f"hparams field '{name}' must be in [0, 1), got {getattr(self, name)}")
