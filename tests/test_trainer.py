@@ -176,8 +176,9 @@ def test_sigkill_and_sigterm_then_resume_equal_an_uninterrupted_run(tmp_path, sm
     # The resumed runs start inside the learning rate's cooldown (steps 4-40), which the resume
     # must rebuild as it was.
     flags = ("--hparams", "transformer_tiny", "--hparams_override",
-             "warmup_steps=20,cooldown_fraction=0.9", "--train_steps", "40", "--checkpoint_every_steps", "5", "--deterministic",
-             "--seed", "3", "--eval_every", "1000", "--eval_sentences", "0")
+             "warmup_steps=20,cooldown_fraction=0.9", "--train_steps", "40",
+             "--checkpoint_every_steps", "5", "--deterministic", "--seed", "3", "--eval_every",
+             "1000", "--eval_sentences", "0")
     straight = kt_train(tmp_path / "straight", small_corpus, *flags)
     assert straight.returncode == 0, straight.stderr
 
