@@ -139,27 +139,24 @@ class TimeLimit(keras.callbacks.Callback):
     updates, which a time budget does not give. So after (1 - cooldown_fraction) of the minutes,
     this measures the steps per second so far (from the end of the first step: tracing left out;
     checkpoints and evaluations in, as they recur) and estimates the step at which the time runs
-    out. If that comes before `train_steps`, the run becomes a run of that many steps:
-    `on_plan(steps)` records it (kt-train saves it as the run's train_steps, so a resumed run
-    keeps the same schedule), the schedule's cooldown moves to the last fraction of those steps,
-    and training stops there. The time limit still holds if the machine slows down.
+    out. If that comes before `train_steps`, the schedule's cooldown moves to the last fraction
+    of that many steps, training stops there (`planned_steps`), and a line says so. The time
+    limit still holds if the machine slows down. The budget is this process's: a resumed run
+    gets its own, whose cooldown starts from eq. 3's rate again.
 
     Args:
-        minutes: the budget of this process's training.
+        minutes: the budget.
         cooldown_fraction: 0 for none.
         schedule: the `TransformerSchedule` whose cooldown to place (with a cooldown fraction).
         train_steps: the run's step budget.
-        on_plan: called with the planned number of steps.
     """
 
-    def __init__(self, minutes, cooldown_fraction=0.0, schedule=None, train_steps=None,
-                 on_plan=None):
+    def __init__(self, minutes, cooldown_fraction=0.0, schedule=None, train_steps=None):
         super().__init__()
         self.seconds = minutes * 60
         self.cooldown_fraction = cooldown_fraction
         self.schedule = schedule
         self.train_steps = train_steps
-        self.on_plan = on_plan
         self.planned_steps = None
 
     def on_train_begin(self, logs=None):
@@ -184,15 +181,17 @@ class TimeLimit(keras.callbacks.Callback):
         steps_per_second = (step - first_step) / max(now - first_time, 1e-9)
         steps = step + int(steps_per_second * (self.seconds - (now - self._start)))
         current = self.schedule.cooldown
-        # A step budget that ends first keeps its own cooldown, and a cooldown under way (a
-        # resumed run's) is not moved.
+        # A step budget that ends first keeps its own cooldown, and so does one under way.
         if steps >= self.train_steps or current and step >= current[0]:
             return
         self.planned_steps = steps
-        # The same window a resumed run computes from the saved step count; its start is at or
-        # after this step, as the first step's tracing counts in the time but not the rate.
-        self.schedule.set_cooldown(*cooldown_window(steps, self.cooldown_fraction))
-        self.on_plan(steps)
+        # The first step's tracing counts in the time but not in the rate, so the cooldown
+        # starts at or after this step.
+        start, _ = cooldown_window(steps, self.cooldown_fraction)
+        self.schedule.set_cooldown(start, steps)
+        print(f"step {step}: the time limit ends near step {steps} ({steps_per_second:.3g} "
+              f"steps/s); the learning rate falls to zero from step {start} on "
+              f"(cooldown_fraction {self.cooldown_fraction:g})", flush=True)
 
 
 class StopOnSignal(keras.callbacks.Callback):

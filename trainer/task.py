@@ -232,18 +232,8 @@ def train(args):
         fit_callbacks.insert(0, stop)
         stop.install()
     if args.max_minutes:
-        def plan(steps):
-            if chief:
-                config.save(dataclasses.replace(run, train_steps=steps), model_dir)
-            start, _ = optimizer.learning_rate_schedule.cooldown
-            print(f"step {checkpoints.step_of(model)}: --max_minutes {args.max_minutes:g} ends "
-                  f"near step {steps}, saved as the run's train_steps; the learning rate falls "
-                  f"to zero from step {start} on (cooldown_fraction {hp.cooldown_fraction:g})",
-                  flush=True)
-
-        fit_callbacks.append(callbacks.TimeLimit(
-            args.max_minutes, hp.cooldown_fraction, optimizer.learning_rate_schedule,
-            train_steps, plan))
+        fit_callbacks.append(callbacks.TimeLimit(args.max_minutes, hp.cooldown_fraction,
+                                                 optimizer.learning_rate_schedule, train_steps))
     evaluator = None
     if dev is not None:
         evaluator = evaluation.Evaluation(dev, vocabulary, sources, references, run.eval_every,
