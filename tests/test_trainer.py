@@ -181,6 +181,7 @@ def test_sigkill_and_sigterm_then_resume_equal_an_uninterrupted_run(tmp_path, sm
              "1000", "--eval_sentences", "0")
     straight = kt_train(tmp_path / "straight", small_corpus, *flags)
     assert straight.returncode == 0, straight.stderr
+    assert "step 40: learning_rate 0," in straight.stdout  # the cooldown ended at --train_steps
 
     interrupted = tmp_path / "interrupted"
     process = subprocess.Popen(kt_train_command(interrupted, small_corpus, *flags),
@@ -228,42 +229,73 @@ def test_sigkill_and_sigterm_then_resume_equal_an_uninterrupted_run(tmp_path, sm
 
 
 class FakeClock:
-    """time.monotonic for callbacks: one second passes on every reading, five on the second
-    (the first step's, which traces)."""
+    """time.monotonic for callbacks: the first reading is second 1, the second (the end of the
+    first step, which traces) 5 s later, and each later one `seconds(now)` after the last."""
 
-    def __init__(self):
-        self.readings = 0
+    def __init__(self, seconds=lambda now: 1.0):
+        self.now, self.readings, self.seconds = 1.0, 0, seconds
 
     def monotonic(self):
         self.readings += 1
-        return float(self.readings + 4 * (self.readings > 1))
+        if self.readings > 1:
+            self.now += 5.0 if self.readings == 2 else self.seconds(self.now)
+        return self.now
+
+
+def fit_within_a_minute(monkeypatch, clock, schedule, train_steps, start_step=0):
+    """A one-minute TimeLimit with cooldown_fraction 0.25 over `model.fit` of a small model,
+    whose optimizer has made `start_step` updates (a resumed run); returns (limit, step)."""
+    monkeypatch.setattr(callbacks, "time", clock)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.Adam(schedule), loss="mse")
+    model.optimizer.iterations.assign(start_step)
+    limit = callbacks.TimeLimit(1, 0.25, schedule, train_steps)
+    steps = min(train_steps - start_step, 200)  # as kt-train's steps_per_epoch
+    rng = np.random.default_rng(0)
+    model.fit(rng.normal(size=(steps, 4)), rng.normal(size=(steps, 1)), batch_size=1, epochs=1,
+              callbacks=[limit], verbose=0, shuffle=False)
+    return limit, checkpoints.step_of(model)
+
+
+# Step k ends at second k + 5 until second 45, then steps take half a second. The plan comes at
+# 45 s (75% of the minute) in, at step 42: 41 steps in 40 s since the first, 15 s left, so 57
+# steps; the cooldown is the last quarter of them, from step 43. At the old pace the time would
+# end there too; at the new one it ends later, so the stop at 57 is the plan's.
+def speeds_up(now):
+    return 1.0 if now < 45 else 0.5
 
 
 def test_a_time_limit_fits_the_cooldown_into_the_budget(monkeypatch):
-    clock = FakeClock()
-    monkeypatch.setattr(callbacks, "time", clock)
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
-    optimizer = kt.paper_adam(d_model=16, warmup_steps=10)
-    model.compile(optimizer=optimizer, loss="mse")
-    # One reading at the start (second 1) and one a step: step k ends at second k + 5. Planning
-    # at 45 s (75% of the minute) in, at step 41: 40 steps in 40 s since the first, 15 s left,
-    # so 56 steps; the cooldown is their last quarter, from step 42 (tracing slowed step 1).
-    limit = callbacks.TimeLimit(1, 0.25, optimizer.learning_rate_schedule, 1000)
-    rng = np.random.default_rng(0)
-    model.fit(rng.normal(size=(1000, 4)), rng.normal(size=(1000, 1)), batch_size=1, epochs=1,
-              callbacks=[limit], verbose=0, shuffle=False)
-    assert limit.planned_steps == 56 and checkpoints.step_of(model) == 56
-    assert optimizer.learning_rate_schedule.cooldown == (42, 56)
-    assert float(optimizer.learning_rate) == 0.0  # what a next update would get
+    schedule = kt.TransformerSchedule(16, 10)
+    limit, step = fit_within_a_minute(monkeypatch, FakeClock(speeds_up), schedule, 1000)
+    assert limit.planned_steps == 57 and step == 57
+    assert schedule.cooldown == (43, 57) and float(schedule(57)) == 0.0 < float(schedule(56))
 
-    # A step budget that ends before the time does keeps its own cooldown.
-    schedule = kt.TransformerSchedule(16, 10, cooldown_start=40, cooldown_end=50)
-    clock.readings = 0
-    model.compile(optimizer=keras.optimizers.Adam(schedule), loss="mse")
-    limit = callbacks.TimeLimit(1, 0.25, schedule, 50)
-    model.fit(rng.normal(size=(50, 4)), rng.normal(size=(50, 1)), batch_size=1, epochs=1,
-              callbacks=[limit], verbose=0)
-    assert limit.planned_steps is None and schedule.cooldown == (40, 50)
+
+def test_a_resumed_time_limit_cools_down_over_its_own_steps(monkeypatch):
+    schedule = kt.TransformerSchedule(16, 10)
+    limit, step = fit_within_a_minute(monkeypatch, FakeClock(speeds_up), schedule, 10_000,
+                                      start_step=1000)
+    assert limit.planned_steps == 1057 and step == 1057
+    assert schedule.cooldown == (1043, 1057)  # not the last quarter of all 1,057 steps
+
+
+@pytest.mark.parametrize("case", ["the step budget ends first", "its cooldown is under way",
+                                  "the time is up at the plan"])
+def test_a_time_limit_leaves_the_schedule_alone_when(case, monkeypatch):
+    window, train_steps, clock = {
+        "the step budget ends first": ((45, 50), 50, FakeClock()),
+        "its cooldown is under way": ((30, 1000), 1000, FakeClock()),
+        # An evaluation from second 44 runs 20 s: the plan comes after the minute is over.
+        "the time is up at the plan": (None, 1000,
+                                       FakeClock(lambda now: 20.0 if now == 44 else 1.0)),
+    }[case]
+    start, end = window or (None, None)
+    schedule = kt.TransformerSchedule(16, 10, cooldown_start=start, cooldown_end=end)
+    limit, step = fit_within_a_minute(monkeypatch, clock, schedule, train_steps)
+    assert limit.planned_steps is None and schedule.cooldown == window
+    assert step == {"the step budget ends first": 50, "its cooldown is under way": 56,
+                    "the time is up at the plan": 40}[case]
 
 
 def test_stop_on_signal_asks_once_then_gets_out_of_the_way():

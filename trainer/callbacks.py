@@ -12,7 +12,6 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.model_dir.checkpoints import step_of
-from keras_transformer.schedules import cooldown_window
 
 
 class TrainingError(RuntimeError):
@@ -140,7 +139,8 @@ class TimeLimit(keras.callbacks.Callback):
     this measures the steps per second so far (from the end of the first step: tracing left out;
     checkpoints and evaluations in, as they recur) and estimates the step at which the time runs
     out. If that comes before `train_steps`, the schedule's cooldown moves to the last fraction
-    of that many steps, training stops there (`planned_steps`), and a line says so. The time
+    of this command's steps up to there, training stops there (`planned_steps`), and a line
+    says so. The time
     limit still holds if the machine slows down. The budget is this process's: a resumed run
     gets its own, whose cooldown starts from eq. 3's rate again.
 
@@ -161,33 +161,36 @@ class TimeLimit(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         self._start = time.monotonic()
+        self._start_step = step_of(self.model)
         self._first = None  # (step, time) at the end of the first step
         self._plan_due = bool(self.cooldown_fraction)
 
     def on_train_batch_end(self, batch, logs=None):
         now = time.monotonic()
         step = step_of(self.model)
-        if now - self._start >= self.seconds or (self.planned_steps
-                                                 and step >= self.planned_steps):
-            self.model.stop_training = True
         if self._first is None:
             self._first = step, now
         elif self._plan_due and now - self._start >= (1 - self.cooldown_fraction) * self.seconds:
             self._plan_due = False
             self._plan(step, now)
+        if now - self._start >= self.seconds or (self.planned_steps
+                                                 and step >= self.planned_steps):
+            self.model.stop_training = True
 
     def _plan(self, step, now):
         first_step, first_time = self._first
         steps_per_second = (step - first_step) / max(now - first_time, 1e-9)
         steps = step + int(steps_per_second * (self.seconds - (now - self._start)))
         current = self.schedule.cooldown
-        # A step budget that ends first keeps its own cooldown, and so does one under way.
-        if steps >= self.train_steps or current and step >= current[0]:
+        # Nothing to plan when the time is up (an evaluation ran past it); a step budget that
+        # ends first keeps its own cooldown, and so does one under way.
+        if steps <= step or steps >= self.train_steps or current and step >= current[0]:
             return
         self.planned_steps = steps
-        # The first step's tracing counts in the time but not in the rate, so the cooldown
-        # starts at or after this step.
-        start, _ = cooldown_window(steps, self.cooldown_fraction)
+        # The last fraction of this command's steps (a resumed run's count from its resume);
+        # never before this step, so the rate slopes down instead of dropping.
+        cooling = max(1, round(self.cooldown_fraction * (steps - self._start_step)))
+        start = max(step, steps - cooling)
         self.schedule.set_cooldown(start, steps)
         print(f"step {step}: the time limit ends near step {steps} ({steps_per_second:.3g} "
               f"steps/s); the learning rate falls to zero from step {start} on "
