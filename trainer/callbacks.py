@@ -140,9 +140,8 @@ class TimeLimit(keras.callbacks.Callback):
     checkpoints and evaluations in, as they recur) and estimates the step at which the time runs
     out. If that comes before `train_steps`, the schedule's cooldown moves to the last fraction
     of this command's steps up to there, training stops there (`planned_steps`), and a line
-    says so. The time
-    limit still holds if the machine slows down. The budget is this process's: a resumed run
-    gets its own, whose cooldown starts from eq. 3's rate again.
+    says so. The time limit still holds if the machine slows down. The budget is this
+    process's: a resumed run gets its own, whose cooldown starts from eq. 3's rate again.
 
     Args:
         minutes: the budget.
@@ -166,15 +165,15 @@ class TimeLimit(keras.callbacks.Callback):
         self._plan_due = bool(self.cooldown_fraction)
 
     def on_train_batch_end(self, batch, logs=None):
+        # The step counter is read only when needed: a device read on every step otherwise.
         now = time.monotonic()
-        step = step_of(self.model)
         if self._first is None:
-            self._first = step, now
+            self._first = step_of(self.model), now
         elif self._plan_due and now - self._start >= (1 - self.cooldown_fraction) * self.seconds:
             self._plan_due = False
-            self._plan(step, now)
-        if now - self._start >= self.seconds or (self.planned_steps
-                                                 and step >= self.planned_steps):
+            self._plan(step_of(self.model), now)
+        if now - self._start >= self.seconds or (self.planned_steps and
+                                                 step_of(self.model) >= self.planned_steps):
             self.model.stop_training = True
 
     def _plan(self, step, now):
