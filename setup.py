@@ -64,6 +64,7 @@ setup(
         "kt-translate=keras_transformer.export.translate:main",
         "kt-export=keras_transformer.export.saved_model:main",
         "kt-attention=keras_transformer.export.attention:main",
+        "kt-score=keras_transformer.export.score:main",
         "kt-demo=keras_transformer.demo.demo:main",
     ]},
     install_requires=INSTALL_REQUIRES,

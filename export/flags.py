@@ -5,17 +5,18 @@ from keras_transformer.cli import at_least
 from keras_transformer.export.translator import Translator
 
 
-def add_decoding_flags(parser):
-    """The model_dir, beam search and request-bound flags of kt-translate, kt-export and
-    kt-attention (and --verbose)."""
+def add_decoding_flags(parser, beam=True):
+    """The model_dir, beam search and request-bound flags of kt-translate, kt-export,
+    kt-attention and (without --beam_size: `beam` False) kt-score, and --verbose."""
     cli.add_verbose_flag(parser)
     parser.add_argument("--model_dir", required=True, help="a kt-train model_dir")
     parser.add_argument("--checkpoint", help="a checkpoint directory to use (default: the "
                                              "average of the final checkpoints if kt-train "
                                              "--average_last or kt-average wrote one, else the "
                                              "newest)")
-    parser.add_argument("--beam_size", type=at_least(1), default=4,
-                        help="(paper: 4; default %(default)s)")
+    if beam:
+        parser.add_argument("--beam_size", type=at_least(1), default=4,
+                            help="(paper: 4; default %(default)s)")
     parser.add_argument("--alpha", type=at_least(0.0, float),
                         help="length penalty exponent (paper: 0.6; default: the model's hparams "
                              "decode_alpha, 0.6 unless the run overrode it)")
@@ -40,7 +41,8 @@ def translator_from_flags(args, max_batch_size):
     if args.alpha is None:
         args.alpha = loaded.hparams.decode_alpha
     translator = Translator(
-        loaded.model, loaded.vocabulary, beam_size=args.beam_size, alpha=args.alpha,
+        loaded.model, loaded.vocabulary, beam_size=getattr(args, "beam_size", 1),
+        alpha=args.alpha,
         extra_length=args.extra_length,
         max_input_length=args.max_input_length or loaded.run.max_length,
         max_output_length=args.max_output_length, max_batch_size=max_batch_size)

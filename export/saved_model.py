@@ -8,6 +8,13 @@ Signatures:
 - `translate_ids`: `source_ids` int32 [batch, length] (subwords + end of sentence 1, 0-padded)
   -> `ids` int32 [batch, output_length] (0 after end of sentence), `scores` float32 [batch].
 - `tokenize`: `inputs` tf.string [batch] -> `source_ids`, for clients that want the ids.
+- `translate_n_best`: `inputs` tf.string [batch] -> every hypothesis of the beam, best first:
+  `translations` tf.string [batch, beam_size], `scores` and `log_probs` float32 [batch,
+  beam_size] (-inf: no such hypothesis).
+- `score`: `inputs` and `targets` tf.string [batch] -> the model's log P(target | input):
+  `scores` (log-probability / length penalty, as beam search ranks), `log_probs`, `lengths`
+  (target tokens scored, end of sentence included) and `truncated` (input or target cut to
+  the bounds below) [batch].
 
 Tokenizing and detokenizing run in the graph with tensorflow-text's SentencePiece ops, which
 stock TF Serving includes; no other custom op is used. Loading in Python needs only
@@ -28,7 +35,7 @@ import tensorflow as tf
 
 from keras_transformer.cli import at_least
 from keras_transformer.export.flags import add_decoding_flags, translator_from_flags
-from keras_transformer.export.translator import IDS, TEXTS
+from keras_transformer.export.translator import IDS, TARGETS, TEXTS
 from keras_transformer.model_dir import config
 from keras_transformer.model_dir.checkpoints import step_in_name
 from keras_transformer.model_dir.loading import ModelDirError
@@ -91,6 +98,8 @@ def export(translator, output, version=None, provenance=None):
             "serving_default": translator.translate.get_concrete_function(TEXTS),
             "translate_ids": translator.translate_ids.get_concrete_function(IDS),
             "tokenize": translator.tokenize.get_concrete_function(TEXTS),
+            "translate_n_best": translator.translate_n_best.get_concrete_function(TEXTS),
+            "score": translator.score.get_concrete_function(TEXTS, TARGETS),
         }
         tf.saved_model.save(root, str(scratch / "model"), signatures=signatures)
         (scratch / "model").rename(path)
@@ -130,7 +139,8 @@ def main(argv=None):
         print(f"kt-export: error: {error}", file=sys.stderr)
         return 2
     print(f"exported {loaded.checkpoint} to {path} in {time.perf_counter() - start:.1f} s; "
-          f"signatures serving_default (strings), translate_ids, tokenize; beam "
+          f"signatures serving_default (strings), translate_ids, tokenize, translate_n_best, "
+          f"score; beam "
           f"{args.beam_size}, alpha {args.alpha}, inputs cut at {translator.max_input_length} "
           f"tokens, at most {translator.max_batch_size} sentences a request")
     return 0

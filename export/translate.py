@@ -2,6 +2,7 @@
 
     kt-translate --model_dir runs/demo < input.en > output.es
     kt-translate --model_dir runs/demo --input dev.en --reference dev.es
+    kt-translate --model_dir runs/demo --n_best 4 < input.en > nbest.jsonl
     kt-translate --model_dir runs/wmt --data wmt_t2t_translate/de-en --source_lang en \
         --target_lang de --split test --output newstest2014.de
 
@@ -12,40 +13,21 @@ to stderr.
 """
 
 import argparse
-import pathlib
+import json
 import sys
 import time
 
 from keras_transformer import cli, data
 from keras_transformer.cli import at_least
 from keras_transformer.export.flags import add_decoding_flags, translator_from_flags
-from keras_transformer.export.lines import print_scores, translate_lines
+from keras_transformer.export.lines import (
+    InputError,
+    n_best_lines,
+    print_scores,
+    read_lines,
+    translate_lines,
+)
 from keras_transformer.model_dir import ConfigError, ModelDirError
-
-
-class InputError(ValueError):
-    """Input or reference text that cannot be used, naming the file."""
-
-
-def read_lines(path, what):
-    """Lines of a file (or stdin for None) as bytes without their newline, warning on stderr
-    about lines that are not UTF-8 (their bad bytes are translated as U+FFFD)."""
-    name = "<stdin>" if path is None else str(path)
-    try:
-        raw = sys.stdin.buffer.read() if path is None else pathlib.Path(path).read_bytes()
-    except OSError as error:
-        raise InputError(f"cannot read {what} {name}: {error.strerror}") from None
-    lines = raw.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    lines = [line[:-1] if line.endswith(b"\r") else line for line in lines]
-    for number, line in enumerate(lines, 1):
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError as error:
-            print(f"kt-translate: warning: {name}:{number}: not UTF-8 at byte {error.start}; "
-                  f"undecodable bytes are read as U+FFFD", file=sys.stderr)
-    return lines
 
 
 def split_lines(source, split):
@@ -56,6 +38,22 @@ def split_lines(source, split):
     """
     pairs = list(source.pairs(split).as_numpy_iterator())
     return [s for s, _ in pairs], [t.decode("utf-8", errors="replace") for _, t in pairs]
+
+
+def one_line(text):
+    """One translation a line, even if the model produced a line break (byte-fallback pieces)."""
+    return " ".join(text.splitlines())
+
+
+def format_n_best(hypotheses, form):
+    """The text of n-best lists (a list of `Hypothesis` lists, one per input line) in `form`:
+    "jsonl" or "moses" (see --n_best_format)."""
+    if form == "moses":
+        return "".join(f"{index} ||| {one_line(h.text)} ||| {h.score:.6f}\n"
+                       for index, best in enumerate(hypotheses) for h in best)
+    return "".join(json.dumps({"line": number, "hypotheses": [
+        {"text": h.text, "score": round(h.score, 6), "log_prob": round(h.log_prob, 6)}
+        for h in best]}, ensure_ascii=False) + "\n" for number, best in enumerate(hypotheses, 1))
 
 
 def parse_args(argv=None):
@@ -78,7 +76,20 @@ def parse_args(argv=None):
                         help="sentences translated together (default %(default)s)")
     parser.add_argument("--scores", action="store_true",
                         help="write 'score<TAB>translation' lines")
+    parser.add_argument("--n_best", type=at_least(1),
+                        help="write the N best hypotheses of each beam (N <= --beam_size) with "
+                             "their scores, in --n_best_format")
+    parser.add_argument("--n_best_format", choices=("jsonl", "moses"), default="jsonl",
+                        help="jsonl (default): a JSON object a line, {\"line\": L (1-based), "
+                             "\"hypotheses\": [{\"text\", \"score\", \"log_prob\"}, ...]}; "
+                             "moses: 'i ||| text ||| score' a hypothesis, i 0-based as Moses has "
+                             "it")
     args = parser.parse_args(argv)
+    if args.n_best and args.n_best > args.beam_size:
+        parser.error(f"--n_best {args.n_best} is more than --beam_size {args.beam_size}: the "
+                     f"beam holds only {args.beam_size} hypotheses")
+    if args.n_best and args.scores:
+        parser.error("--n_best writes the scores already: drop --scores")
     if args.data and (args.input or args.reference):
         parser.error("--data reads the sources and references of --split: drop --input and "
                      "--reference")
@@ -103,10 +114,10 @@ def main(argv=None):
                 args.invalid_utf8)
             lines, references = split_lines(source, args.split or "test")
         else:
-            lines = read_lines(args.input, "--input")
+            lines = read_lines(args.input, "--input", "kt-translate")
         if args.reference:
             references = [line.decode("utf-8", errors="replace")
-                          for line in read_lines(args.reference, "--reference")]
+                          for line in read_lines(args.reference, "--reference", "kt-translate")]
             if len(references) != len(lines):
                 raise InputError(f"--reference {args.reference} has {len(references)} lines "
                                  f"but {args.input or '<stdin>'} has {len(lines)}")
@@ -115,13 +126,18 @@ def main(argv=None):
         print(f"kt-translate: error: {error}", file=sys.stderr)
         return 2
     start = time.perf_counter()
-    translations, scores = translate_lines(translator, lines, args.batch_size,
-                                           progress_every=10)
+    if args.n_best:
+        hypotheses = n_best_lines(translator, lines, args.n_best, args.batch_size,
+                                  progress_every=10)
+        translations = [best[0].text if best else "" for best in hypotheses]
+        text = format_n_best(hypotheses, args.n_best_format)
+    else:
+        translations, scores = translate_lines(translator, lines, args.batch_size,
+                                               progress_every=10)
+        translations = [one_line(line) for line in translations]
+        text = "".join(f"{score:.4f}\t{line}\n" if args.scores else f"{line}\n"
+                       for line, score in zip(translations, scores))
     seconds = time.perf_counter() - start
-    # One translation a line, even if the model produced a line break (byte-fallback pieces).
-    translations = [" ".join(line.splitlines()) for line in translations]
-    text = "".join(f"{score:.4f}\t{line}\n" if args.scores else f"{line}\n"
-                   for line, score in zip(translations, scores))
     if args.output:
         cli.replace_atomically(args.output, lambda path: path.write_bytes(text.encode("utf-8")))
     else:

@@ -6,10 +6,13 @@ Because `kt-translate` and the exported SavedModel call the same `tf.function`s 
 
 import tensorflow as tf
 
+from keras_transformer import scoring
+from keras_transformer.beam_search import length_penalty
 from keras_transformer.decoding import beam_decode, decode_lengths
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 
 TEXTS = tf.TensorSpec([None], tf.string, name="inputs")
+TARGETS = tf.TensorSpec([None], tf.string, name="targets")
 IDS = tf.TensorSpec([None, None], tf.int32, name="source_ids")
 
 
@@ -86,6 +89,40 @@ class Translator(tf.Module):
         ids = tf.pad(ids, [[0, 0], [0, tf.maximum(0, 1 - tf.shape(ids)[1])]])
         return {"source_ids": tf.cast(ids, tf.int32)}
 
+    def _cut_sources(self, source_ids):
+        """Rows cut to max_input_length, ending with end of sentence as `tokenize` cuts texts;
+        bool [batch], the rows of only zeros (empty texts); bool [batch], the rows cut."""
+        with tf.control_dependencies([self._check_batch(tf.shape(source_ids)[0])]):
+            cut = tf.reduce_any(source_ids[:, self.max_input_length:] != PAD_ID, axis=1)
+        source_ids = source_ids[:, :self.max_input_length]
+        width = tf.shape(source_ids)[1]
+        last_column = tf.range(width) == width - 1
+        source_ids = tf.where(cut[:, None] & last_column, EOS_ID, source_ids)
+        return source_ids, tf.reduce_all(source_ids == PAD_ID, axis=1), cut
+
+    def _output_limits(self, source_ids):
+        """int32 [batch]: the most tokens each translation may have."""
+        return tf.minimum(decode_lengths(source_ids, self.extra_length), self.max_output_length)
+
+    @tf.function(input_signature=[IDS])
+    def translate_n_best_ids(self, source_ids):
+        """int32 source ids [batch, length] -> every hypothesis of the beam, best first:
+        {"ids": int32 [batch, beam_size, output_length] (0 after end of sentence), "scores"
+        float32 [batch, beam_size] (log-probability / length penalty), "log_probs" float32
+        [batch, beam_size]}. Inputs are cut as `translate_ids` cuts them; a row of zeros gets
+        one empty hypothesis with score 0, and -inf scores for the rest.
+        """
+        source_ids, empty, _ = self._cut_sources(source_ids)
+        ids, scores = beam_decode(self.model, source_ids,
+                                  tf.where(empty, 1, self._output_limits(source_ids)),
+                                  beam_size=self.beam_size, alpha=self.alpha)
+        first = tf.range(self.beam_size) == 0
+        ids = tf.where(empty[:, None, None], PAD_ID, ids)
+        scores = tf.where(empty[:, None], tf.where(first, 0.0, float("-inf")), scores)
+        lengths = tf.reduce_sum(tf.cast(scoring.target_mask(ids), tf.int32), axis=-1)
+        return {"ids": ids, "scores": scores,
+                "log_probs": scores * length_penalty(lengths, self.alpha)}
+
     @tf.function(input_signature=[IDS])
     def translate_ids(self, source_ids):
         """int32 source ids [batch, length] (subwords + end of sentence, 0-padded) ->
@@ -94,19 +131,49 @@ class Translator(tf.Module):
         and end with end of sentence, as `tokenize` cuts texts; a row of zeros gets an empty
         output with score 0.
         """
-        with tf.control_dependencies([self._check_batch(tf.shape(source_ids)[0])]):
-            cut = tf.reduce_any(source_ids[:, self.max_input_length:] != PAD_ID, axis=1)
-        source_ids = source_ids[:, :self.max_input_length]
-        width = tf.shape(source_ids)[1]
-        last_column = tf.range(width) == width - 1
-        source_ids = tf.where(cut[:, None] & last_column, EOS_ID, source_ids)
-        empty = tf.reduce_all(source_ids == PAD_ID, axis=1)
-        limits = tf.minimum(decode_lengths(source_ids, self.extra_length),
-                            self.max_output_length)
-        ids, scores = beam_decode(self.model, source_ids, tf.where(empty, 1, limits),
-                                  beam_size=self.beam_size, alpha=self.alpha)
-        ids = tf.where(empty[:, None], PAD_ID, ids[:, 0])
-        return {"ids": ids, "scores": tf.where(empty, 0.0, scores[:, 0])}
+        best = self.translate_n_best_ids(source_ids)
+        return {"ids": best["ids"][:, 0], "scores": best["scores"][:, 0]}
+
+    @tf.function(input_signature=[IDS, tf.TensorSpec([None, None], tf.int32, name="target_ids")])
+    def score_ids(self, source_ids, target_ids):
+        """The model's log P(target | source) of given pairs, as `keras_transformer.score`
+        computes it, with the request bounds of `translate_ids`: sources cut as it cuts them,
+        each target cut to the length limit its translation would have (a target that reaches
+        it scores without its end of sentence, as a hypothesis stopped there would).
+
+        Args:
+            source_ids: int32 [batch, length], as for `translate_ids`.
+            target_ids: int32 [batch, length], subwords + end of sentence, 0-padded.
+
+        Returns:
+            {"scores" float32 [batch] (log-probability / length penalty, with this
+            translator's alpha), "log_probs" float32 [batch], "token_log_probs" float32
+            [batch, length], "lengths" int32 [batch] (the tokens scored), "truncated" bool
+            [batch] (the source or the target was cut)}.
+        """
+        source_ids, _, source_cut = self._cut_sources(source_ids)
+        limits = self._output_limits(source_ids)
+        target_cut = tf.reduce_sum(tf.cast(scoring.target_mask(target_ids), tf.int32),
+                                   axis=1) > limits
+        # The decoder reads no more columns than a translation could have.
+        target_ids = target_ids[:, :self.max_output_length]
+        keep = tf.range(tf.shape(target_ids)[1])[None, :] < limits[:, None]
+        result = scoring.score(self.model, source_ids, tf.where(keep, target_ids, PAD_ID),
+                               self.alpha)
+        return dict(result, truncated=source_cut | target_cut)
+
+    @tf.function(input_signature=[TEXTS])
+    def tokenize_targets(self, texts):
+        """tf.string [batch] -> {"target_ids": int32 [batch, length]}: subwords + end of
+        sentence, 0-padded, what a translation of the text would be; an empty text is an end
+        of sentence alone. Read up to max_input_bytes bytes, as `tokenize` reads sources."""
+        with tf.control_dependencies([self._check_batch(tf.size(texts))]):
+            texts = tf.strings.substr(texts, 0, self.max_input_bytes)
+        texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace")
+        tokens = self.vocabulary.tokenize(texts)
+        ends = tf.RaggedTensor.from_tensor(tf.fill([tf.size(texts), 1], EOS_ID))
+        ids = tf.concat([tf.cast(tokens, tf.int32), ends], axis=1)
+        return {"target_ids": ids.to_tensor(PAD_ID)}
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
     def detokenize(self, ids):
@@ -118,3 +185,24 @@ class Translator(tf.Module):
         """tf.string [batch] -> {"translations": tf.string [batch], "scores": float32 [batch]}."""
         result = self.translate_ids(self.tokenize(texts)["source_ids"])
         return {"translations": self.detokenize(result["ids"]), "scores": result["scores"]}
+
+    @tf.function(input_signature=[TEXTS])
+    def translate_n_best(self, texts):
+        """tf.string [batch] -> every hypothesis of the beam, best first: {"translations":
+        tf.string [batch, beam_size], "scores" and "log_probs": float32 [batch, beam_size]} (a
+        score of -inf: no such hypothesis)."""
+        result = self.translate_n_best_ids(self.tokenize(texts)["source_ids"])
+        ids = result["ids"]
+        texts = self.detokenize(tf.reshape(ids, [-1, tf.shape(ids)[2]]))
+        return {"translations": tf.reshape(texts, tf.shape(ids)[:2]),
+                "scores": result["scores"], "log_probs": result["log_probs"]}
+
+    @tf.function(input_signature=[TEXTS, TARGETS])
+    def score(self, texts, targets):
+        """Sources and their translations, tf.string [batch] each -> `score_ids`' results
+        without the per-token ones: {"scores", "log_probs", "lengths", "truncated"} [batch]."""
+        tf.debugging.assert_equal(tf.size(texts), tf.size(targets), message=(
+            "score needs as many targets as inputs"))
+        result = self.score_ids(self.tokenize(texts)["source_ids"],
+                                self.tokenize_targets(targets)["target_ids"])
+        return {name: result[name] for name in ("scores", "log_probs", "lengths", "truncated")}

@@ -45,6 +45,7 @@ from keras_transformer.positional import (
 )
 from keras_transformer.sampling import sampling_search
 from keras_transformer.schedules import FusedAdam, TransformerSchedule, paper_adam
+from keras_transformer.scoring import score
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 
 __version__ = "0.1.0"
@@ -68,5 +69,5 @@ __all__ = [
     "TargetTokens", "TokenAccuracy", "Transformer", "TransformerSchedule", "beam_decode",
     "beam_search", "build_loss", "build_model", "build_optimizer", "causal_mask",
     "greedy_decode", "hparams", "length_penalty", "padding_mask", "paper_adam",
-    "sample_decode", "sampling_search", "scaled_dot_product_attention",
+    "sample_decode", "sampling_search", "scaled_dot_product_attention", "score",
 ]

@@ -1,0 +1,208 @@
+"""n-best lists (kt-translate --n_best, the translate_n_best signature) and scoring given pairs
+(kt-score, the score signature) on the trained test model, against beam search itself."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_transformer as kt
+from keras_transformer import export
+from keras_transformer.export import score as kt_score
+from keras_transformer.export import translate
+
+BEAM = 4
+
+
+@pytest.fixture(scope="module")
+def sources(dev_sentences, tmp_path_factory):
+    """A file of 12 dev sentences, a blank line and the sentences' references."""
+    directory = tmp_path_factory.mktemp("pairs")
+    english = [en for en, _ in dev_sentences[:12]] + [""]
+    (directory / "input.en").write_text("\n".join(english) + "\n", encoding="utf-8")
+    return directory / "input.en", english
+
+
+@pytest.fixture(scope="module")
+def beams(trained, sources):
+    """Beam search run directly on each sentence, as the commands' Translator cuts it: a list of
+    (source ids [1, s], hypothesis ids [BEAM, length], scores [BEAM])."""
+    translator = export.Translator(trained.model, trained.vocabulary,
+                                   max_input_length=trained.run.max_length)
+    found = []
+    for text in sources[1][:-1]:  # the blank line is not searched
+        source = translator.tokenize(tf.constant([text]))["source_ids"]
+        ids, scores = kt.beam_decode(trained.model, source, beam_size=BEAM, alpha=0.6)
+        found.append((source.numpy(), ids.numpy()[0], scores.numpy()[0]))
+    return found
+
+
+def n_best(trained_model_dir, source, tmp_path, capsys, *flags):
+    output = tmp_path / "n_best.txt"
+    assert translate.main(["--model_dir", str(trained_model_dir), "--input", str(source),
+                           "--output", str(output), "--beam_size", str(BEAM), "--batch_size",
+                           "5", *flags]) == 0
+    capsys.readouterr()
+    return output.read_text(encoding="utf-8")
+
+
+def test_n_best_lists_are_the_beams_in_order_with_their_teacher_forced_scores(
+        trained, trained_model_dir, sources, beams, tmp_path, capsys):
+    source_file, english = sources
+    text = n_best(trained_model_dir, source_file, tmp_path, capsys, "--n_best", str(BEAM))
+    records = [json.loads(line) for line in text.splitlines()]
+    assert [record["line"] for record in records] == list(range(1, len(english) + 1))
+    for record, (source, ids, scores) in zip(records, beams):
+        hypotheses = record["hypotheses"]
+        texts = [t.decode("utf-8") for t in trained.vocabulary.detokenize(ids).numpy()]
+        assert [h["text"] for h in hypotheses] == texts
+        np.testing.assert_allclose([h["score"] for h in hypotheses], scores, atol=1e-4)
+        forced = kt.score(trained.model, np.repeat(source, BEAM, axis=0), ids, alpha=0.6)
+        np.testing.assert_allclose([h["score"] for h in hypotheses], forced["scores"],
+                                   atol=1e-4, rtol=0)
+        np.testing.assert_allclose([h["log_prob"] for h in hypotheses], forced["log_probs"],
+                                   atol=1e-4, rtol=0)
+    assert records[-1]["hypotheses"] == [{"text": "", "score": 0.0, "log_prob": 0.0}]
+    # The first hypotheses are kt-translate's translations.
+    best = n_best(trained_model_dir, source_file, tmp_path, capsys).splitlines()
+    assert [record["hypotheses"][0]["text"] for record in records] == best
+
+    moses = n_best(trained_model_dir, source_file, tmp_path, capsys, "--n_best", "2",
+                   "--n_best_format", "moses").splitlines()
+    expected = [f"{index} ||| {h['text']} ||| " for index, record in enumerate(records)
+                for h in record["hypotheses"][:2]]
+    assert [line.rsplit("||| ", 1)[0] + "||| " for line in moses] == expected
+    assert [round(float(line.rsplit("||| ", 1)[1]), 4) for line in moses] == [
+        round(h["score"], 4) for record in records for h in record["hypotheses"][:2]]
+
+
+def refusal(main, argv, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_n_best_refusals_name_the_flags(trained_model_dir, sources, capsys):
+    model_dir = ["--model_dir", str(trained_model_dir), "--input", str(sources[0])]
+    assert "--n_best 5 is more than --beam_size 4" in refusal(
+        translate.main, [*model_dir, "--n_best", "5"], capsys)
+    assert "--n_best writes the scores already: drop --scores" in refusal(
+        translate.main, [*model_dir, "--n_best", "2", "--scores"], capsys)
+
+
+def scored(model_dir, source, target, capsys, *flags):
+    assert kt_score.main(["--model_dir", str(model_dir), "--source", str(source), "--target",
+                          str(target), *flags]) == 0
+    out, err = capsys.readouterr()
+    return [line.split("\t") for line in out.splitlines()], err
+
+
+def test_kt_score_of_the_models_own_output_gives_back_the_beams_scores(
+        trained, trained_model_dir, sources, beams, tmp_path, capsys):
+    source_file, english = sources
+    best = [ids[0] for _, ids, _ in beams]
+    target_file = tmp_path / "best.es"
+    texts = [t.decode("utf-8") for t in trained.vocabulary.detokenize(
+        tf.ragged.constant([list(ids) for ids in best]).to_tensor()).numpy()]
+    target_file.write_text("\n".join(texts + [""]) + "\n", encoding="utf-8")
+    rows, err = scored(trained_model_dir, source_file, target_file, capsys, "--batch_size", "5",
+                       "--per_token")
+    assert len(rows) == len(english) and f"scored {len(english)} pair(s)" in err
+    assert "warning" not in err
+    retokenized = trained.vocabulary.encode(tf.constant(texts)).to_list()
+    same_ids = 0
+    for row, ids, (_, _, beam_scores), again in zip(rows, best, beams, retokenized):
+        score, log_prob, length, per_token = row
+        tokens = [float(value) for value in per_token.split()]
+        assert int(length) == len(tokens) == len(again)
+        np.testing.assert_allclose(sum(tokens), float(log_prob), atol=1e-3)
+        np.testing.assert_allclose(float(log_prob) / ((5 + int(length)) / 6) ** 0.6,
+                                   float(score), atol=1e-5)
+        # Text -> subwords may segment a word differently from the model's own output; where it
+        # gives back the beam's ids, the score is the beam's.
+        if again == [int(i) for i in ids[:int(length)]]:
+            same_ids += 1
+            assert abs(float(score) - beam_scores[0]) < 1e-4
+    assert same_ids >= len(best) - 2
+    # Batch mates and order change nothing.
+    alone, _ = scored(trained_model_dir, source_file, target_file, capsys, "--batch_size", "1")
+    np.testing.assert_allclose([float(r[0]) for r in alone], [float(r[0]) for r in rows],
+                               atol=1e-5, rtol=0)
+
+
+def test_kt_score_cuts_as_serving_does_and_says_so(trained_model_dir, sources, tmp_path,
+                                                   capsys):
+    source_file, english = sources
+    long_target = tmp_path / "long.es"
+    long_target.write_text("\n".join(["y así " * 40] + ["y"] * (len(english) - 1)) + "\n",
+                           encoding="utf-8")
+    rows, err = scored(trained_model_dir, source_file, long_target, capsys,
+                       "--max_output_length", "8")
+    assert "kt-score: warning: line 1: cut to the limits of a translation" in err
+    assert "line 2:" not in err
+    assert rows[0][2] == "8" and rows[1][2] == "2"  # "y" + end of sentence
+
+
+def test_kt_score_refusals_name_the_files(trained_model_dir, sources, tmp_path, capsys):
+    source_file, english = sources
+    short = tmp_path / "short.es"
+    short.write_text("uno\n")
+    assert kt_score.main(["--model_dir", str(trained_model_dir), "--source", str(source_file),
+                          "--target", str(short)]) == 2
+    assert (f"--source {source_file} has {len(english)} lines but --target {short} has 1"
+            in capsys.readouterr().err)
+    assert kt_score.main(["--model_dir", str(trained_model_dir), "--source",
+                          str(tmp_path / "missing.en"), "--target", str(short)]) == 2
+    assert f"cannot read --source {tmp_path / 'missing.en'}" in capsys.readouterr().err
+
+
+CLIENT = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  registers the SentencePiece ops
+
+model = tf.saved_model.load(sys.argv[1])
+texts, targets = json.loads(sys.stdin.read())
+n_best = model.signatures["translate_n_best"](inputs=tf.constant(texts))
+scores = model.signatures["score"](inputs=tf.constant(texts), targets=tf.constant(targets))
+print(json.dumps({
+    "translations": [[t.decode("utf-8") for t in row] for row in n_best["translations"].numpy()],
+    "scores": n_best["scores"].numpy().tolist(), "log_probs": n_best["log_probs"].numpy().tolist(),
+    "pair_scores": scores["scores"].numpy().tolist(), "lengths": scores["lengths"].numpy().tolist(),
+    "truncated": scores["truncated"].numpy().tolist()}))
+"""
+
+
+def test_the_exported_n_best_and_score_signatures_in_a_fresh_process(
+        trained, trained_model_dir, sources, tmp_path, capsys):
+    _, english = sources
+    output = tmp_path / "exported"
+    assert export.saved_model.main(["--model_dir", str(trained_model_dir), "--output",
+                                    str(output), "--beam_size", str(BEAM)]) == 0
+    assert "translate_n_best, score" in capsys.readouterr().out
+    translator = export.Translator(trained.model, trained.vocabulary, beam_size=BEAM,
+                                   max_input_length=trained.run.max_length)
+    expected = export.lines.n_best_lines(translator, english, BEAM, batch_size=32)
+    targets = [hypotheses[-1].text for hypotheses in expected]
+    result = subprocess.run([sys.executable, "-c", CLIENT, str(output / "1")],
+                            input=json.dumps([english, targets]), capture_output=True,
+                            text=True, timeout=600, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    reply = json.loads(result.stdout)
+    for row, hypotheses in enumerate(expected[:-1]):
+        assert reply["translations"][row] == [h.text for h in hypotheses]
+        np.testing.assert_allclose(reply["scores"][row], [h.score for h in hypotheses],
+                                   atol=1e-4)
+        np.testing.assert_allclose(reply["log_probs"][row], [h.log_prob for h in hypotheses],
+                                   atol=1e-4)
+    assert reply["translations"][-1][0] == "" and reply["scores"][-1][0] == 0.0
+    assert reply["scores"][-1][1:] == [float("-inf")] * (BEAM - 1)
+    # Scoring each sentence's last hypothesis through its text gives back its score, unless
+    # its text segments differently.
+    close = [abs(a - h[-1].score) < 1e-4 for a, h in zip(reply["pair_scores"], expected[:-1])]
+    assert sum(close) >= len(close) - 2
+    assert not any(reply["truncated"])
