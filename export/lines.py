@@ -45,37 +45,37 @@ def print_scores(translations, references, file):
         print(f"{score} {metric.get_signature()}", file=file)
 
 
-def sorted_batches(translator, lines, batch_size, progress_every=None):
-    """Yields (rows, source ids) of `lines` (bytes or str) tokenized by `translator`, in batches
-    of similar length, the longest first; callers put results back in order with `rows`. With
-    `progress_every` (seconds), a progress line goes to stderr that often."""
-    if not lines:
-        return
-    ids = np.concatenate([
-        _padded(translator.tokenize(tf.constant(lines[start:start + batch_size]))["source_ids"],
-                translator.max_input_length)
-        for start in range(0, len(lines), batch_size)])
+def token_ids(tokenize, texts, batch_size, width):
+    """int32 [len(texts), width]: `tokenize` (a `Translator` method, texts -> a dict of one
+    0-padded id matrix) of `texts` (bytes or str), `batch_size` at a time."""
+    if not texts:
+        return np.zeros([0, width], np.int32)
+    return np.concatenate([
+        _padded(next(iter(tokenize(tf.constant(texts[start:start + batch_size])).values())),
+                width) for start in range(0, len(texts), batch_size)])
+
+
+def sorted_batches(source_ids, batch_size, progress_every=None):
+    """Yields (rows, source ids) of the rows of `source_ids` (int [n, width], 0-padded) in
+    batches of similar length, the longest first; callers put results back in order with
+    `rows`. With `progress_every` (seconds), a progress line goes to stderr that often."""
     began = reported = time.perf_counter()
     done = 0
-    for rows, batch in data.length_sorted_batches(ids, batch_size):
+    for rows, batch in data.length_sorted_batches(source_ids, batch_size):
         if progress_every and time.perf_counter() - reported > progress_every:
             reported = time.perf_counter()
-            print(f"{done}/{len(lines)} sentences done "
+            print(f"{done}/{len(source_ids)} sentences done "
                   f"({done / (reported - began):.1f}/s)", file=sys.stderr, flush=True)
         done += len(rows)
         yield rows, batch
 
 
-def translate_lines(translator, lines, batch_size, progress_every=None):
+def translate_lines(translator, lines, batch_size, progress_every=None, prefixes=None):
     """Translations (str) and scores of `lines` (bytes or str), in input order, translated
-    `batch_size` at a time in length-sorted batches (`sorted_batches`)."""
-    translations, scores = [None] * len(lines), np.zeros(len(lines), np.float32)
-    for rows, batch in sorted_batches(translator, lines, batch_size, progress_every):
-        result = translator.translate_ids(tf.constant(batch))
-        texts = translator.detokenize(result["ids"]).numpy()
-        for row, text, score in zip(rows, texts, result["scores"].numpy()):
-            translations[row], scores[row] = text.decode("utf-8"), score
-    return translations, scores
+    `batch_size` at a time in length-sorted batches; `prefixes` as for `n_best_lines`."""
+    best = n_best_lines(translator, lines, 1, batch_size, progress_every, prefixes)
+    return ([hypotheses[0].text for hypotheses in best],
+            np.array([hypotheses[0].score for hypotheses in best], np.float32))
 
 
 class Hypothesis(typing.NamedTuple):
@@ -84,15 +84,40 @@ class Hypothesis(typing.NamedTuple):
     log_prob: float
 
 
-def n_best_lines(translator, lines, n_best, batch_size, progress_every=None):
-    """The `n_best` best hypotheses of the beam for each of `lines`, in input order: a list of
-    `Hypothesis` per line, best first (fewer where the beam found fewer)."""
+class PrefixError(ValueError):
+    """A target prefix that leaves a translation no room, naming its line."""
+
+
+def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, prefixes=None):
+    """The `n_best` best hypotheses of the beam for each of `lines` (bytes or str), in input
+    order: a list of `Hypothesis` per line, best first (fewer where the beam found fewer).
+
+    `prefixes`: a target prefix (bytes or str) per line, which every hypothesis of that line
+    starts with ("" for none). An empty line translates to "" whatever its prefix.
+
+    Raises:
+        PrefixError: a prefix has as many tokens as its line's translation may have, or more
+            (checked before translating anything).
+    """
     if not 1 <= n_best <= translator.beam_size:
         raise ValueError(f"n_best must be between 1 and the beam size {translator.beam_size}, "
                          f"got {n_best}")
+    source_ids = token_ids(translator.tokenize, lines, batch_size, translator.max_input_length)
+    if prefixes is not None:
+        if len(prefixes) != len(lines):
+            raise ValueError(f"{len(prefixes)} prefixes for {len(lines)} lines")
+        prefix_ids = token_ids(translator.tokenize_prefixes, prefixes, batch_size,
+                               max(1, translator.max_output_length))
+        check_prefixes(translator, source_ids, prefix_ids)
     hypotheses = [None] * len(lines)
-    for rows, batch in sorted_batches(translator, lines, batch_size, progress_every):
-        result = translator.translate_n_best_ids(tf.constant(batch))
+    for rows, batch in sorted_batches(source_ids, batch_size, progress_every):
+        if prefixes is None:
+            result = translator.translate_n_best_ids(tf.constant(batch))
+        else:
+            prefix = prefix_ids[rows]
+            prefix = prefix[:, :max(1, np.count_nonzero(prefix, axis=1).max())]
+            result = translator.translate_n_best_ids_with_prefix(tf.constant(batch),
+                                                                 tf.constant(prefix))
         ids = result["ids"][:, :n_best]
         texts = translator.detokenize(tf.reshape(ids, [-1, tf.shape(ids)[2]])).numpy()
         texts = texts.reshape(len(rows), n_best)
@@ -103,6 +128,18 @@ def n_best_lines(translator, lines, n_best, batch_size, progress_every=None):
                                for text, score, log_prob in zip(*columns)
                                if np.isfinite(score)]
     return hypotheses
+
+
+def check_prefixes(translator, source_ids, prefix_ids):
+    """Raises PrefixError for the first prefix (int [n, width]) with no room left after it in
+    its line's translation (source tokens + extra_length, at most max_output_length)."""
+    limits = np.minimum(np.count_nonzero(source_ids, axis=1) + translator.extra_length,
+                        translator.max_output_length)
+    lengths = np.count_nonzero(prefix_ids, axis=1)
+    for row in np.flatnonzero((lengths >= limits) & (np.count_nonzero(source_ids, axis=1) > 0)):
+        raise PrefixError(f"line {row + 1}: the prefix has {lengths[row]} tokens, but a "
+                          f"translation of that line may have at most {limits[row]} "
+                          f"(--extra_length, --max_output_length); nothing is left to translate")
 
 
 def _padded(ids, width):

@@ -24,7 +24,7 @@ import tensorflow as tf
 from keras_transformer import cli
 from keras_transformer.cli import at_least
 from keras_transformer.export.flags import add_decoding_flags, translator_from_flags
-from keras_transformer.export.lines import InputError, read_lines, sorted_batches
+from keras_transformer.export.lines import InputError, read_lines, sorted_batches, token_ids
 from keras_transformer.model_dir import ConfigError, ModelDirError
 
 PROG = "kt-score"
@@ -44,7 +44,8 @@ def score_lines(translator, sources, targets, batch_size):
                "lengths": np.zeros(len(sources), np.int32),
                "truncated": np.zeros(len(sources), bool),
                "token_log_probs": [None] * len(sources)}
-    for rows, batch in sorted_batches(translator, sources, batch_size, progress_every=10):
+    source_ids = token_ids(translator.tokenize, sources, batch_size, translator.max_input_length)
+    for rows, batch in sorted_batches(source_ids, batch_size, progress_every=10):
         target_ids = translator.tokenize_targets(tf.constant([targets[row] for row in rows]))
         result = {name: value.numpy() for name, value in translator.score_ids(
             tf.constant(batch), target_ids["target_ids"]).items()}

@@ -22,10 +22,10 @@ from keras_transformer.cli import at_least
 from keras_transformer.export.flags import add_decoding_flags, translator_from_flags
 from keras_transformer.export.lines import (
     InputError,
+    PrefixError,
     n_best_lines,
     print_scores,
     read_lines,
-    translate_lines,
 )
 from keras_transformer.model_dir import ConfigError, ModelDirError
 
@@ -84,6 +84,10 @@ def parse_args(argv=None):
                              "\"hypotheses\": [{\"text\", \"score\", \"log_prob\"}, ...]}; "
                              "moses: 'i ||| text ||| score' a hypothesis, i 0-based as Moses has "
                              "it")
+    parser.add_argument("--target_prefix",
+                        help="file of target prefixes, one a line (blank: none): each line's "
+                             "translation starts with its prefix and the search goes on from "
+                             "there")
     args = parser.parse_args(argv)
     if args.n_best and args.n_best > args.beam_size:
         parser.error(f"--n_best {args.n_best} is more than --beam_size {args.beam_size}: the "
@@ -121,22 +125,30 @@ def main(argv=None):
             if len(references) != len(lines):
                 raise InputError(f"--reference {args.reference} has {len(references)} lines "
                                  f"but {args.input or '<stdin>'} has {len(lines)}")
+        prefixes = None
+        if args.target_prefix:
+            prefixes = read_lines(args.target_prefix, "--target_prefix", "kt-translate")
+            if len(prefixes) != len(lines):
+                raise InputError(f"--target_prefix {args.target_prefix} has {len(prefixes)} "
+                                 f"lines but {args.input or '<stdin>'} has {len(lines)}")
     except (InputError, ModelDirError, ConfigError, data.CorpusError,
             ValueError) as error:
         print(f"kt-translate: error: {error}", file=sys.stderr)
         return 2
     start = time.perf_counter()
+    try:
+        hypotheses = n_best_lines(translator, lines, args.n_best or 1, args.batch_size,
+                                  progress_every=10, prefixes=prefixes)
+    except PrefixError as error:
+        print(f"kt-translate: error: --target_prefix {args.target_prefix}: {error}",
+              file=sys.stderr)
+        return 2
+    translations = [one_line(best[0].text) for best in hypotheses]
     if args.n_best:
-        hypotheses = n_best_lines(translator, lines, args.n_best, args.batch_size,
-                                  progress_every=10)
-        translations = [best[0].text if best else "" for best in hypotheses]
         text = format_n_best(hypotheses, args.n_best_format)
     else:
-        translations, scores = translate_lines(translator, lines, args.batch_size,
-                                               progress_every=10)
-        translations = [one_line(line) for line in translations]
-        text = "".join(f"{score:.4f}\t{line}\n" if args.scores else f"{line}\n"
-                       for line, score in zip(translations, scores))
+        text = "".join(f"{best[0].score:.4f}\t{line}\n" if args.scores else f"{line}\n"
+                       for line, best in zip(translations, hypotheses))
     seconds = time.perf_counter() - start
     if args.output:
         cli.replace_atomically(args.output, lambda path: path.write_bytes(text.encode("utf-8")))

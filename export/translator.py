@@ -14,6 +14,7 @@ from keras_transformer.token_ids import EOS_ID, PAD_ID
 TEXTS = tf.TensorSpec([None], tf.string, name="inputs")
 TARGETS = tf.TensorSpec([None], tf.string, name="targets")
 IDS = tf.TensorSpec([None, None], tf.int32, name="source_ids")
+PREFIX_IDS = tf.TensorSpec([None, None], tf.int32, name="prefix_ids")
 
 
 class Translator(tf.Module):
@@ -112,10 +113,22 @@ class Translator(tf.Module):
         [batch, beam_size]}. Inputs are cut as `translate_ids` cuts them; a row of zeros gets
         one empty hypothesis with score 0, and -inf scores for the rest.
         """
+        return self._n_best(source_ids)
+
+    @tf.function(input_signature=[IDS, PREFIX_IDS])
+    def translate_n_best_ids_with_prefix(self, source_ids, prefix_ids):
+        """`translate_n_best_ids` with every hypothesis of a sentence starting with its target
+        prefix, int32 prefix_ids [batch, prefix_length] (subwords, 0-padded; `tokenize_prefixes`
+        makes them from text). The prefix's tokens count in the scores. A prefix as long as
+        the output limit leaves nothing to search: check first (`lines.check_prefixes`)."""
+        return self._n_best(source_ids, prefix_ids)
+
+    def _n_best(self, source_ids, prefix_ids=None):
         source_ids, empty, _ = self._cut_sources(source_ids)
         ids, scores = beam_decode(self.model, source_ids,
                                   tf.where(empty, 1, self._output_limits(source_ids)),
-                                  beam_size=self.beam_size, alpha=self.alpha)
+                                  beam_size=self.beam_size, alpha=self.alpha,
+                                  prefix_ids=prefix_ids)
         first = tf.range(self.beam_size) == 0
         ids = tf.where(empty[:, None, None], PAD_ID, ids)
         scores = tf.where(empty[:, None], tf.where(first, 0.0, float("-inf")), scores)
@@ -167,13 +180,22 @@ class Translator(tf.Module):
         """tf.string [batch] -> {"target_ids": int32 [batch, length]}: subwords + end of
         sentence, 0-padded, what a translation of the text would be; an empty text is an end
         of sentence alone. Read up to max_input_bytes bytes, as `tokenize` reads sources."""
+        tokens = self._target_subwords(texts)
+        ends = tf.RaggedTensor.from_tensor(tf.fill([tf.size(texts), 1], EOS_ID))
+        return {"target_ids": tf.concat([tokens, ends], axis=1).to_tensor(PAD_ID)}
+
+    @tf.function(input_signature=[TEXTS])
+    def tokenize_prefixes(self, texts):
+        """tf.string [batch] -> {"prefix_ids": int32 [batch, length]}: target prefixes as
+        subwords without end of sentence, 0-padded, at most max_output_length of them."""
+        tokens = self._target_subwords(texts)[:, :self.max_output_length]
+        return {"prefix_ids": tokens.to_tensor(PAD_ID)}
+
+    def _target_subwords(self, texts):
         with tf.control_dependencies([self._check_batch(tf.size(texts))]):
             texts = tf.strings.substr(texts, 0, self.max_input_bytes)
         texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace")
-        tokens = self.vocabulary.tokenize(texts)
-        ends = tf.RaggedTensor.from_tensor(tf.fill([tf.size(texts), 1], EOS_ID))
-        ids = tf.concat([tf.cast(tokens, tf.int32), ends], axis=1)
-        return {"target_ids": ids.to_tensor(PAD_ID)}
+        return tf.cast(self.vocabulary.tokenize(texts), tf.int32)
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
     def detokenize(self, ids):

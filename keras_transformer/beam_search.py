@@ -9,6 +9,7 @@ from keras_transformer.search import (
     limits_and_buffer,
     longest,
     loop_shapes,
+    prefix_forcer,
     same_shapes,
     write_position,
 )
@@ -21,7 +22,7 @@ def length_penalty(length, alpha):
 
 
 def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_length=None,
-                eos_id=EOS_ID, start_id=PAD_ID, early_stopping=True):
+                eos_id=EOS_ID, start_id=PAD_ID, early_stopping=True, prefix_ids=None):
     """Beam search with the GNMT length penalty and early termination.
 
     Every step extends each of the `beam_size` alive hypotheses of a sentence by every token and
@@ -49,6 +50,9 @@ def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_leng
         start_id: the token fed at step 0.
         early_stopping: stop once no alive hypothesis can enter the finished ones; False runs to
             the longest limit (same result, for tests and benchmarks).
+        prefix_ids: int [batch, prefix_length], 0-padded: every hypothesis of a sentence starts
+            with its prefix (search.py); its tokens' log-probabilities count in the scores. A
+            prefix as long as the limit leaves nothing to search.
 
     Returns:
         (ids int32 [batch, beam_size, buffer_length], 0 after each hypothesis's end;
@@ -65,6 +69,7 @@ def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_leng
     beams = beam_size
 
     cache = tf.nest.map_structure(lambda t: tf.repeat(t, beams, axis=0), cache)
+    force = prefix_forcer(prefix_ids, batch, beams)
     # Only the first beam is alive at the start, or the first step would pick one token K times;
     # a sentence with no room (limit <= 0) starts with none.
     alive_log_probs = tf.where(
@@ -81,6 +86,8 @@ def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_leng
         previous = tf.where(step == 0, start_id, previous)
         logits, cache = step_fn(tf.reshape(previous, [-1]), step, cache)
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
+        if force:
+            log_probs = force(log_probs, step)
         vocab = tf.shape(log_probs)[-1]
         totals = alive_log_probs[:, :, None] + tf.reshape(log_probs, [batch, beams, vocab])
         # 2K candidates leave K that do not end even if K of them end.

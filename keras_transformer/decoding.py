@@ -116,11 +116,12 @@ def _limits(model, source_ids, max_length, extra_length, static_buffer):
 
 
 def _beam_decode(model, source_ids, max_length, extra_length, beam_size, alpha, eos_id,
-                 static_buffer):
+                 static_buffer, prefix_ids):
     source_ids = tf.cast(source_ids, tf.int32)
     limits, buffer = _limits(model, source_ids, max_length, extra_length, static_buffer)
     step_fn, cache = cached_step(model, source_ids, buffer if static_buffer else None, beam_size)
-    return beam_search(step_fn, cache, limits, beam_size, alpha, buffer, eos_id)
+    return beam_search(step_fn, cache, limits, beam_size, alpha, buffer, eos_id,
+                       prefix_ids=prefix_ids)
 
 
 _beam_decode_graph = tf.function(_beam_decode, reduce_retracing=True)
@@ -129,7 +130,7 @@ _beam_decode_xla = tf.function(_beam_decode, jit_compile=True)
 
 
 def beam_decode(model, source_ids, max_length=None, extra_length=50, beam_size=4, alpha=0.6,
-                eos_id=EOS_ID, jit_compile=False):
+                eos_id=EOS_ID, jit_compile=False, prefix_ids=None):
     """Beam search through the key/value cache, compiled into one TensorFlow graph.
 
     Args:
@@ -143,6 +144,8 @@ def beam_decode(model, source_ids, max_length=None, extra_length=50, beam_size=4
         jit_compile: compile with XLA; the output length is then source_length + extra_length,
             or `max_length` (a Python int) if given, capped as above (one compilation per
             input shape: pad to a few fixed shapes).
+        prefix_ids: int [batch, prefix_length], 0-padded target subwords every hypothesis of
+            a sentence starts with (see `beam_search`); None: no prefix.
 
     Returns:
         (ids int32 [batch, beam_size, length], best first, 0 after end of sentence;
@@ -150,17 +153,18 @@ def beam_decode(model, source_ids, max_length=None, extra_length=50, beam_size=4
     """
     decode = _beam_decode_xla if jit_compile else _beam_decode_graph
     return decode(model, source_ids, max_length, extra_length, beam_size, alpha, eos_id,
-                  jit_compile)
+                  jit_compile, prefix_ids)
 
 
 @tf.function(reduce_retracing=True)
 def sample_decode(model, source_ids, max_length=None, extra_length=50, temperature=1.0, top_k=0,
-                  seed=None):
+                  seed=None, prefix_ids=None):
     """Sampling (temperature, top-k) or, at temperature 0, greedy decoding, through the cache.
 
     Args:
         model, source_ids, max_length, extra_length: as for `beam_decode`.
         temperature, top_k, seed: see `sampling.sampling_search`.
+        prefix_ids: as for `beam_decode`.
 
     Returns:
         (ids int32 [batch, length], 0 after each sentence's end of sentence; scores float32
@@ -169,9 +173,11 @@ def sample_decode(model, source_ids, max_length=None, extra_length=50, temperatu
     source_ids = tf.cast(source_ids, tf.int32)
     limits, buffer = _limits(model, source_ids, max_length, extra_length, static_buffer=False)
     step_fn, cache = cached_step(model, source_ids)
-    return sampling_search(step_fn, cache, limits, temperature, top_k, seed, buffer)
+    return sampling_search(step_fn, cache, limits, temperature, top_k, seed, buffer,
+                           prefix_ids=prefix_ids)
 
 
-def greedy_decode(model, source_ids, max_length=None, extra_length=50):
+def greedy_decode(model, source_ids, max_length=None, extra_length=50, prefix_ids=None):
     """The most probable next token at every step: `sample_decode` at temperature 0."""
-    return sample_decode(model, source_ids, max_length, extra_length, temperature=0.0)
+    return sample_decode(model, source_ids, max_length, extra_length, temperature=0.0,
+                         prefix_ids=prefix_ids)

@@ -14,12 +14,19 @@ dimension. Its other dimensions may change from step to step (a cache that grows
 step, as `Transformer.init_cache(max_length=None)` makes); under `jit_compile=True` they must not
 (preallocated buffers written at `step`, as `Transformer.init_cache(max_length=n)` makes).
 
+A search may be given a target prefix per sentence, `prefix_ids` int32 [batch, prefix_length]
+(subwords, 0-padded): its first tokens are forced to the prefix's, each still scored by the
+model's log-probability, and the search goes on from there (CTranslate2's `target_prefix`,
+fairseq's `--prefix-size`).
+
 Each sentence has its own length limit `max_lengths[b]` (tokens produced, end of sentence
 included): its hypotheses end there whether or not they produced `eos_id`, so a sentence's result
 does not depend on the other sentences of its batch.
 """
 
 import tensorflow as tf
+
+from keras_transformer.token_ids import PAD_ID
 
 NEG_INF = float("-inf")
 
@@ -61,3 +68,32 @@ def same_shapes(invariants, state):
 def write_position(buffer, step, values):
     """buffer [..., length] with position `step` replaced by values [...]; XLA-friendly."""
     return tf.where(tf.range(tf.shape(buffer)[-1]) == step, values[..., None], buffer)
+
+
+def prefix_forcer(prefix_ids, batch, copies=1):
+    """A function (log_probs [rows, vocab], step) -> log_probs with every token but the
+    prefix's at `step` set to -inf, in the rows whose prefix reaches `step`; None without a
+    prefix.
+
+    Args:
+        prefix_ids: int [batch, prefix_length], 0-padded, or None.
+        batch: sentences (int32 scalar), to check prefix_ids against.
+        copies: rows a sentence has (beam search: beam_size), consecutive.
+    """
+    if prefix_ids is None:
+        return None
+    prefix_ids = tf.cast(prefix_ids, tf.int32)
+    check = tf.debugging.assert_equal(
+        tf.shape(prefix_ids)[0], batch, message="prefix_ids needs one row per sentence")
+    with tf.control_dependencies([check]):
+        prefix_ids = tf.repeat(prefix_ids, copies, axis=0)
+    # A column of padding stands for an empty prefix, so a step can always read one.
+    prefix_ids = tf.pad(prefix_ids, [[0, 0], [0, 1]])
+    last = tf.shape(prefix_ids)[1] - 1
+
+    def force(log_probs, step):
+        forced = tf.gather(prefix_ids, tf.minimum(step, last), axis=1)
+        other = tf.range(tf.shape(log_probs)[-1])[None, :] != forced[:, None]
+        return tf.where((forced != PAD_ID)[:, None] & other, NEG_INF, log_probs)
+
+    return force

@@ -201,3 +201,53 @@ def test_static_batch_shapes_stay_static(table):
     assert search()[0].shape == (1, 2, 4)
     greedy = tf.function(lambda: sampling_search(step_fn, cache, [4]))
     assert greedy()[0].shape == (1, 4)
+
+
+# Target prefixes: token 2 is the only one a prefix can force here (0 pads a prefix, 1 ends).
+PREFIXES = [[2, 2], [0, 0], [2, 0]]  # two tokens, none, one
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_a_prefix_forces_the_first_tokens_and_the_search_goes_on_exactly(table, alpha):
+    limits = [4, 2, 3]
+    step_fn, cache = table_step(table)
+    ids, scores = beam_search(step_fn, cache, limits, beam_size=12, alpha=alpha,
+                              prefix_ids=PREFIXES)
+    for sentence, (limit, prefix) in enumerate(zip(limits, PREFIXES)):
+        prefix = tuple(token for token in prefix if token)
+        # The hypotheses a search with its first steps forced can reach, scored with the
+        # prefix's own log-probabilities.
+        expected = [(score, tokens) for score, tokens in exhaustive(table, sentence, limit, alpha)
+                    if tokens[:len(prefix)] == prefix]
+        assert expected and len(expected) <= 12
+        for k, (score, tokens) in enumerate(expected):
+            np.testing.assert_allclose(scores[sentence, k], score, rtol=1e-5)
+            padded = list(tokens) + [0] * (max(limits) - len(tokens))
+            assert ids[sentence, k].numpy().tolist() == padded
+        assert np.all(np.isneginf(scores[sentence, len(expected):]))
+
+
+def test_greedy_and_sampling_follow_a_prefix_and_score_it(table):
+    limits = [4, 2, 3]
+    step_fn, cache = table_step(table)
+    for temperature, seed in ((0.0, None), (1.0, [7, 8])):
+        ids, scores = sampling_search(step_fn, cache, limits, temperature, seed=seed,
+                                      prefix_ids=PREFIXES)
+        for sentence, prefix in enumerate(PREFIXES):
+            prefix = [token for token in prefix if token]
+            row = ids[sentence].numpy().tolist()
+            assert row[:len(prefix)] == prefix
+            tokens = row[:row.index(EOS) + 1] if EOS in row else row[:limits[sentence]]
+            log_probs = log_softmax(table[sentence].astype("float64"))
+            previous = [0] + tokens[:-1]
+            expected = sum(log_probs[t, p, y] for t, (p, y) in enumerate(zip(previous, tokens)))
+            np.testing.assert_allclose(scores[sentence], expected, rtol=1e-5)
+    # Greedy after the prefix: the most probable token at each step.
+    ids, _ = sampling_search(*table_step(table[:1]), [4], prefix_ids=[[2]])
+    assert ids[0, 1] == table[0, 1, 2].argmax()
+
+
+def test_a_prefix_needs_a_row_per_sentence(table):
+    step_fn, cache = table_step(table)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="one row per sentence"):
+        beam_search(step_fn, cache, 4, beam_size=2, prefix_ids=[[2]])

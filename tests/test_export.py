@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from keras_transformer import export
 from keras_transformer.export import saved_model, translate
-from keras_transformer.export.translate import translate_lines
+from keras_transformer.export.lines import translate_lines
 
 # Lines a user or a client may send besides real sentences (the first two blank), as lines.
 ODD_LINES = [text.replace(b"\n", b" ") for text in hostile_inputs.TEXTS.values()]

@@ -1,5 +1,6 @@
-"""n-best lists (kt-translate --n_best, the translate_n_best signature) and scoring given pairs
-(kt-score, the score signature) on the trained test model, against beam search itself."""
+"""n-best lists (kt-translate --n_best, the translate_n_best signature), scoring given pairs
+(kt-score, the score signature) and target prefixes (kt-translate --target_prefix) on the trained
+test model, against beam search itself."""
 
 import json
 import subprocess
@@ -77,6 +78,46 @@ def test_n_best_lists_are_the_beams_in_order_with_their_teacher_forced_scores(
     assert [line.rsplit("||| ", 1)[0] + "||| " for line in moses] == expected
     assert [round(float(line.rsplit("||| ", 1)[1]), 4) for line in moses] == [
         round(h["score"], 4) for record in records for h in record["hypotheses"][:2]]
+
+
+def test_a_target_prefix_starts_every_translation_and_is_scored(
+        trained, trained_model_dir, sources, beams, tmp_path, capsys):
+    source_file, english = sources
+    prefixes = ["Y", "", "Mas el"] * 4 + ["Y"]
+    prefix_file = tmp_path / "prefixes.es"
+    prefix_file.write_text("\n".join(prefixes) + "\n", encoding="utf-8")
+    text = n_best(trained_model_dir, source_file, tmp_path, capsys, "--n_best", "2",
+                  "--target_prefix", str(prefix_file))
+    records = [json.loads(line) for line in text.splitlines()]
+    prefix_ids = trained.vocabulary.tokenize(tf.constant(prefixes)).to_list()
+    for record, prefix, ids, (source, beam_ids, _) in zip(records, prefixes, prefix_ids, beams):
+        for hypothesis in record["hypotheses"]:
+            assert hypothesis["text"].startswith(prefix)
+            target = trained.vocabulary.encode(tf.constant([hypothesis["text"]])).to_list()[0]
+            if target[:len(ids)] == ids:  # the text segments as the search produced it
+                forced = kt.score(trained.model, source, [target], alpha=0.6)
+                np.testing.assert_allclose(float(forced["scores"][0]), hypothesis["score"],
+                                           atol=1e-4)
+        if not prefix:
+            texts = trained.vocabulary.detokenize(beam_ids[:2]).numpy()
+            assert [h["text"] for h in record["hypotheses"]] == [t.decode() for t in texts]
+    assert records[-1]["hypotheses"] == [{"text": "", "score": 0.0, "log_prob": 0.0}]
+
+
+def test_target_prefix_refusals_name_the_file_and_line(trained_model_dir, sources, tmp_path,
+                                                       capsys):
+    source_file, english = sources
+    model_dir = ["--model_dir", str(trained_model_dir), "--input", str(source_file),
+                 "--extra_length", "3"]
+    short = tmp_path / "short.es"
+    short.write_text("Y\n")
+    assert translate.main([*model_dir, "--target_prefix", str(short)]) == 2
+    assert (f"--target_prefix {short} has 1 lines but {source_file} has {len(english)}"
+            in capsys.readouterr().err)
+    long = tmp_path / "long.es"
+    long.write_text("\n".join([""] * 3 + ["y así " * 60] + [""] * (len(english) - 4)) + "\n")
+    assert translate.main([*model_dir, "--target_prefix", str(long)]) == 2
+    assert f"--target_prefix {long}: line 4: the prefix has " in capsys.readouterr().err
 
 
 def refusal(main, argv, capsys):
