@@ -158,7 +158,11 @@ def write_png(fig, output):
 def main(argv=None):
     args = parse_args(argv)
     try:
-        translator, loaded = translator_from_flags(args, max_batch_size=1)
+        translator, members = translator_from_flags(args, max_batch_size=1)
+        if len(members) > 1:
+            raise AttentionError("attention figures are of one model: give one --checkpoint "
+                                 "and no --ensemble")
+        loaded = members[0]
         maps = attention_maps(translator, args.text, args.target)
         fig = figure(maps, args.layer or loaded.model.num_layers, args.head)
         write_png(fig, args.output)

@@ -10,10 +10,14 @@ def add_decoding_flags(parser, beam=True):
     kt-attention and (without --beam_size: `beam` False) kt-score, and --verbose."""
     cli.add_verbose_flag(parser)
     parser.add_argument("--model_dir", required=True, help="a kt-train model_dir")
-    parser.add_argument("--checkpoint", help="a checkpoint directory to use (default: the "
-                                             "average of the final checkpoints if kt-train "
-                                             "--average_last or kt-average wrote one, else the "
-                                             "newest)")
+    parser.add_argument("--checkpoint", action="append",
+                        help="a checkpoint directory to use (default: the average of the final "
+                             "checkpoints if kt-train --average_last or kt-average wrote one, "
+                             "else the newest); given several times, an ensemble of them")
+    parser.add_argument("--ensemble",
+                        help="more model_dirs, comma-separated (each with its default "
+                             "checkpoint), ensembled with --model_dir's: each step averages the "
+                             "members' probabilities; all must share one vocabulary")
     if beam:
         parser.add_argument("--beam_size", type=at_least(1), default=4,
                             help="(paper: 4; default %(default)s)")
@@ -36,14 +40,45 @@ def add_decoding_flags(parser, beam=True):
                              "each step; the fastest where the CPU has bfloat16 instructions)")
 
 
+def load_members(args):
+    """[model_dir.Loaded]: --model_dir with each --checkpoint (or its default one), then each
+    --ensemble model_dir; more than one is an ensemble.
+
+    Raises:
+        ModelDirError: as `model_dir.load`, or members whose vocabularies differ (naming both
+            files).
+    """
+    members = [model_dir.load(args.model_dir, checkpoint, args.dtype)
+               for checkpoint in args.checkpoint or [None]]
+    for other in (args.ensemble or "").split(","):
+        if other.strip():
+            members.append(model_dir.load(other.strip(), None, args.dtype))
+    first = members[0].vocabulary
+    for member in members[1:]:
+        if member.vocabulary.model_proto != first.model_proto:
+            raise model_dir.ModelDirError(
+                f"{member.vocabulary.path} and {first.path} are different vocabularies; the "
+                f"members of an ensemble must share one")
+    return members
+
+
 def translator_from_flags(args, max_batch_size):
-    loaded = model_dir.load(args.model_dir, args.checkpoint, args.dtype)
+    """(a `Translator` of the model or ensemble the flags name, the list of its members'
+    `model_dir.Loaded`); the first member's run decides the defaults (alpha, input length)."""
+    members = load_members(args)
+    loaded = members[0]
     if args.alpha is None:
         args.alpha = loaded.hparams.decode_alpha
+    models = [member.model for member in members]
     translator = Translator(
-        loaded.model, loaded.vocabulary, beam_size=getattr(args, "beam_size", 1),
-        alpha=args.alpha,
+        models if len(models) > 1 else models[0], loaded.vocabulary,
+        beam_size=getattr(args, "beam_size", 1), alpha=args.alpha,
         extra_length=args.extra_length,
         max_input_length=args.max_input_length or loaded.run.max_length,
         max_output_length=args.max_output_length, max_batch_size=max_batch_size)
-    return translator, loaded
+    return translator, members
+
+
+def checkpoints(members):
+    """The members' checkpoints, as the commands print them ("A" or "A + B")."""
+    return " + ".join(str(member.checkpoint) for member in members)

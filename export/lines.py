@@ -84,13 +84,22 @@ class Hypothesis(typing.NamedTuple):
     log_prob: float
 
 
+class Sampling(typing.NamedTuple):
+    """Sampling instead of beam search: see `Translator.sample_n_best_ids`."""
+    temperature: float
+    top_k: int = 0
+    seed: int = 0  # batch i of a call draws with the seed (seed, i)
+
+
 class PrefixError(ValueError):
     """A target prefix that leaves a translation no room, naming its line."""
 
 
-def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, prefixes=None):
+def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, prefixes=None,
+                 sampling=None):
     """The `n_best` best hypotheses of the beam for each of `lines` (bytes or str), in input
     order: a list of `Hypothesis` per line, best first (fewer where the beam found fewer).
+    With `sampling` (a `Sampling`), `n_best` samples a line instead, in the order drawn.
 
     `prefixes`: a target prefix (bytes or str) per line, which every hypothesis of that line
     starts with ("" for none). An empty line translates to "" whatever its prefix.
@@ -99,7 +108,7 @@ def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, pre
         PrefixError: a prefix has as many tokens as its line's translation may have, or more
             (checked before translating anything).
     """
-    if not 1 <= n_best <= translator.beam_size:
+    if not 1 <= n_best <= (n_best if sampling else translator.beam_size):
         raise ValueError(f"n_best must be between 1 and the beam size {translator.beam_size}, "
                          f"got {n_best}")
     source_ids = token_ids(translator.tokenize, lines, batch_size, translator.max_input_length)
@@ -110,12 +119,19 @@ def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, pre
                                max(1, translator.max_output_length))
         check_prefixes(translator, source_ids, prefix_ids)
     hypotheses = [None] * len(lines)
-    for rows, batch in sorted_batches(source_ids, batch_size, progress_every):
-        if prefixes is None:
-            result = translator.translate_n_best_ids(tf.constant(batch))
-        else:
+    for number, (rows, batch) in enumerate(sorted_batches(source_ids, batch_size,
+                                                          progress_every)):
+        prefix = None
+        if prefixes is not None:
             prefix = prefix_ids[rows]
             prefix = prefix[:, :max(1, np.count_nonzero(prefix, axis=1).max())]
+        if sampling:
+            result = translator.sample_n_best_ids(batch, n_best, sampling.temperature,
+                                                  sampling.top_k, (sampling.seed, number),
+                                                  prefix)
+        elif prefix is None:
+            result = translator.translate_n_best_ids(tf.constant(batch))
+        else:
             result = translator.translate_n_best_ids_with_prefix(tf.constant(batch),
                                                                  tf.constant(prefix))
         ids = result["ids"][:, :n_best]

@@ -34,7 +34,7 @@ import time
 import tensorflow as tf
 
 from keras_transformer.cli import at_least
-from keras_transformer.export.flags import add_decoding_flags, translator_from_flags
+from keras_transformer.export.flags import add_decoding_flags, checkpoints, translator_from_flags
 from keras_transformer.export.translator import IDS, TARGETS, TEXTS
 from keras_transformer.model_dir import config
 from keras_transformer.model_dir.checkpoints import step_in_name
@@ -106,10 +106,14 @@ def export(translator, output, version=None, provenance=None):
     return path
 
 
-def provenance(loaded):
-    """What an export of `model_dir.load`'s result keeps of where it came from."""
-    return {"checkpoint": str(loaded.checkpoint), "step": step_in_name(loaded.checkpoint),
-            "dtype": loaded.model.dtype_policy.name, "run": json.loads(loaded.run.to_json())}
+def provenance(loaded, *others):
+    """What an export of `model_dir.load`'s result keeps of where it came from; with `others`
+    (an ensemble's further members), "ensemble" lists every member's checkpoint."""
+    facts = {"checkpoint": str(loaded.checkpoint), "step": step_in_name(loaded.checkpoint),
+             "dtype": loaded.model.dtype_policy.name, "run": json.loads(loaded.run.to_json())}
+    if others:
+        facts["ensemble"] = [str(member.checkpoint) for member in (loaded, *others)]
+    return facts
 
 
 def parse_args(argv=None):
@@ -133,12 +137,12 @@ def main(argv=None):
     start = time.perf_counter()
     try:
         version_path(args.output, args.version)  # a bad --output fails before loading
-        translator, loaded = translator_from_flags(args, args.max_batch_size)
-        path = export(translator, args.output, args.version, provenance(loaded))
+        translator, members = translator_from_flags(args, args.max_batch_size)
+        path = export(translator, args.output, args.version, provenance(*members))
     except (ExportError, ModelDirError, config.ConfigError, ValueError) as error:
         print(f"kt-export: error: {error}", file=sys.stderr)
         return 2
-    print(f"exported {loaded.checkpoint} to {path} in {time.perf_counter() - start:.1f} s; "
+    print(f"exported {checkpoints(members)} to {path} in {time.perf_counter() - start:.1f} s; "
           f"signatures serving_default (strings), translate_ids, tokenize, translate_n_best, "
           f"score; beam "
           f"{args.beam_size}, alpha {args.alpha}, inputs cut at {translator.max_input_length} "

@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from keras_transformer import cli
 from keras_transformer.cli import at_least
-from keras_transformer.export.flags import add_decoding_flags, translator_from_flags
+from keras_transformer.export.flags import add_decoding_flags, checkpoints, translator_from_flags
 from keras_transformer.export.lines import InputError, read_lines, sorted_batches, token_ids
 from keras_transformer.model_dir import ConfigError, ModelDirError
 
@@ -98,7 +98,7 @@ def main(argv=None):
         if len(sources) != len(targets):
             raise InputError(f"--source {args.source} has {len(sources)} lines but --target "
                              f"{args.target} has {len(targets)}")
-        translator, loaded = translator_from_flags(args, args.batch_size)
+        translator, members = translator_from_flags(args, args.batch_size)
     except (InputError, ModelDirError, ConfigError, ValueError) as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
@@ -119,7 +119,7 @@ def main(argv=None):
               f"pair was scored", file=sys.stderr)
     if len(cut) > NAMED_CUTS:
         print(f"{PROG}: warning: {len(cut) - NAMED_CUTS} more pair(s) cut", file=sys.stderr)
-    print(f"scored {len(sources)} pair(s) in {seconds:.1f} s with {loaded.checkpoint}, alpha "
+    print(f"scored {len(sources)} pair(s) in {seconds:.1f} s with {checkpoints(members)}, alpha "
           f"{args.alpha}", file=sys.stderr)
     return 0
 

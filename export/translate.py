@@ -3,6 +3,8 @@
     kt-translate --model_dir runs/demo < input.en > output.es
     kt-translate --model_dir runs/demo --input dev.en --reference dev.es
     kt-translate --model_dir runs/demo --n_best 4 < input.en > nbest.jsonl
+    kt-translate --model_dir runs/demo --sampling_temperature 1 --seed 7 < mono.en > sampled.es
+    kt-translate --model_dir runs/demo --input dev.en --target_prefix prefixes.es
     kt-translate --model_dir runs/wmt --data wmt_t2t_translate/de-en --source_lang en \
         --target_lang de --split test --output newstest2014.de
 
@@ -14,15 +16,17 @@ to stderr.
 
 import argparse
 import json
+import random
 import sys
 import time
 
 from keras_transformer import cli, data
 from keras_transformer.cli import at_least
-from keras_transformer.export.flags import add_decoding_flags, translator_from_flags
+from keras_transformer.export.flags import add_decoding_flags, checkpoints, translator_from_flags
 from keras_transformer.export.lines import (
     InputError,
     PrefixError,
+    Sampling,
     n_best_lines,
     print_scores,
     read_lines,
@@ -38,6 +42,13 @@ def split_lines(source, split):
     """
     pairs = list(source.pairs(split).as_numpy_iterator())
     return [s for s, _ in pairs], [t.decode("utf-8", errors="replace") for _, t in pairs]
+
+
+def positive_float(text):
+    value = at_least(0.0, float)(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be more than 0 (beam search is the default)")
+    return value
 
 
 def one_line(text):
@@ -84,12 +95,25 @@ def parse_args(argv=None):
                              "\"hypotheses\": [{\"text\", \"score\", \"log_prob\"}, ...]}; "
                              "moses: 'i ||| text ||| score' a hypothesis, i 0-based as Moses has "
                              "it")
+    sampling = parser.add_argument_group(
+        "sampling instead of beam search (e.g. back-translation); --n_best N draws N a line")
+    sampling.add_argument("--sampling_temperature", type=positive_float,
+                          help="sample each token from softmax(logits / T)")
+    sampling.add_argument("--sampling_top_k", type=at_least(0), default=0,
+                          help="draw only among the K most probable tokens (default 0: all)")
+    sampling.add_argument("--seed", type=at_least(0),
+                          help="the same seed, input and --batch_size give the same samples "
+                               "(default: a random seed, printed)")
     parser.add_argument("--target_prefix",
                         help="file of target prefixes, one a line (blank: none): each line's "
                              "translation starts with its prefix and the search goes on from "
                              "there")
     args = parser.parse_args(argv)
-    if args.n_best and args.n_best > args.beam_size:
+    if not args.sampling_temperature and (args.seed is not None or args.sampling_top_k):
+        parser.error("--seed and --sampling_top_k need --sampling_temperature")
+    if args.sampling_temperature and args.seed is None:
+        args.seed = random.randrange(2**31)
+    if args.n_best and args.n_best > args.beam_size and not args.sampling_temperature:
         parser.error(f"--n_best {args.n_best} is more than --beam_size {args.beam_size}: the "
                      f"beam holds only {args.beam_size} hypotheses")
     if args.n_best and args.scores:
@@ -109,7 +133,8 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     try:
-        translator, loaded = translator_from_flags(args, args.batch_size)
+        translator, members = translator_from_flags(args, args.batch_size)
+        loaded = members[0]
         references = None
         if args.data:
             source = data.get_source(
@@ -137,8 +162,10 @@ def main(argv=None):
         return 2
     start = time.perf_counter()
     try:
+        sampling = args.sampling_temperature and Sampling(
+            args.sampling_temperature, args.sampling_top_k, args.seed)
         hypotheses = n_best_lines(translator, lines, args.n_best or 1, args.batch_size,
-                                  progress_every=10, prefixes=prefixes)
+                                  progress_every=10, prefixes=prefixes, sampling=sampling)
     except PrefixError as error:
         print(f"kt-translate: error: --target_prefix {args.target_prefix}: {error}",
               file=sys.stderr)
@@ -155,9 +182,12 @@ def main(argv=None):
     else:
         sys.stdout.buffer.write(text.encode("utf-8"))  # UTF-8 whatever the locale
         sys.stdout.flush()
+    search = (f"sampling at temperature {args.sampling_temperature}, top-k "
+              f"{args.sampling_top_k or 'all'}, --seed {args.seed}" if args.sampling_temperature
+              else f"beam {args.beam_size}, alpha {args.alpha}")
     print(f"translated {len(lines)} sentence(s) in {seconds:.1f} s "
-          f"({len(lines) / max(seconds, 1e-9):.1f}/s) with {loaded.checkpoint}, beam "
-          f"{args.beam_size}, alpha {args.alpha}", file=sys.stderr)
+          f"({len(lines) / max(seconds, 1e-9):.1f}/s) with {checkpoints(members)}, {search}",
+          file=sys.stderr)
     if references is not None:
         print_scores(translations, references, sys.stderr)
     return 0

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from keras_transformer import scoring
 from keras_transformer.beam_search import length_penalty
-from keras_transformer.decoding import beam_decode, decode_lengths
+from keras_transformer.decoding import beam_decode, decode_lengths, members, sample_decode
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 
 TEXTS = tf.TensorSpec([None], tf.string, name="inputs")
@@ -25,7 +25,9 @@ class Translator(tf.Module):
     included) before translating, and at most `max_output_length` tokens produced for each.
 
     Args:
-        model: a `Transformer`.
+        model: a `Transformer`, or a list of them trained with one vocabulary: an ensemble,
+            whose members' probabilities are averaged at every step
+            (`keras_transformer.decoding.ensemble_step`).
         vocabulary: the `data.Vocabulary` it was trained with.
         beam_size, alpha, extra_length: beam search settings (the paper: 4, 0.6, 50).
         max_input_length: longest source in tokens; longer ones are truncated.
@@ -40,9 +42,10 @@ class Translator(tf.Module):
                  max_input_length=256, max_output_length=None, max_batch_size=64,
                  max_input_bytes=None, name="translator"):
         super().__init__(name=name)
-        vocabulary.check_size(model.vocab_size)
-        if model.position_encoding == "learned":
-            max_input_length = min(max_input_length, model.max_length)
+        for member in members(model):
+            vocabulary.check_size(member.vocab_size)
+            if member.position_encoding == "learned":
+                max_input_length = min(max_input_length, member.max_length)
         for field, value, minimum in (("beam_size", beam_size, 1), ("max_batch_size",
                                        max_batch_size, 1), ("max_input_length", max_input_length,
                                        2)):  # room for a token and the end of sentence
@@ -52,7 +55,7 @@ class Translator(tf.Module):
         self.vocabulary = vocabulary
         # Keras keeps the model's layers in lists that tf.Module does not follow; the SavedModel
         # needs every variable the functions read to be tracked.
-        self.model_variables = list(model.variables)
+        self.model_variables = [v for member in members(model) for v in member.variables]
         self.beam_size = beam_size
         self.alpha = alpha
         self.extra_length = extra_length
@@ -135,6 +138,33 @@ class Translator(tf.Module):
         lengths = tf.reduce_sum(tf.cast(scoring.target_mask(ids), tf.int32), axis=-1)
         return {"ids": ids, "scores": scores,
                 "log_probs": scores * length_penalty(lengths, self.alpha)}
+
+    def sample_n_best_ids(self, source_ids, n, temperature, top_k=0, seed=(0, 0),
+                          prefix_ids=None):
+        """`n` translations of each sentence drawn by sampling instead of beam search (e.g. for
+        back-translation), in the shape of `translate_n_best_ids`' results: ids [batch, n,
+        output_length], scores and log_probs [batch, n], in the order drawn. Bounds, empty rows
+        and prefixes as for the beam search; `temperature` (> 0), `top_k` (0: every token) and
+        `seed` (int [2]: the same seed, the same samples) as for `keras_transformer.sample_decode`.
+        """
+        if not 0 < temperature < float("inf"):
+            raise ValueError(f"the sampling temperature must be a finite number > 0, got "
+                             f"{temperature}")
+        source_ids, empty, _ = self._cut_sources(tf.repeat(tf.constant(source_ids), n, axis=0))
+        if prefix_ids is not None:
+            prefix_ids = tf.repeat(tf.constant(prefix_ids), n, axis=0)
+        ids, log_probs = sample_decode(self.model, source_ids,
+                                       tf.where(empty, 1, self._output_limits(source_ids)),
+                                       temperature=temperature, top_k=top_k,
+                                       # a tensor: a new seed must not retrace the search
+                                       seed=tf.constant(seed, tf.int32), prefix_ids=prefix_ids)
+        ids = tf.where(empty[:, None], PAD_ID, ids)
+        log_probs = tf.where(empty, 0.0, log_probs)
+        lengths = tf.reduce_sum(tf.cast(scoring.target_mask(ids), tf.int32), axis=-1)
+        shape = [-1, n]
+        return {"ids": tf.reshape(ids, [-1, n, tf.shape(ids)[1]]),
+                "scores": tf.reshape(log_probs / length_penalty(lengths, self.alpha), shape),
+                "log_probs": tf.reshape(log_probs, shape)}
 
     @tf.function(input_signature=[IDS])
     def translate_ids(self, source_ids):

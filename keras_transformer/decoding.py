@@ -7,6 +7,9 @@ passes. The buffers grow a position a step, except under XLA, which needs fixed 
 they are preallocated and written at each step (which XLA does in place; TensorFlow's graph
 executor would copy the whole buffer, and beam search's reordering copies it again).
 
+`ensemble_step` runs several models' cached steps side by side and averages their
+probabilities: the searches take it as they take one model's.
+
 `recomputing_step` runs the decoder over the whole prefix every step instead (n(n+1)/2
 positions): the reference the cache must agree with, and the baseline it beats.
 
@@ -79,6 +82,42 @@ def cached_step(model, source_ids, max_length=None, beam_size=1):
 _SELF_ATTENTION = ("self_keys", "self_values")
 
 
+def members(model):
+    """The models of `model`: a `Transformer`, or a list or tuple of them (an ensemble)."""
+    return list(model) if isinstance(model, (list, tuple)) else [model]
+
+
+def ensemble_step(models, source_ids, max_length=None, beam_size=1):
+    """`cached_step` for several models sharing a vocabulary: each step's distribution is the
+    average of the members' probabilities (fairseq's rule): log((1/M) sum_m P_m(y | ...)).
+
+    The linear average is a mixture, a distribution in its own right whose scores stay
+    log-probabilities; a token any member finds likely stays likely. (Marian's alternative, a
+    weighted sum of log-probabilities, is a product of experts that any one member can veto.)
+    One model is `cached_step` itself.
+
+    Returns:
+        (step_fn, cache): step_fn returns float32 log-probabilities [rows, vocab] (the searches
+        take them as logits: a log-softmax leaves them unchanged); the cache is the list of
+        the members' caches.
+    """
+    models = members(models)
+    if len(models) == 1:
+        return cached_step(models[0], source_ids, max_length, beam_size)
+    steps, caches = zip(*(cached_step(m, source_ids, max_length, beam_size) for m in models))
+    log_members = tf.math.log(float(len(models)))
+
+    def step_fn(ids, step, caches):
+        log_probs, caches_out = [], []
+        for member_step, cache in zip(steps, caches):
+            logits, cache = member_step(ids, step, cache)
+            log_probs.append(tf.nn.log_softmax(logits))
+            caches_out.append(cache)
+        return tf.reduce_logsumexp(tf.stack(log_probs), axis=0) - log_members, caches_out
+
+    return step_fn, list(caches)
+
+
 def recomputing_step(model, source_ids, max_length):
     """Like `cached_step`, but every step runs the decoder over all positions up to `step`.
 
@@ -97,21 +136,23 @@ def recomputing_step(model, source_ids, max_length):
 
 
 def _limits(model, source_ids, max_length, extra_length, static_buffer):
-    """Per-sentence limits [batch] and the buffer length (a Python int if `static_buffer`)."""
+    """Per-sentence limits [batch] and the buffer length (a Python int if `static_buffer`);
+    `model` one or several (`members`)."""
+    learned = [m.max_length for m in members(model) if m.position_encoding == "learned"]
     if max_length is None:
         limits = decode_lengths(source_ids, extra_length)
     else:
         limits = tf.broadcast_to(tf.cast(max_length, tf.int32), tf.shape(source_ids)[:1])
-    if model.position_encoding == "learned":
-        limits = tf.minimum(limits, model.max_length)  # no learned position beyond the table
+    if learned:
+        limits = tf.minimum(limits, min(learned))  # no learned position beyond the table
     if not static_buffer:
         return limits, longest(limits)
     if max_length is not None and not isinstance(max_length, int):
         raise ValueError("with jit_compile, max_length must be None or a Python int (XLA "
                          "needs the output length when it compiles)")
     buffer = source_ids.shape[1] + extra_length if max_length is None else max_length
-    if model.position_encoding == "learned":
-        buffer = min(buffer, model.max_length)
+    if learned:
+        buffer = min(buffer, min(learned))
     return tf.minimum(limits, buffer), buffer
 
 
@@ -119,7 +160,8 @@ def _beam_decode(model, source_ids, max_length, extra_length, beam_size, alpha, 
                  static_buffer, prefix_ids):
     source_ids = tf.cast(source_ids, tf.int32)
     limits, buffer = _limits(model, source_ids, max_length, extra_length, static_buffer)
-    step_fn, cache = cached_step(model, source_ids, buffer if static_buffer else None, beam_size)
+    step_fn, cache = ensemble_step(model, source_ids, buffer if static_buffer else None,
+                                   beam_size)
     return beam_search(step_fn, cache, limits, beam_size, alpha, buffer, eos_id,
                        prefix_ids=prefix_ids)
 
@@ -134,7 +176,8 @@ def beam_decode(model, source_ids, max_length=None, extra_length=50, beam_size=4
     """Beam search through the key/value cache, compiled into one TensorFlow graph.
 
     Args:
-        model: a `Transformer`.
+        model: a `Transformer`, or a list of them sharing a vocabulary: an ensemble, whose
+            distribution at each step is the average of theirs (`ensemble_step`).
         source_ids: int [batch, source_length], 0-padded, each ending with end of sentence.
         max_length: the most tokens to produce: a scalar or int [batch]; None (the paper) for
             each sentence's real length + `extra_length`. Learned positions cap it at the
@@ -172,7 +215,7 @@ def sample_decode(model, source_ids, max_length=None, extra_length=50, temperatu
     """
     source_ids = tf.cast(source_ids, tf.int32)
     limits, buffer = _limits(model, source_ids, max_length, extra_length, static_buffer=False)
-    step_fn, cache = cached_step(model, source_ids)
+    step_fn, cache = ensemble_step(model, source_ids)
     return sampling_search(step_fn, cache, limits, temperature, top_k, seed, buffer,
                            prefix_ids=prefix_ids)
 

@@ -10,6 +10,7 @@ reranking n-best lists, filtering noisy corpora, quality estimation.
 import tensorflow as tf
 
 from keras_transformer.beam_search import length_penalty
+from keras_transformer.decoding import members
 from keras_transformer.masks import padding_mask
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 
@@ -29,7 +30,7 @@ def score(model, source_ids, target_ids, alpha=0.6, start_id=PAD_ID):
     sentence's score does not depend on its batch mates.
 
     Args:
-        model: a `Transformer`.
+        model: a `Transformer`, or a list of them (an ensemble, as `beam_decode` takes).
         source_ids: int [batch, source_length], 0-padded, each ending with end of sentence.
         target_ids: int [batch, target_length], the target's subwords and its end of sentence
             (a hypothesis cut at a length limit has none), 0-padded: `beam_decode`'s ids as they
@@ -50,9 +51,14 @@ def score(model, source_ids, target_ids, alpha=0.6, start_id=PAD_ID):
     mask = target_mask(target_ids)
     decoder_input = tf.concat(
         [tf.fill([tf.shape(target_ids)[0], 1], start_id), target_ids[:, :-1]], axis=1)
-    logits = model.decode(decoder_input, model.encode(source_ids, training=False),
-                          padding_mask(source_ids), training=False)
-    log_softmax = tf.nn.log_softmax(tf.cast(logits, tf.float32))
+    log_softmax = [
+        tf.nn.log_softmax(tf.cast(m.decode(decoder_input, m.encode(source_ids, training=False),
+                                           padding_mask(source_ids), training=False),
+                                  tf.float32))
+        for m in members(model)]
+    # An ensemble's distribution is the average of its members' (`ensemble_step`).
+    log_softmax = (tf.reduce_logsumexp(tf.stack(log_softmax), axis=0)
+                   - tf.math.log(float(len(log_softmax))))
     token_log_probs = tf.where(
         mask, tf.gather(log_softmax, target_ids, batch_dims=2), 0.0)
     log_probs = tf.reduce_sum(token_log_probs, axis=1)

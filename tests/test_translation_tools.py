@@ -3,6 +3,7 @@
 test model, against beam search itself."""
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -120,6 +121,56 @@ def test_target_prefix_refusals_name_the_file_and_line(trained_model_dir, source
     assert f"--target_prefix {long}: line 4: the prefix has " in capsys.readouterr().err
 
 
+def test_sampling_is_reproducible_by_seed_and_top_1_is_greedy(trained_model_dir, sources,
+                                                                tmp_path, capsys):
+    source_file, english = sources
+
+    def sampled(*flags):
+        return n_best(trained_model_dir, source_file, tmp_path, capsys,
+                      "--sampling_temperature", "1.0", *flags)
+
+    first, again, other = (sampled("--seed", seed, "--n_best", "3") for seed in ("7", "7", "8"))
+    assert first == again and first != other
+    records = [json.loads(line) for line in first.splitlines()]
+    assert all(len(record["hypotheses"]) == 3 for record in records[:-1])
+    assert len({h["text"] for record in records for h in record["hypotheses"]}) > len(english)
+    greedy = n_best(trained_model_dir, source_file, tmp_path, capsys, "--beam_size", "1",
+                    "--alpha", "0")
+    assert sampled("--sampling_top_k", "1", "--seed", "3") == greedy
+
+
+def test_an_ensemble_of_the_model_with_itself_translates_as_the_model(
+        trained, trained_model_dir, sources, tmp_path, capsys):
+    source_file, _ = sources
+    checkpoint = str(trained.checkpoint)
+    alone = n_best(trained_model_dir, source_file, tmp_path, capsys, "--n_best", "2",
+                   "--checkpoint", checkpoint)
+    for flags in (["--checkpoint", checkpoint, "--checkpoint", checkpoint],
+                  ["--ensemble", str(trained_model_dir)]):
+        twice = n_best(trained_model_dir, source_file, tmp_path, capsys, "--n_best", "2", *flags)
+        for one, two in zip(alone.splitlines(), twice.splitlines()):
+            one, two = json.loads(one)["hypotheses"], json.loads(two)["hypotheses"]
+            assert [h["text"] for h in one] == [h["text"] for h in two]
+            np.testing.assert_allclose([h["score"] for h in one], [h["score"] for h in two],
+                                       atol=1e-4)
+
+
+def test_an_ensemble_member_with_another_vocabulary_is_refused(trained_model_dir, sources,
+                                                               tmp_path, capsys):
+    from sentencepiece import sentencepiece_model_pb2
+
+    other = tmp_path / "other_run"
+    shutil.copytree(trained_model_dir, other)
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString((other / "vocab.model").read_bytes())
+    proto.pieces[5].score -= 1.0  # same size, another segmentation
+    (other / "vocab.model").write_bytes(proto.SerializeToString())
+    assert translate.main(["--model_dir", str(trained_model_dir), "--ensemble", str(other),
+                           "--input", str(sources[0])]) == 2
+    assert (f"{other / 'vocab.model'} and {trained_model_dir / 'vocab.model'} are different "
+            f"vocabularies" in capsys.readouterr().err)
+
+
 def refusal(main, argv, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
@@ -127,12 +178,16 @@ def refusal(main, argv, capsys):
     return capsys.readouterr().err
 
 
-def test_n_best_refusals_name_the_flags(trained_model_dir, sources, capsys):
+def test_n_best_and_sampling_refusals_name_the_flags(trained_model_dir, sources, capsys):
     model_dir = ["--model_dir", str(trained_model_dir), "--input", str(sources[0])]
     assert "--n_best 5 is more than --beam_size 4" in refusal(
         translate.main, [*model_dir, "--n_best", "5"], capsys)
     assert "--n_best writes the scores already: drop --scores" in refusal(
         translate.main, [*model_dir, "--n_best", "2", "--scores"], capsys)
+    assert "--seed and --sampling_top_k need --sampling_temperature" in refusal(
+        translate.main, [*model_dir, "--seed", "3"], capsys)
+    assert "--sampling_temperature: must be more than 0" in refusal(
+        translate.main, [*model_dir, "--sampling_temperature", "0"], capsys)
 
 
 def scored(model_dir, source, target, capsys, *flags):
