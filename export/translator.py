@@ -150,7 +150,8 @@ class Translator(tf.Module):
         if not 0 < temperature < float("inf"):
             raise ValueError(f"the sampling temperature must be a finite number > 0, got "
                              f"{temperature}")
-        source_ids, empty, _ = self._cut_sources(tf.repeat(tf.constant(source_ids), n, axis=0))
+        source_ids, empty, _ = self._cut_sources(tf.constant(source_ids))
+        source_ids, empty = tf.repeat(source_ids, n, axis=0), tf.repeat(empty, n)
         if prefix_ids is not None:
             prefix_ids = tf.repeat(tf.constant(prefix_ids), n, axis=0)
         ids, log_probs = sample_decode(self.model, source_ids,
