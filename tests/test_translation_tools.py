@@ -302,3 +302,14 @@ def test_the_exported_n_best_and_score_signatures_in_a_fresh_process(
     close = [abs(a - h[-1].score) < 1e-4 for a, h in zip(reply["pair_scores"], expected[:-1])]
     assert sum(close) >= len(close) - 2
     assert not any(reply["truncated"])
+
+
+def test_an_exported_ensemble_serves_as_its_translator(trained, tmp_path):
+    members = [trained.model, trained.model]
+    translator = export.Translator(members, trained.vocabulary, max_input_length=32)
+    path = export.export(translator, tmp_path / "ensemble", provenance={"members": 2})
+    served = tf.saved_model.load(str(path)).signatures["serving_default"]
+    texts = tf.constant(["In the beginning God created the heaven and the earth.", "Jesus wept."])
+    got, expected = served(inputs=texts), translator.translate(texts)
+    assert got["translations"].numpy().tolist() == expected["translations"].numpy().tolist()
+    np.testing.assert_allclose(got["scores"], expected["scores"], atol=1e-5)
