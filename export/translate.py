@@ -51,6 +51,20 @@ def positive_float(text):
     return value
 
 
+def seed(text):
+    value = at_least(0)(text)
+    if value >= 2**31:
+        raise argparse.ArgumentTypeError(f"must be below 2**31, got {value}")
+    return value
+
+
+def input_name(args):
+    """What the sources were read from, as messages name it."""
+    if args.data:
+        return f"--data {args.data} --split {args.split or 'test'}"
+    return args.input or "<stdin>"
+
+
 def one_line(text):
     """One translation a line, even if the model produced a line break (byte-fallback pieces)."""
     return " ".join(text.splitlines())
@@ -60,8 +74,8 @@ def format_n_best(hypotheses, form):
     """The text of n-best lists (a list of `Hypothesis` lists, one per input line) in `form`:
     "jsonl" or "moses" (see --n_best_format)."""
     if form == "moses":
-        return "".join(f"{index} ||| {one_line(h.text)} ||| {h.score:.6f}\n"
-                       for index, best in enumerate(hypotheses) for h in best)
+        return "".join(f"{index} ||| {one_line(h.text)} ||| LogProb= {h.log_prob:.6f} ||| "
+                       f"{h.score:.6f}\n" for index, best in enumerate(hypotheses) for h in best)
     return "".join(json.dumps({"line": number, "hypotheses": [
         {"text": h.text, "score": round(h.score, 6), "log_prob": round(h.log_prob, 6)}
         for h in best]}, ensure_ascii=False) + "\n" for number, best in enumerate(hypotheses, 1))
@@ -93,15 +107,15 @@ def parse_args(argv=None):
     parser.add_argument("--n_best_format", choices=("jsonl", "moses"), default="jsonl",
                         help="jsonl (default): a JSON object a line, {\"line\": L (1-based), "
                              "\"hypotheses\": [{\"text\", \"score\", \"log_prob\"}, ...]}; "
-                             "moses: 'i ||| text ||| score' a hypothesis, i 0-based as Moses has "
-                             "it")
+                             "moses: 'i ||| text ||| LogProb= log_prob ||| score' a hypothesis, "
+                             "i 0-based as Moses has it")
     sampling = parser.add_argument_group(
         "sampling instead of beam search (e.g. back-translation); --n_best N draws N a line")
     sampling.add_argument("--sampling_temperature", type=positive_float,
                           help="sample each token from softmax(logits / T)")
     sampling.add_argument("--sampling_top_k", type=at_least(0), default=0,
                           help="draw only among the K most probable tokens (default 0: all)")
-    sampling.add_argument("--seed", type=at_least(0),
+    sampling.add_argument("--seed", type=seed,
                           help="the same seed, input and --batch_size give the same samples "
                                "(default: a random seed, printed)")
     parser.add_argument("--target_prefix",
@@ -155,7 +169,7 @@ def main(argv=None):
             prefixes = read_lines(args.target_prefix, "--target_prefix", "kt-translate")
             if len(prefixes) != len(lines):
                 raise InputError(f"--target_prefix {args.target_prefix} has {len(prefixes)} "
-                                 f"lines but {args.input or '<stdin>'} has {len(lines)}")
+                                 f"lines but {input_name(args)} has {len(lines)}")
     except (InputError, ModelDirError, ConfigError, data.CorpusError,
             ValueError) as error:
         print(f"kt-translate: error: {error}", file=sys.stderr)
@@ -169,6 +183,9 @@ def main(argv=None):
     except PrefixError as error:
         print(f"kt-translate: error: --target_prefix {args.target_prefix}: {error}",
               file=sys.stderr)
+        return 2
+    except ValueError as error:  # e.g. --sampling_top_k beyond the vocabulary
+        print(f"kt-translate: error: {error}", file=sys.stderr)
         return 2
     translations = [one_line(best[0].text) for best in hypotheses]
     if args.n_best:

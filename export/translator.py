@@ -42,10 +42,12 @@ class Translator(tf.Module):
                  max_input_length=256, max_output_length=None, max_batch_size=64,
                  max_input_bytes=None, name="translator"):
         super().__init__(name=name)
+        max_output_length = max_output_length or max_input_length + extra_length
         for member in members(model):
             vocabulary.check_size(member.vocab_size)
-            if member.position_encoding == "learned":
+            if member.position_encoding == "learned":  # no position beyond the table
                 max_input_length = min(max_input_length, member.max_length)
+                max_output_length = min(max_output_length, member.max_length)
         for field, value, minimum in (("beam_size", beam_size, 1), ("max_batch_size",
                                        max_batch_size, 1), ("max_input_length", max_input_length,
                                        2)):  # room for a token and the end of sentence
@@ -60,7 +62,7 @@ class Translator(tf.Module):
         self.alpha = alpha
         self.extra_length = extra_length
         self.max_input_length = max_input_length
-        self.max_output_length = max_output_length or max_input_length + extra_length
+        self.max_output_length = max_output_length
         self.max_batch_size = max_batch_size
         self.max_input_bytes = max_input_bytes or 16 * max_input_length
 
@@ -150,6 +152,10 @@ class Translator(tf.Module):
         if not 0 < temperature < float("inf"):
             raise ValueError(f"the sampling temperature must be a finite number > 0, got "
                              f"{temperature}")
+        vocab_size = members(self.model)[0].vocab_size
+        if not 0 <= top_k <= vocab_size:
+            raise ValueError(f"top_k must be between 0 (every token) and the vocabulary's "
+                             f"{vocab_size}, got {top_k}")
         source_ids, empty, _ = self._cut_sources(tf.constant(source_ids))
         source_ids, empty = tf.repeat(source_ids, n, axis=0), tf.repeat(empty, n)
         if prefix_ids is not None:

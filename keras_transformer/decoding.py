@@ -21,8 +21,8 @@ import tensorflow as tf
 from keras_transformer.beam_search import beam_search
 from keras_transformer.masks import padding_mask
 from keras_transformer.sampling import sampling_search
-from keras_transformer.search import longest, write_position
-from keras_transformer.token_ids import EOS_ID
+from keras_transformer.search import NEG_INF, longest, write_position
+from keras_transformer.token_ids import EOS_ID, PAD_ID
 
 
 def decode_lengths(source_ids, extra_length=50, max_length=None):
@@ -38,6 +38,14 @@ def decode_lengths(source_ids, extra_length=50, max_length=None):
     """
     lengths = tf.reduce_sum(tf.cast(padding_mask(source_ids), tf.int32), axis=1) + extra_length
     return lengths if max_length is None else tf.minimum(lengths, max_length)
+
+
+def without_padding(logits):
+    """logits [..., vocab] with padding's at -inf. Padding is never part of a translation (a 0
+    marks where a hypothesis ended), so the searches and scoring use the distribution over the
+    other tokens, as fairseq's generator does; a model trained with label smoothing gives
+    padding a little probability, which an untrained one could otherwise pick."""
+    return tf.where(tf.range(tf.shape(logits)[-1]) == PAD_ID, NEG_INF, logits)
 
 
 def cached_step(model, source_ids, max_length=None, beam_size=1):
@@ -58,8 +66,9 @@ def cached_step(model, source_ids, max_length=None, beam_size=1):
 
     Returns:
         (step_fn, cache): step_fn(ids [rows], step, cache) -> (float32 logits [rows, vocab],
-        cache), rows = batch * beam_size; the cache a list (one per decoder layer) of
-        "self_keys" and "self_values" buffers [batch, h, max_length or 0, d].
+        padding's -inf (`without_padding`), cache), rows = batch * beam_size; the cache a list
+        (one per decoder layer) of "self_keys" and "self_values" buffers [batch, h, max_length
+        or 0, d].
     """
     cache = model.init_cache(model.encode(source_ids), padding_mask(source_ids), max_length)
     buffers = [{name: layer[name] for name in _SELF_ATTENTION} for layer in cache["layers"]]
@@ -73,7 +82,7 @@ def cached_step(model, source_ids, max_length=None, beam_size=1):
         layers = [dict(layer, **own) for layer, own in zip(fixed["layers"], buffers)]
         logits, cache = model.decode_cached(ids[:, None], dict(fixed, layers=layers), step,
                                             grow_cache=max_length is None)
-        return logits[:, 0], [{name: layer[name] for name in _SELF_ATTENTION}
+        return without_padding(logits[:, 0]), [{name: layer[name] for name in _SELF_ATTENTION}
                               for layer in cache["layers"]]
 
     return step_fn, buffers
@@ -130,7 +139,7 @@ def recomputing_step(model, source_ids, max_length):
     def step_fn(ids, step, cache):
         inputs = write_position(cache["inputs"], step, ids)
         logits = model.decode(inputs[:, :step + 1], cache["memory"], cache["source_mask"])
-        return logits[:, -1], dict(cache, inputs=inputs)
+        return without_padding(logits[:, -1]), dict(cache, inputs=inputs)
 
     return step_fn, cache
 

@@ -10,7 +10,7 @@ reranking n-best lists, filtering noisy corpora, quality estimation.
 import tensorflow as tf
 
 from keras_transformer.beam_search import length_penalty
-from keras_transformer.decoding import members
+from keras_transformer.decoding import members, without_padding
 from keras_transformer.masks import padding_mask
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 
@@ -51,10 +51,11 @@ def score(model, source_ids, target_ids, alpha=0.6, start_id=PAD_ID):
     mask = target_mask(target_ids)
     decoder_input = tf.concat(
         [tf.fill([tf.shape(target_ids)[0], 1], start_id), target_ids[:, :-1]], axis=1)
+    # Distributions without padding, as the searches use (`without_padding`).
     log_softmax = [
-        tf.nn.log_softmax(tf.cast(m.decode(decoder_input, m.encode(source_ids, training=False),
-                                           padding_mask(source_ids), training=False),
-                                  tf.float32))
+        tf.nn.log_softmax(without_padding(tf.cast(
+            m.decode(decoder_input, m.encode(source_ids, training=False),
+                     padding_mask(source_ids), training=False), tf.float32)))
         for m in members(model)]
     # An ensemble's distribution is the average of its members' (`ensemble_step`).
     log_softmax = (tf.reduce_logsumexp(tf.stack(log_softmax), axis=0)

@@ -83,7 +83,8 @@ def hypothesis_lengths(ids, limits):
 
 
 def teacher_forced_log_probs(model, source_ids, hypotheses, lengths):
-    """log P(hypothesis | source) from one uncached decoder pass over each whole hypothesis.
+    """log P(hypothesis | source) from one uncached decoder pass over each whole hypothesis,
+    under the distribution over the tokens other than padding.
 
     hypotheses int [batch, n, length] -> float64 [batch, n].
     """
@@ -91,8 +92,11 @@ def teacher_forced_log_probs(model, source_ids, hypotheses, lengths):
     source = np.repeat(source_ids, n, axis=0)
     targets = hypotheses.reshape(batch * n, length)
     decoder_inputs = np.concatenate([np.zeros((batch * n, 1), "int32"), targets[:, :-1]], 1)
-    logits = model.decode(decoder_inputs, model.encode(source), kt.padding_mask(source))
-    log_probs = np.asarray(tf.nn.log_softmax(logits), "float64")
+    logits = np.asarray(model.decode(decoder_inputs, model.encode(source),
+                                     kt.padding_mask(source)), "float64")
+    logits[..., kt.PAD_ID] = -np.inf  # never an output token
+    logits -= logits.max(-1, keepdims=True)
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     chosen = np.take_along_axis(log_probs, targets[..., None], -1)[..., 0]
     within = np.arange(length) < lengths.reshape(-1, 1)
     return (chosen * within).sum(-1).reshape(batch, n)
