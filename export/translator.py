@@ -189,7 +189,8 @@ class Translator(tf.Module):
         """The model's log P(target | source) of given pairs, as `keras_transformer.score`
         computes it, with the request bounds of `translate_ids`: sources cut as it cuts them,
         each target cut to the length limit its translation would have (a target that reaches
-        it scores without its end of sentence, as a hypothesis stopped there would).
+        it scores without its end of sentence, as a hypothesis stopped there would); a blank
+        source reads as an end of sentence alone.
 
         Args:
             source_ids: int32 [batch, length], as for `translate_ids`.
@@ -201,7 +202,11 @@ class Translator(tf.Module):
             [batch, length], "lengths" int32 [batch] (the tokens scored), "truncated" bool
             [batch] (the source or the target was cut)}.
         """
-        source_ids, _, source_cut = self._cut_sources(source_ids)
+        source_ids, empty, source_cut = self._cut_sources(source_ids)
+        # A blank source reads as an end of sentence alone: an encoder given only padding would
+        # attend over however much padding its batch mates bring.
+        first_column = tf.range(tf.shape(source_ids)[1]) == 0
+        source_ids = tf.where(empty[:, None] & first_column, EOS_ID, source_ids)
         limits = self._output_limits(source_ids)
         target_cut = tf.reduce_sum(tf.cast(scoring.target_mask(target_ids), tf.int32),
                                    axis=1) > limits

@@ -16,9 +16,9 @@ from keras_transformer.token_ids import EOS_ID, PAD_ID
 
 
 def target_mask(target_ids, eos_id=EOS_ID):
-    """bool [batch, length]: the tokens a hypothesis consists of, its first end of sentence
+    """bool [..., length]: the tokens a hypothesis consists of, its first end of sentence
     included; padding and anything after the end of sentence excluded."""
-    before_end = tf.cumsum(tf.cast(target_ids == eos_id, tf.int32), axis=1, exclusive=True) == 0
+    before_end = tf.cumsum(tf.cast(target_ids == eos_id, tf.int32), axis=-1, exclusive=True) == 0
     return before_end & (target_ids != PAD_ID)
 
 

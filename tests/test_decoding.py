@@ -16,7 +16,9 @@ def step_by_step_greedy(model, source, max_length):
     output, scores = [], np.zeros(len(source))
     for step in range(max_length):
         logits, cache = model.decode_cached(previous, cache, step=step)
-        log_probs = np.asarray(tf.nn.log_softmax(logits[:, -1]))
+        logits = np.array(logits[:, -1])
+        logits[:, kt.PAD_ID] = -np.inf  # padding is never an output token
+        log_probs = np.asarray(tf.nn.log_softmax(logits))
         chosen = np.where(finished, kt.PAD_ID, log_probs.argmax(-1)).astype("int32")
         scores += np.where(finished, 0.0, log_probs.max(-1))
         finished |= chosen == kt.EOS_ID
@@ -99,7 +101,7 @@ def teacher_forced_log_probs(model, source_ids, hypotheses, lengths):
     log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     chosen = np.take_along_axis(log_probs, targets[..., None], -1)[..., 0]
     within = np.arange(length) < lengths.reshape(-1, 1)
-    return (chosen * within).sum(-1).reshape(batch, n)
+    return np.where(within, chosen, 0.0).sum(-1).reshape(batch, n)
 
 
 def test_beam_scores_are_the_models_log_probabilities_over_the_length_penalty(
