@@ -23,9 +23,10 @@ from keras_transformer.export import Translator
 from keras_transformer.export.lines import n_best_lines, translate_lines
 
 
-def dev_pairs(loaded):
+def dev_pairs(loaded, sentences=None):
     source = data.get_source(loaded.run.data, loaded.run.source_lang, loaded.run.target_lang)
-    pairs = list(source.pairs("dev").as_numpy_iterator())
+    pairs = source.pairs("dev")
+    pairs = list((pairs.take(sentences) if sentences else pairs).as_numpy_iterator())
     return [en for en, _ in pairs], [es.decode("utf-8") for _, es in pairs]
 
 
@@ -59,11 +60,13 @@ def n_best_cost(args, loaded, sources, references):
     table = markdown_table(["output", "seconds (median)", "ratio", "dev BLEU"], rows)
     append_results(
         f"n-best lists against the best hypothesis, {loaded.run.data}",
-        f"{args.model_dir} ({loaded.checkpoint.name}), whole dev split ({len(sources)} "
-        f"sentences), beam 4, alpha {args.alpha}, batches of {args.batch_size}; the two "
+        f"{args.model_dir} ({loaded.checkpoint.name}), {len(sources)} dev "
+        f"sentences, beam 4, alpha {args.alpha}, batches of {args.batch_size}; the two "
         f"alternately, {args.repeats} times each (every time: 1-best, then 4-best, whose first "
-        f"hypotheses were checked equal to the 1-best). Times: {one} and {four} s. Matmul "
-        f"peak at the start: float32 {matmul_peak('float32') / 1e9:.0f} GFLOP/s.\n\n{table}")
+        f"hypotheses were checked equal to the 1-best). Times: "
+        f"{[round(t, 1) for t in one]} and {[round(t, 1) for t in four]} s. Matmul peak "
+        f"measured after the runs: float32 {matmul_peak('float32') / 1e9:.0f} GFLOP/s."
+        f"\n\n{table}")
 
 
 def ensemble_gain(args, loaded, sources, references):
@@ -82,7 +85,7 @@ def ensemble_gain(args, loaded, sources, references):
     table = markdown_table(["model", "dev BLEU", "length ratio", "seconds"], rows)
     append_results(
         f"An ensemble of checkpoints, {loaded.run.data}",
-        f"{args.model_dir}, whole dev split ({len(sources)} sentences), beam 4, alpha "
+        f"{args.model_dir}, {len(sources)} dev sentences, beam 4, alpha "
         f"{args.alpha}; the ensemble averages its members' probabilities each step. One run "
         f"each (seconds include tracing).\n\n{table}")
 
@@ -94,11 +97,12 @@ def main():
     parser.add_argument("--alpha", type=float, default=0.6)
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sentences", type=int, help="the first N dev pairs (default: all)")
     parser.add_argument("--ensemble", help="comma-separated checkpoint directories")
     parser.add_argument("--skip_n_best", action="store_true")
     args = parser.parse_args()
     loaded = model_dir.load(args.model_dir)
-    sources, references = dev_pairs(loaded)
+    sources, references = dev_pairs(loaded, args.sentences)
     if not args.skip_n_best:
         n_best_cost(args, loaded, sources, references)
     if args.ensemble:
