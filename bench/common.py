@@ -23,9 +23,18 @@ def machine():
 
     cpu = platform.processor() or "unknown CPU"
     try:
-        cpu = next(line.split(":", 1)[1].strip() for line in
-                   open("/proc/cpuinfo", encoding="utf-8") if line.startswith("model name"))
-    except (OSError, StopIteration):
+        with open("/proc/cpuinfo", encoding="utf-8") as file:
+            fields = dict(line.split(":", 1) for line in file.read().split("\n\n")[0]
+                          .splitlines() if ":" in line)
+        fields = {name.strip(): value.strip() for name, value in fields.items()}
+        # One model name covers CPUs years apart ("AMD EPYC" was Zen 1 and Zen 4 on two days
+        # here, 6x apart in speed): the family, model and bfloat16 support tell them apart.
+        flags = fields.get("flags", "").split()
+        native = any(flag in flags for flag in ("avx512_bf16", "amx_bf16"))
+        cpu = (f"{fields['model name']} (family {fields.get('cpu family', '?')} model "
+               f"{fields.get('model', '?')}, {'AVX-512' if 'avx512f' in flags else 'no AVX-512'}"
+               f", {'native' if native else 'no native'} bfloat16)")
+    except (OSError, KeyError, ValueError):
         pass
     return (f"{cpu}, {os.cpu_count()} cores; Python {platform.python_version()}, TensorFlow "
             f"{tf.__version__}, Keras {keras.__version__}, tensorflow-text "
