@@ -106,11 +106,7 @@ def main(argv=None):
     results = score_lines(translator, sources, targets, args.batch_size)
     seconds = time.perf_counter() - start
     text = format_scores(results, args.per_token)
-    if args.output:
-        cli.replace_atomically(args.output, lambda path: path.write_bytes(text.encode("utf-8")))
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+    cli.write_text(args.output, text)
     cut = np.flatnonzero(results["truncated"]) + 1
     for line in cut[:NAMED_CUTS]:
         print(f"{PROG}: warning: line {line}: cut to the limits of a translation (source "

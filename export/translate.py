@@ -194,11 +194,7 @@ def main(argv=None):
         text = "".join(f"{best[0].score:.4f}\t{line}\n" if args.scores else f"{line}\n"
                        for line, best in zip(translations, hypotheses))
     seconds = time.perf_counter() - start
-    if args.output:
-        cli.replace_atomically(args.output, lambda path: path.write_bytes(text.encode("utf-8")))
-    else:
-        sys.stdout.buffer.write(text.encode("utf-8"))  # UTF-8 whatever the locale
-        sys.stdout.flush()
+    cli.write_text(args.output, text)
     search = (f"sampling at temperature {args.sampling_temperature}, top-k "
               f"{args.sampling_top_k or 'all'}, --seed {args.seed}" if args.sampling_temperature
               else f"beam {args.beam_size}, alpha {args.alpha}")

@@ -89,3 +89,14 @@ def replace_atomically(output, write):
         os.replace(partial, output)
     finally:
         partial.unlink(missing_ok=True)
+
+
+def write_text(output, text):
+    """`text` as UTF-8 (whatever the locale) to the file `output`, replaced atomically, or to
+    stdout for None."""
+    data = text.encode("utf-8")
+    if output:
+        replace_atomically(output, lambda path: path.write_bytes(data))
+    else:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
