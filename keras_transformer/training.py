@@ -1,12 +1,23 @@
 """How the Transformer trains under `model.fit`, on one device or many (paper section 5).
 
-The mixin gives `model.fit` two things Keras 3.15 does not do on its own for this model:
+The mixin gives `model.fit` three things Keras 3.15 does not do on its own for this model:
 
 - Token-level loss normalization. Batches hold a token budget, not a number of sentences, so the
   loss is the sum of label-smoothed token losses divided by the number of real target tokens in
   the global batch. Under a `tf.distribute` strategy each replica divides its local sum by the
   token count summed over all replicas; Keras then sums the replicas' gradients, which gives
   exactly the single-device gradient of the same global batch.
+- Gradient accumulation, token-exact (`compile(..., accumulate_steps=K)`). Each batch `fit`
+  gets is split by rows into K micro-batches that run forward and backward one after another
+  (the activations of one at a time); their gradients add up and the optimizer updates once. Every
+  micro-batch's token-loss sum is divided by the real target tokens of the whole batch (all K, all
+  replicas), so the update is exactly that of the batch in one piece, whatever the micro-batches'
+  token counts; Keras's optimizer `gradient_accumulation_steps` instead averages K batches with
+  equal weights. One `fit` step stays one update: the learning-rate schedule, `steps_per_epoch`,
+  callbacks and checkpoints count updates, and no state outlives a step. Give it batches K times
+  as large (rows that do not split evenly are made up with all-padding rows, which carry no loss).
+  Under float16 loss scaling every micro-batch's loss is scaled alike and the optimizer checks
+  the sum once, so an overflow in any micro-batch skips the update.
 - Building under a distribution strategy. Keras 3.15 builds a model from a batch it first averages
   across replicas, which turns int token ids into floats and fails on batches that do not split
   evenly. Any one replica's batch has the right structure and dtypes, and building needs no more.
@@ -18,13 +29,15 @@ With `report_batch_shape` set to True (kt-train does), the logs of each train st
 batch, a mean over replicas), so that a failure can name the batch. Off by default: Keras's
 progress bar and History would show it.
 
-These override Keras internals (`_maybe_symbolic_build`): keras is pinned, and
-tests/test_distributed.py checks the behaviour.
+These override or use Keras internals (`_maybe_symbolic_build`, `_loss_tracker`,
+`unscale_loss_for_distribution`, the compile config): keras is pinned, and tests/test_training.py
+and tests/test_distributed.py check the behaviour.
 """
 
 import keras
 import tensorflow as tf
 from keras import ops
+from keras.src.losses import loss as loss_module
 
 from keras_transformer.losses import LabelSmoothedCrossEntropy, token_weights
 
@@ -33,20 +46,64 @@ class TokenLevelTraining:
     """Mixin for a `keras.Model` whose compiled loss is a `LabelSmoothedCrossEntropy`."""
 
     report_batch_shape = False
+    accumulate_steps = 1
+
+    def compile(self, *args, accumulate_steps=1, **kwargs):
+        """`keras.Model.compile`, plus `accumulate_steps`: micro-batches per update (module doc).
+
+        Raises:
+            ValueError: accumulate_steps is not a positive integer, or is used without a
+                `LabelSmoothedCrossEntropy` loss or together with the optimizer's own
+                `gradient_accumulation_steps`.
+        """
+        if isinstance(accumulate_steps, bool) or not isinstance(accumulate_steps, int) or \
+                accumulate_steps < 1:
+            raise ValueError(f"accumulate_steps must be an integer >= 1, got "
+                             f"{accumulate_steps!r}")
+        super().compile(*args, **kwargs)
+        if accumulate_steps > 1:
+            if not isinstance(self.loss, LabelSmoothedCrossEntropy):
+                raise ValueError(f"accumulate_steps needs the loss kt.build_loss gives (a "
+                                 f"LabelSmoothedCrossEntropy), got {self.loss!r}")
+            if getattr(self.optimizer, "gradient_accumulation_steps", None):
+                raise ValueError("accumulate_steps and the optimizer's "
+                                 "gradient_accumulation_steps would both accumulate; use one "
+                                 "(accumulate_steps weighs micro-batches by their tokens)")
+        self.accumulate_steps = accumulate_steps
+        self._compile_config.config["accumulate_steps"] = accumulate_steps
+
+    def compile_from_config(self, config):
+        # Keras skips compiling a model whose compile() is overridden; this one's takes the
+        # config get_compile_config wrote.
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        if self.built:
+            self.optimizer.build(self.trainable_variables)
+
+    def _token_loss_sum(self, y, y_pred, sample_weight):
+        """(sum of the real target tokens' losses, their count), both float32 scalars."""
+        weights = token_weights(y, sample_weight, self.loss.pad_id)
+        return ops.sum(self.loss.call(y, y_pred) * weights), ops.sum(weights)
+
+    @staticmethod
+    def _over_replicas(value):
+        replica_context = tf.distribute.get_replica_context()
+        if replica_context is not None and replica_context.num_replicas_in_sync > 1:
+            return replica_context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+        return value
+
+    def _normalized(self, local_sum, total_weight, share=1.0):
+        """The loss of a replica's tokens: `local_sum` over the global token count, plus
+        `share` of the model's additional losses (regularizers)."""
+        loss = local_sum / ops.maximum(total_weight, 1.0)
+        for extra in self.losses:
+            loss += share * self._aggregate_additional_loss(extra)
+        return loss
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         if not isinstance(self.loss, LabelSmoothedCrossEntropy):
             return super().compute_loss(x, y, y_pred, sample_weight, training=training)
-        weights = token_weights(y, sample_weight, self.loss.pad_id)
-        local_sum = ops.sum(self.loss.call(y, y_pred) * weights)
-        total_weight = ops.sum(weights)
-        replica_context = tf.distribute.get_replica_context()
-        if replica_context is not None and replica_context.num_replicas_in_sync > 1:
-            total_weight = replica_context.all_reduce(tf.distribute.ReduceOp.SUM, total_weight)
-        loss = local_sum / ops.maximum(total_weight, 1.0)
-        for extra in self.losses:  # e.g. weight regularizers
-            loss += self._aggregate_additional_loss(extra)
-        return loss
+        local_sum, weight = self._token_loss_sum(y, y_pred, sample_weight)
+        return self._normalized(local_sum, self._over_replicas(weight))
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
         if iterator is not None and self._distribute_strategy is not None:
@@ -72,7 +129,10 @@ class TokenLevelTraining:
         # Python runs once per trace (per replica), so this counts how often variable batch
         # shapes made TensorFlow retrace the step.
         self.train_step_traces = getattr(self, "train_step_traces", 0) + 1
-        logs = super().train_step(data)
+        if self.accumulate_steps > 1:
+            logs = self._accumulating_train_step(data)
+        else:
+            logs = super().train_step(data)
         if self.report_batch_shape:
             (source_ids, _), target_ids, _ = keras.utils.unpack_x_y_sample_weight(data)
             logs = {**logs, "batch_shape": tf.concat([tf.shape(source_ids)[:2],
@@ -81,3 +141,44 @@ class TokenLevelTraining:
 
     def test_step(self, data):
         return self._logs_for_strategy(super().test_step(data))
+
+    def _accumulating_train_step(self, data):
+        """Keras's train step, over `accumulate_steps` micro-batches of the batch's rows."""
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        steps = self.accumulate_steps
+        total_weight = self._over_replicas(
+            ops.sum(token_weights(y, sample_weight, self.loss.pad_id)))
+
+        def split(tensor):  # [rows, ...] -> [steps, rows / steps, ...]
+            if tensor is None:
+                return None
+            missing = -tf.shape(tensor)[0] % steps
+            tensor = tf.pad(tensor, [[0, missing]] + [[0, 0]] * (tensor.shape.rank - 1))
+            return tf.reshape(tensor, tf.concat([[steps, -1], tf.shape(tensor)[1:]], 0))
+
+        micro_batches = tf.nest.map_structure(split, (x, y, sample_weight))
+        variables = self.trainable_weights
+
+        def micro_step(i, loss, gradients):
+            x_i, y_i, weight_i = tf.nest.map_structure(
+                lambda t: None if t is None else t[i], micro_batches)
+            with tf.GradientTape() as tape:
+                y_pred = self(x_i, training=True)
+                local_sum, _ = self._token_loss_sum(y_i, y_pred, weight_i)
+                micro_loss = self._normalized(local_sum, total_weight, 1.0 / steps)
+                scaled = self.optimizer.scale_loss(micro_loss)
+            new = tape.gradient(scaled, variables,
+                                unconnected_gradients=tf.UnconnectedGradients.ZERO)
+            self.compute_metrics(x_i, y_i, y_pred, sample_weight=weight_i)
+            return (i + 1, loss + micro_loss,
+                    [total + tf.convert_to_tensor(g) for total, g in zip(gradients, new)])
+
+        _, loss, gradients = tf.while_loop(
+            lambda i, *_: i < steps, micro_step,
+            (tf.constant(0), tf.constant(0.0), [tf.zeros_like(v) for v in variables]),
+            parallel_iterations=1)  # one micro-batch's activations at a time
+        # As Keras's train step reports and applies the loss of a whole batch.
+        self._loss_tracker.update_state(loss_module.unscale_loss_for_distribution(loss),
+                                        sample_weight=tf.shape(tf.nest.flatten(x)[0])[0])
+        self.optimizer.apply_gradients(zip(gradients, variables))
+        return self.get_metrics_result()

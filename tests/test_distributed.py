@@ -1,4 +1,5 @@
-"""model.fit under tf.distribute: 2 replicas equal 1 device; two workers agree."""
+"""model.fit under tf.distribute: 2 replicas equal 1 device, also accumulating gradients over
+micro-batches; two workers agree."""
 
 import json
 import os
@@ -38,23 +39,28 @@ MIRRORED_CHECK = textwrap.dedent("""
     keras.utils.set_random_seed(1)
     initial = kt.build_model(hp, VOCAB).get_weights()
 
-    def train(strategy):
+    def train(strategy, accumulate_steps=1):
         with strategy.scope():
             model = kt.build_model(hp, VOCAB)
             model.set_weights(initial)
-            model.compile(optimizer=kt.build_optimizer(hp), loss=kt.build_loss(hp))
+            model.compile(optimizer=kt.build_optimizer(hp), loss=kt.build_loss(hp),
+                          accumulate_steps=accumulate_steps)
         history = model.fit(dataset(), epochs=2, verbose=0)
         return model.get_weights(), history.history["loss"]
 
     one_weights, one_loss = train(tf.distribute.get_strategy())
     two = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     two_weights, two_loss = train(two)
+    # Each replica's 4 rows in 2 micro-batches of unequal target tokens.
+    accumulated_weights, accumulated_loss = train(two, accumulate_steps=2)
     print(json.dumps({
         "replicas": two.num_replicas_in_sync,
         "max_weight_difference": max(float(np.abs(a - b).max())
                                      for a, b in zip(one_weights, two_weights)),
+        "max_accumulated_difference": max(float(np.abs(a - b).max())
+                                          for a, b in zip(one_weights, accumulated_weights)),
         "moved": max(float(np.abs(a - b).max()) for a, b in zip(initial, one_weights)),
-        "losses": [one_loss, two_loss]}))
+        "losses": [one_loss, two_loss, accumulated_loss]}))
 """)
 
 
@@ -66,8 +72,10 @@ def test_two_replicas_train_like_one_device():
     assert report["replicas"] == 2
     assert report["moved"] > 1e-2  # training changed the weights...
     assert report["max_weight_difference"] < 1e-4  # ...and both ways alike (float reordering)
-    one_loss, two_loss = report["losses"]
+    assert report["max_accumulated_difference"] < 1e-4
+    one_loss, two_loss, accumulated_loss = report["losses"]
     assert abs(one_loss[-1] - two_loss[-1]) < 1e-5
+    assert abs(one_loss[-1] - accumulated_loss[-1]) < 1e-5
 
 
 def free_port():
