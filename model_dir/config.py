@@ -41,6 +41,7 @@ class RunConfig:
     overlong: str = "drop"
     vocab_size: int = None  # the vocabulary's, known once it is built or loaded
     batch_tokens: int = 25_000
+    accumulate_steps: int = 1  # micro-batches of batch_tokens per update
     train_steps: int = None  # None: the hparams set's train_steps
     seed: int = 1
     deterministic: bool = False

@@ -228,6 +228,28 @@ def test_sigkill_and_sigterm_then_resume_equal_an_uninterrupted_run(tmp_path, sm
         np.testing.assert_allclose(a, b, atol=1e-5)
 
 
+def test_accumulated_updates_count_as_steps_and_resume_exactly(tmp_path, small_corpus, capsys):
+    flags = (*TINY, "--accumulate_steps", "4", "--batch_tokens", "400", "--deterministic",
+             "--seed", "3", "--eval_sentences", "0", "--checkpoint_every_steps", "3")
+    straight = kt_train(tmp_path / "straight", small_corpus, *flags, "--train_steps", "6")
+    assert straight.returncode == 0, straight.stderr
+    assert ("each update: 4 micro-batch(es) x 400 padded tokens a side over 1 replica(s) = "
+            "1,600 padded tokens a side") in straight.stdout
+    assert "done: step 6," in straight.stdout  # updates, not micro-batches
+    for steps in ("3", "6"):
+        resumed = kt_train(tmp_path / "resumed", small_corpus, *flags, "--train_steps", steps)
+        assert resumed.returncode == 0, resumed.stderr
+    assert "ckpt-3 at step 3 of 6" in resumed.stdout
+    (name_a, weights_a), (name_b, weights_b) = latest_weights(tmp_path / "straight"), \
+        latest_weights(tmp_path / "resumed")
+    assert name_a == name_b == "ckpt-6"
+    for a, b in zip(weights_a, weights_b):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    with pytest.raises(SystemExit):
+        task.parse_args(["--model_dir", str(tmp_path / "bad"), "--accumulate_steps", "0"])
+    assert "argument --accumulate_steps: must be at least 1, got 0" in capsys.readouterr().err
+
+
 class FakeClock:
     """time.monotonic for callbacks: the first reading is second 1, the second (the end of the
     first step, which traces) 5 s later, and each later one `seconds(now)` after the last."""

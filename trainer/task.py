@@ -3,6 +3,9 @@
     kt-train --model_dir runs/small --hparams transformer_small --data bible_en_es \\
         --batch_tokens 4096 --train_steps 20000
 
+Steps count optimizer updates; with --accumulate_steps K each update is K micro-batches of
+--batch_tokens.
+
 The run's configuration goes to model_dir/config.json, the vocabulary to model_dir/vocab.model,
 checkpoints to model_dir/checkpoints/, TensorBoard logs to model_dir/logs/. Running the same
 command again resumes from the last checkpoint with the same step count and learning rate;
@@ -69,6 +72,11 @@ def parse_args(argv=None):
     add("--overlong", choices=("drop", "truncate"), help="longer pairs (default drop)")
     add("--batch_tokens", type=at_least(1),
         help=f"padded tokens per batch, each side, all replicas (default {defaults.batch_tokens})")
+    add("--accumulate_steps", type=at_least(1),
+        help=f"micro-batches of --batch_tokens per optimizer update, their gradients added up "
+             f"token-exactly: an update sees accumulate_steps x batch_tokens tokens in the memory "
+             f"of one micro-batch (default {defaults.accumulate_steps}; e.g. 25000 tokens on one "
+             f"GPU: --batch_tokens 6250 --accumulate_steps 4)")
     add("--train_steps", type=at_least(1),
         help="total training steps (default: the hparams set's)")
     add("--eval_every", type=at_least(1),
@@ -183,7 +191,7 @@ def train(args):
         optimizer = kt.build_optimizer(hp, train_steps)
         model.compile(optimizer=optimizer, loss=kt.build_loss(hp),
                       metrics=[kt.TokenAccuracy(), kt.Perplexity(), kt.TargetTokens()],
-                      jit_compile=run.jit_compile)
+                      jit_compile=run.jit_compile, accumulate_steps=run.accumulate_steps)
         saved = checkpoints.CheckpointDirectory(checkpoints.default_directory(model_dir),
                                                 run.keep_checkpoints)
         restored = saved.restore_latest(model)
@@ -193,15 +201,22 @@ def train(args):
           f"{source!r}, vocabulary {vocabulary.vocab_size}, {distribution.num_replicas_in_sync} "
           f"replica(s), {keras.mixed_precision.global_policy().name}"
           f"{', XLA' if run.jit_compile else ''}, model_dir {model_dir}", flush=True)
+    replicas = distribution.num_replicas_in_sync
+    print(f"each update: {run.accumulate_steps} micro-batch(es) x {run.batch_tokens:,} padded "
+          f"tokens a side over {replicas} replica(s) = {run.accumulate_steps * run.batch_tokens:,}"
+          f" padded tokens a side", flush=True)
     if step >= train_steps:
         print(f"nothing to do: step {step} >= --train_steps {train_steps}")
         return 0
 
     def pipeline(split, training, input_context=None, seed=run.seed):
-        return data.pipeline(source, vocabulary, split, run.batch_tokens, run.max_length,
-                             run.overlong, training=training, seed=seed,
+        # A training batch holds an update's micro-batches, each replica's rows a multiple of
+        # them, so the train step splits it without padding rows.
+        micro_batches = run.accumulate_steps if training else 1
+        return data.pipeline(source, vocabulary, split, run.batch_tokens * micro_batches,
+                             run.max_length, run.overlong, training=training, seed=seed,
                              deterministic=run.deterministic,
-                             batch_size_multiple=distribution.num_replicas_in_sync,
+                             batch_size_multiple=replicas * micro_batches,
                              input_context=input_context)
 
     if run.deterministic:  # exactly the batches an uninterrupted run would see next
