@@ -11,9 +11,10 @@ def add_decoding_flags(parser, beam=True):
     cli.add_verbose_flag(parser)
     parser.add_argument("--model_dir", required=True, help="a kt-train model_dir")
     parser.add_argument("--checkpoint", action="append",
-                        help="a checkpoint directory to use (default: the average of the final "
-                             "checkpoints if kt-train --average_last or kt-average wrote one, "
-                             "else the newest); given several times, an ensemble of them")
+                        help="a checkpoint directory to use, or best: the one kt-train "
+                             "--keep_best kept (default: the average of the final checkpoints "
+                             "if kt-train --average_last or kt-average wrote one, else the "
+                             "newest); given several times, an ensemble of them")
     parser.add_argument("--ensemble",
                         help="more model_dirs, comma-separated (each with its default "
                              "checkpoint), ensembled with --model_dir's: each step averages the "

@@ -6,6 +6,8 @@ kt-translate, kt-export, kt-average and kt-demo read.
       vocab.model                the shared SentencePiece vocabulary (data.Vocabulary)
       checkpoints/ckpt-<step>/   model.weights.h5, rng.npz, manifest.json (checkpoints.py)
       averaged/ckpt-<step>/      averages (kt-average, kt-train --average_last), same format
+      best/ckpt-<step>/          the best by a dev metric (kt-train --keep_best), same format
+      best/best.json             its metric, value and step (trainer/keep_best.py)
       logs/                      TensorBoard
 
     from keras_transformer import model_dir
@@ -26,6 +28,7 @@ from keras_transformer.model_dir.checkpoints import (
 )
 from keras_transformer.model_dir.config import (
     AVERAGED_DIR,
+    BEST_DIR,
     CHECKPOINT_DIR,
     CONFIG_FILE,
     LOG_DIR,
@@ -33,10 +36,18 @@ from keras_transformer.model_dir.config import (
     ConfigError,
     RunConfig,
 )
-from keras_transformer.model_dir.loading import DTYPES, Loaded, ModelDirError, final_average, load
+from keras_transformer.model_dir.loading import (
+    DTYPES,
+    Loaded,
+    ModelDirError,
+    best_checkpoint,
+    final_average,
+    load,
+)
 
 __all__ = [
-    "AVERAGED_DIR", "CHECKPOINT_DIR", "CONFIG_FILE", "CheckpointDirectory", "CheckpointError",
-    "ConfigError", "DTYPES", "LOG_DIR", "Loaded", "ModelDirError", "RunConfig", "VOCAB_FILE",
-    "final_average", "load", "restore", "step_in_name", "step_of", "verify",
+    "AVERAGED_DIR", "BEST_DIR", "CHECKPOINT_DIR", "CONFIG_FILE", "CheckpointDirectory",
+    "CheckpointError", "ConfigError", "DTYPES", "LOG_DIR", "Loaded", "ModelDirError", "RunConfig",
+    "VOCAB_FILE",
+    "best_checkpoint", "final_average", "load", "restore", "step_in_name", "step_of", "verify",
 ]

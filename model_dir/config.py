@@ -19,6 +19,7 @@ CONFIG_FILE = "config.json"
 VOCAB_FILE = "vocab.model"
 CHECKPOINT_DIR = "checkpoints"
 AVERAGED_DIR = "averaged"
+BEST_DIR = "best"  # kt-train --keep_best
 LOG_DIR = "logs"
 FORMAT_VERSION = 1
 
@@ -49,6 +50,9 @@ class RunConfig:
     jit_compile: bool = False
     eval_every: int = 1000
     eval_sentences: int = 500
+    eval_beam_size: int = 1  # in-training BLEU: greedy (1) or beam search
+    keep_best: str = None  # "bleu" or "loss": keep the best checkpoint in model_dir/best/
+    early_stopping: int = 0  # evaluations without improvement before stopping (0: never)
     keep_checkpoints: int = 5
     checkpoint_every_steps: int = 1000
     checkpoint_every_minutes: float = 10.0

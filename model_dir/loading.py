@@ -40,13 +40,20 @@ def final_average(model_dir):
     return average if (average / checkpoints.WEIGHTS_FILE).exists() else None
 
 
+def best_checkpoint(model_dir):
+    """model_dir/best/ckpt-<step>, the checkpoint `kt-train --keep_best` kept, or None."""
+    kept = checkpoints.CheckpointDirectory(pathlib.Path(model_dir) / config.BEST_DIR).paths()
+    return kept[-1] if kept else None
+
+
 def load(model_dir, checkpoint=None, dtype="float32"):
     """The model of `model_dir` with the weights of `checkpoint` (default: the average of its
     final checkpoints if there is one, `final_average`, else its newest readable checkpoint).
 
     Args:
         model_dir: a directory written by kt-train.
-        checkpoint: a checkpoint directory (e.g. model_dir/averaged/ckpt-N from kt-average).
+        checkpoint: a checkpoint directory (e.g. model_dir/averaged/ckpt-N from kt-average), or
+            "best": the one `kt-train --keep_best` kept.
         dtype: one of `DTYPES`, the Keras dtype policy of the model; the checkpoint's float32
             weights are rounded to it.
 
@@ -69,6 +76,11 @@ def load(model_dir, checkpoint=None, dtype="float32"):
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     model = kt.build_model(kt.HParams(**run.hparams), run.vocab_size, dtype=dtype)
+    if checkpoint == "best" and not pathlib.Path(checkpoint).exists():
+        checkpoint = best_checkpoint(model_dir)
+        if checkpoint is None:
+            raise ModelDirError(f"--checkpoint best: {model_dir / config.BEST_DIR} holds no "
+                                f"checkpoint; kt-train --keep_best bleu|loss keeps one")
     if checkpoint is not None:
         checkpoint = pathlib.Path(checkpoint)
         if not (checkpoint / checkpoints.WEIGHTS_FILE).exists():

@@ -1,4 +1,5 @@
-"""Dev evaluation while training: dev loss, perplexity, accuracy and greedy BLEU (sacrebleu)."""
+"""Dev evaluation while training: dev loss, perplexity, accuracy and BLEU (sacrebleu) of greedy
+or beam-search translations."""
 
 import sys
 
@@ -7,16 +8,22 @@ import sacrebleu
 import tensorflow as tf
 
 from keras_transformer import data
-from keras_transformer.decoding import greedy_decode
+from keras_transformer.decoding import beam_decode, greedy_decode
 from keras_transformer.model_dir.checkpoints import step_of
 from keras_transformer.trainer.callbacks import scalar
 
 
-def translate_ids(model, source_ids, extra_length=50, batch_size=64):
-    """Greedy translations of int [n, length] source ids, as a list of id arrays."""
+def translate_ids(model, source_ids, extra_length=50, batch_size=64, beam_size=1, alpha=0.6):
+    """Translations of int [n, length] source ids, as a list of id arrays: greedy, or the best of
+    a beam search when `beam_size` > 1."""
     outputs = [None] * len(source_ids)
     for rows, batch in data.length_sorted_batches(source_ids, batch_size):
-        ids, _ = greedy_decode(model, batch, extra_length=extra_length)
+        if beam_size > 1:
+            ids, _ = beam_decode(model, batch, extra_length=extra_length, beam_size=beam_size,
+                                 alpha=alpha)
+            ids = ids[:, 0]
+        else:
+            ids, _ = greedy_decode(model, batch, extra_length=extra_length)
         for row, row_ids in zip(rows, ids.numpy()):
             outputs[row] = row_ids
     return outputs
@@ -28,18 +35,21 @@ def source_ids(vocabulary, sources, max_length):
     return vocabulary.encode(tf.constant(sources), max_length).to_tensor().numpy()
 
 
-def bleu(model, vocabulary, sources, references, max_length, extra_length=50):
-    """sacrebleu corpus BLEU of greedy translations; returns (BLEUScore, signature, hypotheses)."""
-    hypotheses = [text.decode("utf-8") for text in vocabulary.detokenize(
-        tf.ragged.constant(translate_ids(model, source_ids(vocabulary, sources, max_length),
-                                         extra_length))).numpy()]
+def bleu(model, vocabulary, sources, references, max_length, extra_length=50, beam_size=1,
+         alpha=0.6):
+    """sacrebleu corpus BLEU of greedy (or beam-search) translations; returns (BLEUScore,
+    signature, hypotheses)."""
+    ids = translate_ids(model, source_ids(vocabulary, sources, max_length), extra_length,
+                        beam_size=beam_size, alpha=alpha)
+    hypotheses = [text.decode("utf-8")
+                  for text in vocabulary.detokenize(tf.ragged.constant(ids)).numpy()]
     metric = sacrebleu.BLEU()
     return metric.corpus_score(hypotheses, [references]), str(metric.get_signature()), hypotheses
 
 
 class Evaluation(keras.callbacks.Callback):
-    """Every `every` steps: dev loss, perplexity, accuracy and greedy BLEU (`evaluate()` for
-    another moment, e.g. the end of training; it does nothing twice at one step).
+    """Every `every` steps: dev loss, perplexity, accuracy and BLEU (`evaluate()` for another
+    moment, e.g. the end of training; it does nothing twice at one step).
 
     Args:
         dev_batches: the dev split's pipeline (one pass), or None.
@@ -48,10 +58,12 @@ class Evaluation(keras.callbacks.Callback):
         every: steps between evaluations.
         max_length: source truncation for BLEU.
         writer: TensorBoard writer, or None.
+        beam_size, alpha: BLEU of greedy translations (beam_size 1), or of beam search.
+        keep_best: a `KeepBest` that sees each evaluation's results, or None.
     """
 
     def __init__(self, dev_batches, vocabulary, sources, references, every, max_length,
-                 writer=None):
+                 writer=None, beam_size=1, alpha=0.6, keep_best=None):
         super().__init__()
         self.dev_batches = dev_batches
         self.vocabulary = vocabulary
@@ -59,6 +71,8 @@ class Evaluation(keras.callbacks.Callback):
         self.every = every
         self.max_length = max_length
         self.writer = writer
+        self.beam_size, self.alpha = beam_size, alpha
+        self.keep_best = keep_best
         self._last_step = None
         self.history = []
 
@@ -77,10 +91,12 @@ class Evaluation(keras.callbacks.Callback):
         line = ", ".join(f"{k} {v:.4g}" for k, v in results.items())
         if self.sources:
             score, signature, hypotheses = bleu(self.model, self.vocabulary, self.sources,
-                                                self.references, self.max_length)
+                                                self.references, self.max_length,
+                                                beam_size=self.beam_size, alpha=self.alpha)
             results["dev_bleu"] = score.score
+            search = f"beam {self.beam_size}" if self.beam_size > 1 else "greedy"
             line += (f", dev BLEU {score.score:.2f} on {len(self.sources)} sentences "
-                     f"(greedy; sacrebleu {signature})\n  example: {self.sources[0]!r} -> "
+                     f"({search}; sacrebleu {signature})\n  example: {self.sources[0]!r} -> "
                      f"{hypotheses[0]!r}")
         if self.writer is not None:
             with self.writer.as_default(step=step):
@@ -88,6 +104,8 @@ class Evaluation(keras.callbacks.Callback):
                     tf.summary.scalar(name, value)
         self.history.append((step, results))
         print(f"\nevaluation at step {step}: {line}", file=sys.stdout, flush=True)
+        if self.keep_best is not None and self.keep_best.update(self.model, step, results):
+            self.model.stop_training = True
 
     def on_train_batch_end(self, batch, logs=None):
         # A stop asked for at this step (time limit, preemption) leaves the evaluation to

@@ -28,7 +28,7 @@ import keras_transformer as kt
 from keras_transformer import cli, data
 from keras_transformer.cli import at_least
 from keras_transformer.model_dir import averaging, checkpoints, config
-from keras_transformer.trainer import callbacks, distribute, evaluation
+from keras_transformer.trainer import callbacks, distribute, evaluation, keep_best
 
 PRECISIONS = {"none": "float32", "mixed_float16": "mixed_float16",
               "mixed_bfloat16": "mixed_bfloat16", "auto": None}
@@ -83,6 +83,16 @@ def parse_args(argv=None):
         help=f"steps between dev evaluations (default {defaults.eval_every})")
     add("--eval_sentences", type=at_least(0),
         help=f"dev sentences translated for BLEU (default {defaults.eval_sentences}; 0: none)")
+    add("--eval_beam_size", type=at_least(1),
+        help=f"beam size of the dev BLEU (default {defaults.eval_beam_size}: greedy; beam "
+             f"search uses the hparams' decode_alpha)")
+    add("--keep_best", choices=sorted(keep_best.METRICS),
+        help=f"keep the checkpoint with the best dev BLEU or loss in model_dir/"
+             f"{config.BEST_DIR}/ (--keep_checkpoints never deletes it; kt-translate "
+             f"--checkpoint best loads it)")
+    add("--early_stopping", type=at_least(0),
+        help="stop after this many evaluations without a better --keep_best metric (default "
+             "0: never)")
     add("--keep_checkpoints", type=at_least(0),
         help=f"checkpoints kept (default {defaults.keep_checkpoints}; 0: all)")
     add("--checkpoint_every_steps", type=at_least(0),
@@ -168,8 +178,14 @@ def train(args):
     if run.average_last and 0 < run.keep_checkpoints < run.average_last:
         raise config.ConfigError(f"--average_last {run.average_last} needs at least as many "
                                  f"kept checkpoints; --keep_checkpoints is {run.keep_checkpoints}")
+    if run.early_stopping and not run.keep_best:
+        raise config.ConfigError("--early_stopping needs --keep_best bleu|loss: the metric whose "
+                                 "improvement it waits for")
     distribution = distribute.strategy()
     chief = distribute.is_chief(distribution)
+    if run.keep_best and distribute.is_multi_worker(distribution):
+        raise config.ConfigError("--keep_best: several workers evaluate after training only; "
+                                 "keep the best with one worker")
     if args.max_minutes and distribute.is_multi_worker(distribution):
         raise config.ConfigError("--max_minutes would stop workers at different steps (each "
                                  "has its own clock); use --train_steps with several workers")
@@ -208,6 +224,19 @@ def train(args):
     if step >= train_steps:
         print(f"nothing to do: step {step} >= --train_steps {train_steps}")
         return 0
+    best = None
+    if run.keep_best:
+        if "dev" not in source.splits():
+            raise config.ConfigError(f"--keep_best needs a dev split to evaluate on; {source!r} "
+                                     f"has none")
+        if run.keep_best == "bleu" and not run.eval_sentences:
+            raise config.ConfigError("--keep_best bleu needs dev sentences to translate; "
+                                     "--eval_sentences is 0")
+        best = keep_best.KeepBest(model_dir, run.keep_best, run.early_stopping)
+        if best.stopped:
+            print(f"nothing to do: early stopping ended this run ({best.since} evaluations "
+                  f"without improvement; {best.describe()}); raise --early_stopping to go on")
+            return 0
 
     def pipeline(split, training, input_context=None, seed=run.seed):
         # A training batch holds an update's micro-batches, each replica's rows a multiple of
@@ -252,7 +281,8 @@ def train(args):
     evaluator = None
     if dev is not None:
         evaluator = evaluation.Evaluation(dev, vocabulary, sources, references, run.eval_every,
-                                          run.max_length, writer)
+                                          run.max_length, writer, run.eval_beam_size,
+                                          hp.decode_alpha, best)
         fit_callbacks.append(evaluator)
     try:
         model.fit(batches, epochs=1, steps_per_epoch=train_steps - step, callbacks=fit_callbacks,
