@@ -28,7 +28,7 @@ import keras_transformer as kt
 from keras_transformer import cli, data
 from keras_transformer.cli import at_least
 from keras_transformer.model_dir import averaging, checkpoints, config
-from keras_transformer.trainer import callbacks, distribute, evaluation, keep_best
+from keras_transformer.trainer import callbacks, distribute, evaluation, init_from, keep_best
 
 PRECISIONS = {"none": "float32", "mixed_float16": "mixed_float16",
               "mixed_bfloat16": "mixed_bfloat16", "auto": None}
@@ -67,6 +67,13 @@ def parse_args(argv=None):
                         "file does not exist (default: model_dir/vocab.model)")
     add("--vocab_size", dest="build_vocab_size", type=at_least(260), default=8000,
         help="ids in a vocabulary built by this run (default %(default)s; the paper: ~37000)")
+    add("--init_from",
+        help="fine-tune: start this new run from another run's weights and vocabulary (its "
+             "model_dir, for its default checkpoint, or a checkpoint directory); hparams default "
+             "to its, and must describe the same model")
+    add("--init_optimizer", action=argparse.BooleanOptionalAction, default=None,
+        help="with --init_from: also take its optimizer state and step, continuing its "
+             "learning-rate schedule (default: a fresh optimizer and schedule)")
     add("--max_length", type=at_least(2),
         help=f"longest pair in tokens (default {defaults.max_length})")
     add("--overlong", choices=("drop", "truncate"), help="longer pairs (default drop)")
@@ -126,15 +133,23 @@ def run_config(args):
     given = {name: value for name, value in vars(args).items()
              if value is not None and name in config.field_names()}
     saved = config.load(args.model_dir)
-    name = given.get("hparams_name", saved.hparams_name if saved else
+    # The run whose hparams this one starts from: its own, or for a new fine-tuning run the
+    # --init_from run's.
+    base = saved
+    if saved is None and given.get("init_from"):
+        base = init_from.source_run(given["init_from"])
+    name = given.get("hparams_name", base.hparams_name if base else
                      config.RunConfig.hparams_name)
-    if saved is not None and name == saved.hparams_name:
+    given["hparams_name"] = name
+    if base is not None and name == base.hparams_name:
         # New overrides apply on top of the run's own (e.g. a lower learning rate to resume).
         if "hparams_override" in given:
-            given["hparams"] = kt.HParams(**saved.hparams).override_from_string(
+            given["hparams"] = kt.HParams(**base.hparams).override_from_string(
                 given["hparams_override"]).to_dict()
             given["hparams_override"] = ",".join(
-                filter(None, (saved.hparams_override, given["hparams_override"])))
+                filter(None, (base.hparams_override, given["hparams_override"])))
+        elif saved is None:
+            given["hparams"], given["hparams_override"] = base.hparams, base.hparams_override
     else:
         given["hparams"] = kt.hparams.get(name).override_from_string(
             given.get("hparams_override", "")).to_dict()
@@ -178,6 +193,13 @@ def train(args):
     if run.average_last and 0 < run.keep_checkpoints < run.average_last:
         raise config.ConfigError(f"--average_last {run.average_last} needs at least as many "
                                  f"kept checkpoints; --keep_checkpoints is {run.keep_checkpoints}")
+    if run.init_optimizer and not run.init_from:
+        raise config.ConfigError("--init_optimizer needs --init_from")
+    if run.init_from and not checkpoints.CheckpointDirectory(
+            checkpoints.default_directory(model_dir)).paths():  # a resumed run needs it no more
+        init_from.check_compatible(run.init_from, init_from.source_run(run.init_from).hparams,
+                                   run.hparams)
+        args.vocab = init_from.check_vocabulary(run.init_from, args.vocab)
     if run.early_stopping and not run.keep_best:
         raise config.ConfigError("--early_stopping needs --keep_best bleu|loss: the metric whose "
                                  "improvement it waits for")
@@ -211,6 +233,11 @@ def train(args):
         saved = checkpoints.CheckpointDirectory(checkpoints.default_directory(model_dir),
                                                 run.keep_checkpoints)
         restored = saved.restore_latest(model)
+        initialized = None
+        if restored is None and run.init_from:
+            initialized = init_from.initialize(model, run.init_from, run.init_optimizer)
+            print(f"initialized from {initialized}"
+                  f"{' with its optimizer' if run.init_optimizer else ''}", flush=True)
     step = checkpoints.step_of(model)
     print(f"{'resuming from ' + str(restored) if restored else 'starting'} at step {step} of "
           f"{train_steps}: {run.hparams_name} ({model.count_params():,} parameters), "
@@ -284,6 +311,9 @@ def train(args):
                                           run.max_length, writer, run.eval_beam_size,
                                           hp.decode_alpha, best)
         fit_callbacks.append(evaluator)
+        if initialized:  # where fine-tuning starts from, on the new data
+            evaluator.set_model(model)
+            evaluator.evaluate()
     try:
         model.fit(batches, epochs=1, steps_per_epoch=train_steps - step, callbacks=fit_callbacks,
                   verbose=1 if interactive else 0, shuffle=False)

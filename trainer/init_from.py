@@ -1,0 +1,90 @@
+"""Fine-tuning: `kt-train --init_from MODEL_DIR_OR_CHECKPOINT` starts a new run from another
+run's weights and vocabulary.
+
+The new run has its own model_dir, data and step count; its optimizer and learning-rate schedule
+start afresh (eq. 3's warmup again, and a fresh Adam, whose first steps move every weight by
+about the learning rate: fine-tuning wants a much lower rate, e.g. `--hparams_override
+learning_rate_multiplier=0.05,warmup_steps=100`), unless `--init_optimizer` also takes the
+optimizer's state and step, which continues the schedule where the other run left it. The hparams
+default to the other run's; the fields that make the model (builders.MODEL_FIELDS) must match
+theirs, except dropout rates, which only act in training. In Python the same is
+`model.load_weights(checkpoint / "model.weights.h5")` on a model built with the other run's
+hparams and vocabulary size, before `compile` (docs/training.md).
+"""
+
+import pathlib
+
+from keras_transformer import model_dir as model_dir_lib
+from keras_transformer.builders import MODEL_FIELDS
+from keras_transformer.model_dir import checkpoints, config
+
+# Model fields a fine-tuning run may change: they shape no weight and change no computation
+# outside training.
+FREE_FIELDS = ("dropout", "attention_dropout", "relu_dropout")
+
+
+def resolve(path):
+    """(the model_dir, the checkpoint or None for its default) that --init_from `path` names.
+
+    Raises:
+        ConfigError: `path` is neither a kt-train model_dir nor one of its checkpoints.
+    """
+    path = pathlib.Path(path)
+    if (path / config.CONFIG_FILE).is_file():
+        return path, None
+    if (path / checkpoints.WEIGHTS_FILE).is_file():
+        # model_dir/checkpoints/ckpt-N, model_dir/averaged/ckpt-N or model_dir/best/ckpt-N.
+        if (path.parent.parent / config.CONFIG_FILE).is_file():
+            return path.parent.parent, path
+        raise config.ConfigError(f"--init_from {path} is a checkpoint outside a kt-train "
+                                 f"model_dir (no {path.parent.parent / config.CONFIG_FILE})")
+    raise config.ConfigError(f"--init_from {path} is neither a kt-train model_dir (no "
+                             f"{config.CONFIG_FILE}) nor a checkpoint directory (no "
+                             f"{checkpoints.WEIGHTS_FILE})")
+
+
+def source_run(path):
+    """The RunConfig of the run --init_from `path` names."""
+    directory, _ = resolve(path)
+    return config.load(directory)
+
+
+def check_compatible(path, source_hparams, hparams):
+    """Refuses hparams whose model differs from the --init_from run's, naming the fields."""
+    differing = [f"{name}: {path} has {source_hparams.get(name)!r}, this run "
+                 f"{hparams.get(name)!r}" for name in MODEL_FIELDS
+                 if name not in FREE_FIELDS and source_hparams.get(name) != hparams.get(name)]
+    if differing:
+        raise config.ConfigError(f"--init_from: the model differs from the one it starts from "
+                                 f"({'; '.join(differing)}); drop those hparams")
+
+
+def check_vocabulary(path, vocab):
+    """Refuses a --vocab other than the --init_from run's, naming both files."""
+    directory, _ = resolve(path)
+    theirs = directory / config.VOCAB_FILE
+    if vocab is not None and pathlib.Path(vocab).read_bytes() != theirs.read_bytes():
+        raise config.ConfigError(f"--vocab {vocab} differs from {theirs}, the vocabulary of "
+                                 f"--init_from {path}; a fine-tuned model keeps its vocabulary")
+    return theirs
+
+
+def initialize(model, path, with_optimizer):
+    """Loads the weights --init_from `path` names into compiled `model` (and the optimizer's
+    state and step, `with_optimizer`); returns the checkpoint they came from.
+
+    Raises:
+        ModelDirError: the checkpoint cannot be read.
+    """
+    directory, checkpoint = resolve(path)
+    loaded = model_dir_lib.load(directory, checkpoint)
+    if with_optimizer:
+        try:
+            checkpoints.restore(model, loaded.checkpoint)
+        except (checkpoints.CheckpointError, OSError, ValueError, KeyError) as error:
+            raise model_dir_lib.ModelDirError(
+                f"--init_optimizer: cannot take the optimizer of {loaded.checkpoint}: "
+                f"{error}") from None
+    else:
+        model.set_weights(loaded.model.get_weights())
+    return loaded.checkpoint
