@@ -1,5 +1,7 @@
 """The flags kt-translate, kt-export and kt-attention share: which model, and how to decode."""
 
+import argparse
+
 from keras_transformer import cli, model_dir
 from keras_transformer.cli import at_least
 from keras_transformer.export.translator import Translator
@@ -34,6 +36,10 @@ def add_decoding_flags(parser, beam=True):
     parser.add_argument("--max_output_length", type=at_least(1),
                         help="longest output in tokens (default: max_input_length + "
                              "extra_length)")
+    parser.add_argument("--ema", action=argparse.BooleanOptionalAction, default=None,
+                        help="for a run trained with --ema_decay: its moving averages of the "
+                             "weights (the default where the checkpoint holds them) or, with "
+                             "--no-ema, the trained weights")
     parser.add_argument("--dtype", choices=model_dir.DTYPES, default="float32",
                         help="float32 (as trained; default), mixed_bfloat16 (bfloat16 compute "
                              "on float32 weights) or bfloat16 (the same arithmetic with the "
@@ -49,11 +55,11 @@ def load_members(args):
         ModelDirError: as `model_dir.load`, or members whose vocabularies differ (naming both
             files).
     """
-    members = [model_dir.load(args.model_dir, checkpoint, args.dtype)
+    members = [model_dir.load(args.model_dir, checkpoint, args.dtype, args.ema)
                for checkpoint in args.checkpoint or [None]]
     for other in (args.ensemble or "").split(","):
         if other.strip():
-            members.append(model_dir.load(other.strip(), None, args.dtype))
+            members.append(model_dir.load(other.strip(), None, args.dtype, args.ema))
     first = members[0].vocabulary
     for member in members[1:]:
         if member.vocabulary.model_proto != first.model_proto:
@@ -82,4 +88,5 @@ def translator_from_flags(args, max_batch_size):
 
 def checkpoints(members):
     """The members' checkpoints, as the commands print them ("A" or "A + B")."""
-    return " + ".join(str(member.checkpoint) for member in members)
+    return " + ".join(f"{member.checkpoint}{' (moving averages)' if member.ema else ''}"
+                      for member in members)

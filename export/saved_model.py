@@ -110,6 +110,7 @@ def provenance(loaded, *others):
     """What an export of `model_dir.load`'s result keeps of where it came from; with `others`
     (an ensemble's further members), "ensemble" lists every member's checkpoint."""
     facts = {"checkpoint": str(loaded.checkpoint), "step": step_in_name(loaded.checkpoint),
+             "moving_averages": loaded.ema,
              "dtype": loaded.model.dtype_policy.name, "run": json.loads(loaded.run.to_json())}
     if others:
         facts["ensemble"] = [str(member.checkpoint) for member in (loaded, *others)]

@@ -31,16 +31,18 @@ def build_model(hparams, vocab_size, **kwargs):
     return model
 
 
-def build_optimizer(hparams, train_steps=None):
+def build_optimizer(hparams, train_steps=None, ema_decay=None):
     """The paper's Adam on the eq. 3 schedule with `hparams`' d_model, warmup and Adam settings.
 
     With `hparams.cooldown_fraction` > 0, the rate falls to zero over that fraction of
     `train_steps` updates (default: `hparams.train_steps`): pass the run's own step count.
+    `ema_decay` (e.g. 0.9999) keeps a moving average of the weights (`paper_adam`).
     """
     hp = _resolve(hparams)
     return paper_adam(hp.d_model, hp.warmup_steps, hp.learning_rate_multiplier, hp.adam_beta_1,
                       hp.adam_beta_2, hp.adam_epsilon,
-                      cooldown_window(train_steps or hp.train_steps, hp.cooldown_fraction))
+                      cooldown_window(train_steps or hp.train_steps, hp.cooldown_fraction),
+                      ema_decay)
 
 
 def build_loss(hparams):

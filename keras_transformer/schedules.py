@@ -140,13 +140,17 @@ class FusedAdam(keras.optimizers.Adam):
 
 
 def paper_adam(d_model, warmup_steps=4000, multiplier=1.0, beta_1=0.9, beta_2=0.98,
-               epsilon=1e-9, cooldown=None):
+               epsilon=1e-9, cooldown=None, ema_decay=None):
     """Adam with beta1 0.9, beta2 0.98, epsilon 1e-9 on the eq. 3 schedule, as in section 5.3.
 
     The optimizer is `FusedAdam`: Keras's Adam with TensorFlow's one-pass update kernel.
     `cooldown`: None, or the (start, end) updates of a `TransformerSchedule` cooldown.
+    `ema_decay`: None (the paper), or d in (0, 1): the optimizer also keeps an exponential moving
+    average of the weights, Keras's `use_ema` (after update t, a_t = d a_{t-1} + (1 - d) w_t,
+    a_1 = w_1), which `fit` copies into the model at its end.
     """
     return FusedAdam(
         learning_rate=TransformerSchedule(d_model, warmup_steps, multiplier,
                                           *(cooldown or (None, None))),
-        beta_1=beta_1, beta_2=beta_2, epsilon=epsilon)
+        beta_1=beta_1, beta_2=beta_2, epsilon=epsilon, use_ema=bool(ema_decay),
+        ema_momentum=ema_decay or 0.99)

@@ -57,6 +57,7 @@ class RunConfig:
     checkpoint_every_steps: int = 1000
     checkpoint_every_minutes: float = 10.0
     average_last: int = 0  # at the end, average the newest N checkpoints (0: none)
+    ema_decay: float = 0.0  # a moving average of the weights (0: none)
     init_from: str = None  # fine-tuning: the model_dir or checkpoint this run started from
     init_optimizer: bool = False  # ... with its optimizer state and step
     format_version: int = FORMAT_VERSION
@@ -65,7 +66,7 @@ class RunConfig:
     # Changing these would change the model or the data it learns from. Of "hparams", only the
     # fields that shape the model count (builders.MODEL_FIELDS); the training ones may change.
     FIXED = ("hparams", "data", "source_lang", "target_lang", "max_length", "overlong",
-             "vocab_size", "init_from")
+             "vocab_size", "init_from", "ema_decay")
 
     def to_json(self):
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)

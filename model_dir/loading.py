@@ -3,6 +3,8 @@
 import pathlib
 import typing
 
+import h5py
+
 import keras_transformer as kt
 from keras_transformer import data
 from keras_transformer.model_dir import checkpoints, config
@@ -17,6 +19,7 @@ class Loaded(typing.NamedTuple):
     vocabulary: data.Vocabulary
     run: config.RunConfig
     checkpoint: pathlib.Path
+    ema: bool = False  # the weights are the run's moving averages (kt-train --ema_decay)
 
     @property
     def hparams(self):
@@ -46,7 +49,27 @@ def best_checkpoint(model_dir):
     return kept[-1] if kept else None
 
 
-def load(model_dir, checkpoint=None, dtype="float32"):
+def has_optimizer_state(checkpoint):
+    """True if the checkpoint holds an optimizer's state (kt-train's do; averages do not)."""
+    with h5py.File(pathlib.Path(checkpoint) / checkpoints.WEIGHTS_FILE, "r") as file:
+        return "optimizer" in file
+
+
+def moving_averages(run, checkpoint):
+    """The moving averages of the weights a checkpoint of an --ema_decay run holds in its
+    optimizer's state, as `model.get_weights()` would list them (float32)."""
+    hp = kt.HParams(**run.hparams)
+    # Under mixed_float16 the optimizer was a LossScaleOptimizer, whose state differs.
+    model = kt.build_model(hp, run.vocab_size, dtype="mixed_float16"
+                           if run.mixed_precision == "mixed_float16" else None)
+    model.compile(optimizer=kt.build_optimizer(hp, ema_decay=run.ema_decay),
+                  loss=kt.build_loss(hp))
+    checkpoints.restore(model, checkpoint)
+    model.optimizer.finalize_variable_values(model.trainable_variables)
+    return model.get_weights()
+
+
+def load(model_dir, checkpoint=None, dtype="float32", ema=None):
     """The model of `model_dir` with the weights of `checkpoint` (default: the average of its
     final checkpoints if there is one, `final_average`, else its newest readable checkpoint).
 
@@ -56,6 +79,9 @@ def load(model_dir, checkpoint=None, dtype="float32"):
             "best": the one `kt-train --keep_best` kept.
         dtype: one of `DTYPES`, the Keras dtype policy of the model; the checkpoint's float32
             weights are rounded to it.
+        ema: for a run trained with --ema_decay, its moving averages of the weights (None: when
+            the checkpoint holds them, as kt-train's own do; averaged checkpoints do not) or the
+            trained weights (False).
 
     Raises:
         ModelDirError: no config.json, no vocabulary, no checkpoint, or an unreadable one.
@@ -98,4 +124,18 @@ def load(model_dir, checkpoint=None, dtype="float32"):
     if checkpoint is None:
         raise ModelDirError(f"{checkpoints.default_directory(model_dir)} has no checkpoint yet; "
                             f"train first")
-    return Loaded(model, vocabulary, run, pathlib.Path(checkpoint))
+    use_ema = bool(run.ema_decay) and ema is not False
+    if use_ema and not has_optimizer_state(checkpoint):
+        if ema:
+            raise ModelDirError(f"--ema: {checkpoint} holds no moving averages (it is not one "
+                                f"of kt-train's checkpoints)")
+        use_ema = False
+    if use_ema:
+        try:
+            model.set_weights(moving_averages(run, checkpoint))
+        except (checkpoints.CheckpointError, OSError, ValueError, KeyError) as error:
+            raise ModelDirError(f"cannot read the moving averages of {checkpoint}: "
+                                f"{error}") from None
+    elif ema:
+        raise ModelDirError(f"--ema: {model_dir} was trained without --ema_decay")
+    return Loaded(model, vocabulary, run, pathlib.Path(checkpoint), use_ema)

@@ -228,9 +228,11 @@ def test_sigkill_and_sigterm_then_resume_equal_an_uninterrupted_run(tmp_path, sm
         np.testing.assert_allclose(a, b, atol=1e-5)
 
 
-def test_accumulated_updates_count_as_steps_and_resume_exactly(tmp_path, small_corpus, capsys):
+def test_accumulated_updates_and_moving_averages_resume_exactly(tmp_path, small_corpus,
+                                                                capsys):
     flags = (*TINY, "--accumulate_steps", "4", "--batch_tokens", "400", "--deterministic",
-             "--seed", "3", "--eval_sentences", "0", "--checkpoint_every_steps", "3")
+             "--seed", "3", "--eval_sentences", "0", "--checkpoint_every_steps", "3",
+             "--ema_decay", "0.9")
     straight = kt_train(tmp_path / "straight", small_corpus, *flags, "--train_steps", "6")
     assert straight.returncode == 0, straight.stderr
     assert ("each update: 4 micro-batch(es) x 400 padded tokens a side over 1 replica(s) = "
@@ -245,6 +247,12 @@ def test_accumulated_updates_count_as_steps_and_resume_exactly(tmp_path, small_c
     assert name_a == name_b == "ckpt-6"
     for a, b in zip(weights_a, weights_b):
         np.testing.assert_allclose(a, b, atol=1e-6)
+    run = config.load(tmp_path / "straight")
+    averages_a, averages_b = (loading.moving_averages(run, directory / "checkpoints" / "ckpt-6")
+                              for directory in (tmp_path / "straight", tmp_path / "resumed"))
+    for a, b in zip(averages_a, averages_b):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    assert any(not np.allclose(a, w) for a, w in zip(averages_a, weights_a))
     with pytest.raises(SystemExit):
         task.parse_args(["--model_dir", str(tmp_path / "bad"), "--accumulate_steps", "0"])
     assert "argument --accumulate_steps: must be at least 1, got 0" in capsys.readouterr().err

@@ -130,6 +130,27 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         self._save()
 
 
+class KeepTrainedWeights(keras.callbacks.Callback):
+    """Keeps the trained weights in the model at the end of `fit` when the optimizer keeps a
+    moving average of them (--ema_decay).
+
+    Keras's `fit` ends by copying the averages into the model (`finalize_variable_values`),
+    before `on_train_end`, where the last checkpoint is written: that checkpoint would hold the
+    averages as its weights, and a resumed run would go on from them. kt-train goes on from the
+    trained weights, and evaluation, kt-translate and kt-export read the averages from the
+    optimizer's state. Between the last epoch's end and the copy nothing trains, so the copy is
+    skipped there and the optimizer restored after.
+    """
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._optimizer = getattr(self.model.optimizer, "inner_optimizer", self.model.optimizer)
+        self._use_ema, self._optimizer.use_ema = self._optimizer.use_ema, False
+
+    def on_train_end(self, logs=None):
+        if hasattr(self, "_optimizer"):
+            self._optimizer.use_ema = self._use_ema
+
+
 class TimeLimit(keras.callbacks.Callback):
     """Ends training after `minutes` (PeriodicCheckpoint still saves at the end), and fits a
     learning-rate cooldown into that time.

@@ -1,6 +1,7 @@
 """Dev evaluation while training: dev loss, perplexity, accuracy and BLEU (sacrebleu) of greedy
 or beam-search translations."""
 
+import contextlib
 import sys
 
 import keras
@@ -47,9 +48,33 @@ def bleu(model, vocabulary, sources, references, max_length, extra_length=50, be
     return metric.corpus_score(hypotheses, [references]), str(metric.get_signature()), hypotheses
 
 
+def uses_ema(optimizer):
+    """True for an optimizer keeping a moving average of the weights (also under loss scaling)."""
+    return bool(getattr(getattr(optimizer, "inner_optimizer", optimizer), "use_ema", False))
+
+
+@contextlib.contextmanager
+def averaged_weights(model):
+    """Inside, `model` holds its optimizer's moving averages of the weights (--ema_decay), and
+    its own weights again after; without a moving average, nothing changes."""
+    if not uses_ema(model.optimizer):
+        yield
+        return
+    variables = model.trainable_variables
+    trained = [variable.numpy() for variable in variables]
+    model.optimizer.finalize_variable_values(variables)  # copies the averages in
+    try:
+        yield
+    finally:
+        for variable, value in zip(variables, trained):
+            variable.assign(value)
+
+
 class Evaluation(keras.callbacks.Callback):
     """Every `every` steps: dev loss, perplexity, accuracy and BLEU (`evaluate()` for another
-    moment, e.g. the end of training; it does nothing twice at one step).
+    moment, e.g. the end of training; it does nothing twice at one step). With a moving average
+    of the weights (--ema_decay), of the averaged weights; a best checkpoint (`keep_best`) holds
+    both.
 
     Args:
         dev_batches: the dev split's pipeline (one pass), or None.
@@ -81,6 +106,19 @@ class Evaluation(keras.callbacks.Callback):
         if step == self._last_step:
             return
         self._last_step = step
+        with averaged_weights(self.model):
+            results, line = self._results()
+        if self.writer is not None:
+            with self.writer.as_default(step=step):
+                for name, value in results.items():
+                    tf.summary.scalar(name, value)
+        self.history.append((step, results))
+        print(f"\nevaluation at step {step}: {line}", file=sys.stdout, flush=True)
+        if self.keep_best is not None and self.keep_best.update(self.model, step, results):
+            self.model.stop_training = True
+
+    def _results(self):
+        """({result name: value}, a line saying them)."""
         results = {}
         if self.dev_batches is not None:
             metrics = self.model.evaluate(self.dev_batches, verbose=0, return_dict=True)
@@ -98,14 +136,7 @@ class Evaluation(keras.callbacks.Callback):
             line += (f", dev BLEU {score.score:.2f} on {len(self.sources)} sentences "
                      f"({search}; sacrebleu {signature})\n  example: {self.sources[0]!r} -> "
                      f"{hypotheses[0]!r}")
-        if self.writer is not None:
-            with self.writer.as_default(step=step):
-                for name, value in results.items():
-                    tf.summary.scalar(name, value)
-        self.history.append((step, results))
-        print(f"\nevaluation at step {step}: {line}", file=sys.stdout, flush=True)
-        if self.keep_best is not None and self.keep_best.update(self.model, step, results):
-            self.model.stop_training = True
+        return results, line
 
     def on_train_batch_end(self, batch, logs=None):
         # A stop asked for at this step (time limit, preemption) leaves the evaluation to

@@ -110,6 +110,10 @@ def parse_args(argv=None):
         help=f"at the end, average the newest N checkpoints (paper 6.1: 5 for base models) into "
              f"model_dir/{config.AVERAGED_DIR}/, which kt-translate and kt-export then load "
              f"(default {defaults.average_last}: none)")
+    add("--ema_decay", type=at_least(0.0, float),
+        help="keep an exponential moving average of the weights with this decay (e.g. 0.9999; "
+             "default 0: none); dev evaluation, kt-translate and kt-export then use the averaged "
+             "weights (their --no-ema: the trained ones)")
     add("--mixed_precision", choices=sorted(PRECISIONS),
         help="compute dtype policy (default none: float32); auto: mixed_bfloat16 where the "
              "devices compute bfloat16 natively (GPUs from Ampere on, CPUs with AVX512_BF16 or "
@@ -193,6 +197,8 @@ def train(args):
     if run.average_last and 0 < run.keep_checkpoints < run.average_last:
         raise config.ConfigError(f"--average_last {run.average_last} needs at least as many "
                                  f"kept checkpoints; --keep_checkpoints is {run.keep_checkpoints}")
+    if not run.ema_decay < 1:
+        raise config.ConfigError(f"--ema_decay must be below 1, got {run.ema_decay}")
     if run.init_optimizer and not run.init_from:
         raise config.ConfigError("--init_optimizer needs --init_from")
     if run.init_from and not checkpoints.CheckpointDirectory(
@@ -226,7 +232,7 @@ def train(args):
     with distribution.scope():
         model = kt.build_model(hp, vocabulary.vocab_size)
         model.report_batch_shape = True  # named in the message of a non-finite loss
-        optimizer = kt.build_optimizer(hp, train_steps)
+        optimizer = kt.build_optimizer(hp, train_steps, run.ema_decay)
         model.compile(optimizer=optimizer, loss=kt.build_loss(hp),
                       metrics=[kt.TokenAccuracy(), kt.Perplexity(), kt.TargetTokens()],
                       jit_compile=run.jit_compile, accumulate_steps=run.accumulate_steps)
@@ -297,7 +303,7 @@ def train(args):
     saver = callbacks.PeriodicCheckpoint(saved if chief else None, run.checkpoint_every_steps,
                                          run.checkpoint_every_minutes)
     fit_callbacks = [callbacks.TrainingLog(args.log_every, writer, print_lines=not interactive),
-                     saver]
+                     saver, callbacks.KeepTrainedWeights()]
     stop = callbacks.StopOnSignal()
     if not distribute.is_multi_worker(distribution):  # workers would stop at different steps
         fit_callbacks.insert(0, stop)
