@@ -11,7 +11,7 @@ import pathlib
 import numpy as np
 
 import keras_transformer as kt
-from keras_transformer.model_dir import checkpoints, config
+from keras_transformer.model_dir import checkpoints, config, loading
 
 
 def average(model, paths):
@@ -43,7 +43,35 @@ def average_last(model_dir, last, overwrite=False):
         raise checkpoints.CheckpointError(
             f"{checkpoints.default_directory(model_dir)} has {len(paths)} checkpoint(s), fewer "
             f"than --last {last}; train longer or keep more (--keep_checkpoints)")
-    chosen = paths[-last:]
+    return _average_into(model_dir, run, paths[-last:], overwrite)
+
+
+def average_named(model_dir, names, overwrite=False):
+    """Averages the checkpoints `names` of model_dir (directories, or "best": the one
+    `kt-train --keep_best` kept); returns (output path, inputs). The output is named after the
+    newest input's step."""
+    run = config.load(model_dir)
+    if run is None:
+        raise config.ConfigError(f"{model_dir}: no {config.CONFIG_FILE}; is it a kt-train "
+                                 f"model_dir?")
+    chosen = []
+    for name in names:
+        path = pathlib.Path(name)
+        if name == "best" and not path.exists():
+            path = loading.best_checkpoint(model_dir)
+            if path is None:
+                raise checkpoints.CheckpointError(
+                    f"--checkpoint best: {pathlib.Path(model_dir) / config.BEST_DIR} holds no "
+                    f"checkpoint; kt-train --keep_best bleu|loss keeps one")
+        if checkpoints.step_in_name(path) is None:
+            raise checkpoints.CheckpointError(f"--checkpoint {name} is not a ckpt-<step> "
+                                              f"checkpoint directory")
+        chosen.append(path)
+    return _average_into(model_dir, run, sorted(chosen, key=checkpoints.step_in_name),
+                         overwrite)
+
+
+def _average_into(model_dir, run, chosen, overwrite):
     step = checkpoints.step_in_name(chosen[-1])
     output = checkpoints.CheckpointDirectory(pathlib.Path(model_dir) / config.AVERAGED_DIR,
                                              keep=0)

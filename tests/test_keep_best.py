@@ -11,7 +11,7 @@ from test_trainer import kt_train, kt_train_command, small_corpus  # noqa: F401 
 import keras_transformer as kt
 from keras_transformer import model_dir
 from keras_transformer.model_dir import checkpoints, config
-from keras_transformer.trainer import keep_best, task
+from keras_transformer.trainer import average, keep_best, task
 
 
 def evaluations(tracker, model, results):
@@ -62,7 +62,7 @@ def test_a_damaged_state_file_is_named(tmp_path):
 
 
 def test_kt_train_keeps_the_best_after_the_rotation_stops_early_and_translates_with_it(
-        tmp_path, small_corpus):  # noqa: F811
+        tmp_path, small_corpus, capsys):  # noqa: F811
     # A learning rate too small to move a float32 weight: every dev loss after the first equals
     # it, so the first evaluation stays the best and the next two do not improve on it.
     flags = ("--hparams", "transformer_tiny", "--hparams_override",
@@ -89,6 +89,11 @@ def test_kt_train_keeps_the_best_after_the_rotation_stops_early_and_translates_w
         capture_output=True, text=True, timeout=300)
     assert translated.returncode == 0, translated.stderr
     assert str(run / "best" / "ckpt-2") in translated.stderr
+
+    assert average.main(["--model_dir", str(run), "--checkpoint", "best", "--checkpoint",
+                         str(run / "checkpoints" / "ckpt-6")]) == 0
+    assert "averaged ckpt-2, ckpt-6 into" in capsys.readouterr().out
+    assert (run / "averaged" / "ckpt-6" / "model.weights.h5").exists()
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -11,20 +11,27 @@ import sys
 
 from keras_transformer import cli
 from keras_transformer.model_dir import checkpoints, config
-from keras_transformer.model_dir.averaging import average_last
+from keras_transformer.model_dir.averaging import average_last, average_named
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="kt-average", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model_dir", required=True, help="a kt-train model_dir")
     parser.add_argument("--last", type=int, default=5,
-                        help="how many of the newest checkpoints (paper: 5 base, 20 big)")
+                        help="how many of the newest checkpoints (paper: 5 base, 20 big; "
+                             "default %(default)s)")
+    parser.add_argument("--checkpoint", action="append",
+                        help="instead of --last: a checkpoint directory to average, or best "
+                             "(the one kt-train --keep_best kept); give it once per checkpoint")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing average of the same step")
     cli.add_verbose_flag(parser)
     args = parser.parse_args(argv)
     try:
-        output, chosen = average_last(args.model_dir, args.last, args.overwrite)
+        if args.checkpoint:
+            output, chosen = average_named(args.model_dir, args.checkpoint, args.overwrite)
+        else:
+            output, chosen = average_last(args.model_dir, args.last, args.overwrite)
     except (config.ConfigError, checkpoints.CheckpointError, OSError, ValueError) as error:
         print(f"kt-average: error: {error}", file=sys.stderr)
         return 2
