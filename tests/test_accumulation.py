@@ -30,14 +30,14 @@ def real_tokens_per_micro_batch(target, steps):
     return [int(np.count_nonzero(target[i * rows:(i + 1) * rows])) for i in range(steps)]
 
 
-def one_update(accumulate_steps, initial, hp, batch):
+def one_update(accumulate_steps, initial, hp, batch, jit_compile=False):
     # Plain SGD: the weights move by the gradient itself. Adam's first step, lr * g / (|g| +
     # epsilon), would turn rounding noise in gradients near zero into whole steps.
     model = kt.build_model(hp, VOCAB)
     model.set_weights(initial)
     model.compile(optimizer=keras.optimizers.SGD(1.0), loss=kt.build_loss(hp),
                   metrics=[kt.TokenAccuracy(), kt.Perplexity(), kt.TargetTokens()],
-                  accumulate_steps=accumulate_steps)
+                  accumulate_steps=accumulate_steps, jit_compile=jit_compile)
     logs = model.train_on_batch(*batch, return_dict=True)
     return model, logs
 
@@ -66,6 +66,15 @@ def test_micro_batches_of_unequal_tokens_make_the_update_of_the_whole_batch(tiny
         assert logs.keys() == whole_logs.keys()
         for name, value in whole_logs.items():
             np.testing.assert_allclose(logs[name], value, rtol=1e-5, err_msg=name)
+
+
+def test_accumulation_compiles_with_xla(tiny):
+    hp, initial = tiny
+    batch = batch_of_unequal_rows()
+    whole, _ = one_update(1, initial, hp, batch)
+    compiled, _ = one_update(4, initial, hp, batch, jit_compile=True)
+    for a, b in zip(whole.get_weights(), compiled.get_weights()):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
 
 
 def test_an_equal_weight_average_of_micro_batches_would_differ(tiny):

@@ -1,5 +1,5 @@
 """model.fit under tf.distribute: 2 replicas equal 1 device, also accumulating gradients over
-micro-batches; two workers agree."""
+micro-batches; two workers agree, accumulating."""
 
 import json
 import os
@@ -95,8 +95,9 @@ def test_two_workers_on_localhost_train_and_agree(tmp_path, small_corpus):  # no
     command = [sys.executable, "-m", "keras_transformer.trainer.task",
                "--model_dir", str(tmp_path / "run"),
                "--data", str(small_corpus), "--source_lang", "en", "--target_lang", "es",
-               "--vocab", str(vocab), "--batch_tokens", "3000", "--max_length", "150",
-               "--hparams", "transformer_tiny", "--train_steps", "4", "--log_every", "2"]
+               "--vocab", str(vocab), "--batch_tokens", "1500", "--accumulate_steps", "2",
+               "--max_length", "150", "--hparams", "transformer_tiny", "--train_steps", "4",
+               "--log_every", "2"]
     processes = []
     for index in range(2):
         environment = dict(os.environ, TF_CONFIG=json.dumps(
@@ -118,4 +119,6 @@ def test_two_workers_on_localhost_train_and_agree(tmp_path, small_corpus):  # no
                  for out in outputs]
     assert checksums[0] == checksums[1]
     assert "2 replica(s)" in outputs[0]
+    assert "each update: 2 micro-batch(es) x 1,500 padded tokens a side over 2 replica(s)" in \
+        outputs[0]
     assert (tmp_path / "run" / "checkpoints" / "ckpt-4").is_dir()  # written by the chief only
