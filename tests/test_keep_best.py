@@ -5,13 +5,14 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from test_trainer import kt_train, kt_train_command, small_corpus  # noqa: F401  (a fixture)
 
 import keras_transformer as kt
 from keras_transformer import model_dir
 from keras_transformer.model_dir import checkpoints, config
-from keras_transformer.trainer import average, keep_best, task
+from keras_transformer.trainer import average, evaluation, keep_best, task
 
 
 def evaluations(tracker, model, results):
@@ -106,6 +107,12 @@ def test_keep_best_flags_that_cannot_work_are_refused(tmp_path, small_corpus, fl
     assert message in capsys.readouterr().err
 
 
+def test_keep_best_with_no_evaluations_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        task.parse_args(["--model_dir", str(tmp_path), "--keep_best", "loss", "--eval_every", "0"])
+    assert "argument --eval_every: must be at least 1, got 0" in capsys.readouterr().err
+
+
 def test_keep_best_without_a_dev_split_is_refused(tmp_path, small_corpus, capsys):  # noqa: F811
     corpus = tmp_path / "no_dev"
     corpus.mkdir()
@@ -119,3 +126,17 @@ def test_checkpoint_best_without_one_is_refused(trained_model_dir):
     with pytest.raises(model_dir.ModelDirError, match=r"--checkpoint best: .*best holds no "
                                                       r"checkpoint; kt-train --keep_best"):
         model_dir.load(trained_model_dir, "best")
+
+
+def test_in_training_bleu_can_use_beam_search(trained):
+    # --eval_beam_size: the dev translations are beam search's best, as kt.beam_decode gives it.
+    model, vocabulary = trained.model, trained.vocabulary
+    sentences = ["In the beginning God created the heavens and the earth.", "Jesus wept.",
+                 "And God said, Let there be light: and there was light."]
+    ids = evaluation.source_ids(vocabulary, sentences, 64)
+    beams, _ = kt.beam_decode(model, ids, beam_size=3, alpha=0.6)
+    translated = evaluation.translate_ids(model, ids, beam_size=3, alpha=0.6)
+    for row, best in zip(translated, beams.numpy()[:, 0]):
+        np.testing.assert_array_equal(row, best)
+    greedy = evaluation.translate_ids(model, ids)
+    assert any(not np.array_equal(a, b) for a, b in zip(greedy, translated))

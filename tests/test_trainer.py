@@ -238,9 +238,21 @@ def test_accumulated_updates_and_moving_averages_resume_exactly(tmp_path, small_
     assert ("each update: 4 micro-batch(es) x 400 padded tokens a side over 1 replica(s) = "
             "1,600 padded tokens a side") in straight.stdout
     assert "done: step 6," in straight.stdout  # updates, not micro-batches
-    for steps in ("3", "6"):
-        resumed = kt_train(tmp_path / "resumed", small_corpus, *flags, "--train_steps", steps)
-        assert resumed.returncode == 0, resumed.stderr
+    # Killed as soon as ckpt-3 exists: inside update 4, between micro-batches.
+    process = subprocess.Popen(kt_train_command(tmp_path / "resumed", small_corpus, *flags,
+                                                "--train_steps", "6"),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while not (tmp_path / "resumed" / "checkpoints" / "ckpt-3").exists():
+            assert process.poll() is None and time.monotonic() < deadline, "no checkpoint"
+            time.sleep(0.02)
+        os.kill(process.pid, signal.SIGKILL)
+    finally:
+        process.kill()
+        process.wait()
+    resumed = kt_train(tmp_path / "resumed", small_corpus, *flags, "--train_steps", "6")
+    assert resumed.returncode == 0, resumed.stderr
     assert "ckpt-3 at step 3 of 6" in resumed.stdout
     (name_a, weights_a), (name_b, weights_b) = latest_weights(tmp_path / "straight"), \
         latest_weights(tmp_path / "resumed")
