@@ -149,6 +149,9 @@ def main(argv=None):
     try:
         translator, members = translator_from_flags(args, args.batch_size)
         loaded = members[0]
+        if args.sampling_top_k > loaded.run.vocab_size:
+            raise ConfigError(f"--sampling_top_k {args.sampling_top_k} is more than the "
+                              f"vocabulary's {loaded.run.vocab_size} ids")
         references = None
         if args.data:
             source = data.get_source(

@@ -195,6 +195,12 @@ def test_n_best_and_sampling_refusals_name_the_flags(trained_model_dir, sources,
         translate.main, [*model_dir, "--seed", "3"], capsys)
     assert "--sampling_temperature: must be more than 0" in refusal(
         translate.main, [*model_dir, "--sampling_temperature", "0"], capsys)
+    assert "--seed: must be below 2**31, got 2147483648" in refusal(
+        translate.main, [*model_dir, "--sampling_temperature", "1", "--seed", str(2**31)], capsys)
+    assert translate.main([*model_dir, "--sampling_temperature", "1", "--sampling_top_k",
+                           "5000"]) == 2
+    assert "--sampling_top_k 5000 is more than the vocabulary's 2000 ids" in \
+        capsys.readouterr().err
 
 
 def scored(model_dir, source, target, capsys, *flags):
