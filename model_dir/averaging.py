@@ -30,12 +30,17 @@ def average(model, paths):
     model.set_weights([t / len(paths) for t in total])
 
 
-def average_last(model_dir, last, overwrite=False):
-    """Averages the newest `last` checkpoints of model_dir; returns (output path, inputs)."""
+def _run(model_dir):
     run = config.load(model_dir)
     if run is None:
         raise config.ConfigError(f"{model_dir}: no {config.CONFIG_FILE}; is it a kt-train "
                                  f"model_dir?")
+    return run
+
+
+def average_last(model_dir, last, overwrite=False):
+    """Averages the newest `last` checkpoints of model_dir; returns (output path, inputs)."""
+    run = _run(model_dir)
     if last < 1:
         raise checkpoints.CheckpointError(f"--last must be at least 1, got {last}")
     paths = checkpoints.CheckpointDirectory(checkpoints.default_directory(model_dir)).paths()
@@ -50,19 +55,10 @@ def average_named(model_dir, names, overwrite=False):
     """Averages the checkpoints `names` of model_dir (directories, or "best": the one
     `kt-train --keep_best` kept); returns (output path, inputs). The output is named after the
     newest input's step."""
-    run = config.load(model_dir)
-    if run is None:
-        raise config.ConfigError(f"{model_dir}: no {config.CONFIG_FILE}; is it a kt-train "
-                                 f"model_dir?")
+    run = _run(model_dir)
     chosen = []
     for name in names:
-        path = pathlib.Path(name)
-        if name == "best" and not path.exists():
-            path = loading.best_checkpoint(model_dir)
-            if path is None:
-                raise checkpoints.CheckpointError(
-                    f"--checkpoint best: {pathlib.Path(model_dir) / config.BEST_DIR} holds no "
-                    f"checkpoint; kt-train --keep_best bleu|loss keeps one")
+        path = loading.named_checkpoint(model_dir, name)
         if checkpoints.step_in_name(path) is None:
             raise checkpoints.CheckpointError(f"--checkpoint {name} is not a ckpt-<step> "
                                               f"checkpoint directory")

@@ -69,6 +69,22 @@ def moving_averages(run, checkpoint):
     return model.get_weights()
 
 
+def named_checkpoint(model_dir, checkpoint):
+    """The checkpoint directory --checkpoint `checkpoint` names: "best" (unless a directory of
+    that name exists) is `best_checkpoint`'s; anything else is a path.
+
+    Raises:
+        ModelDirError: "best" when kt-train --keep_best kept none.
+    """
+    if checkpoint == "best" and not pathlib.Path(checkpoint).exists():
+        best = best_checkpoint(model_dir)
+        if best is None:
+            raise ModelDirError(f"--checkpoint best: {pathlib.Path(model_dir) / config.BEST_DIR} "
+                                f"holds no checkpoint; kt-train --keep_best bleu|loss keeps one")
+        return best
+    return pathlib.Path(checkpoint)
+
+
 def load(model_dir, checkpoint=None, dtype="float32", ema=None):
     """The model of `model_dir` with the weights of `checkpoint` (default: the average of its
     final checkpoints if there is one, `final_average`, else its newest readable checkpoint).
@@ -102,13 +118,8 @@ def load(model_dir, checkpoint=None, dtype="float32", ema=None):
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     model = kt.build_model(kt.HParams(**run.hparams), run.vocab_size, dtype=dtype)
-    if checkpoint == "best" and not pathlib.Path(checkpoint).exists():
-        checkpoint = best_checkpoint(model_dir)
-        if checkpoint is None:
-            raise ModelDirError(f"--checkpoint best: {model_dir / config.BEST_DIR} holds no "
-                                f"checkpoint; kt-train --keep_best bleu|loss keeps one")
     if checkpoint is not None:
-        checkpoint = pathlib.Path(checkpoint)
+        checkpoint = named_checkpoint(model_dir, checkpoint)
         if not (checkpoint / checkpoints.WEIGHTS_FILE).exists():
             raise ModelDirError(f"--checkpoint {checkpoint} holds no {checkpoints.WEIGHTS_FILE}")
     if checkpoint is None:

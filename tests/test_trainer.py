@@ -172,6 +172,21 @@ def latest_weights(model_dir):
     return name, weights_at(model_dir, name)
 
 
+def killed_at_checkpoint(command, checkpoint):
+    """Runs kt-train `command` and SIGKILLs it the moment `checkpoint` exists."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while not checkpoint.exists():
+            assert process.poll() is None and time.monotonic() < deadline, "no checkpoint"
+            time.sleep(0.02)
+        os.kill(process.pid, signal.SIGKILL)
+    finally:
+        process.kill()
+        process.wait()
+    assert process.returncode == -signal.SIGKILL
+
+
 def test_sigkill_and_sigterm_then_resume_equal_an_uninterrupted_run(tmp_path, small_corpus):
     # The resumed runs start inside the learning rate's cooldown (steps 4-40), which the resume
     # must rebuild as it was.
@@ -184,18 +199,8 @@ def test_sigkill_and_sigterm_then_resume_equal_an_uninterrupted_run(tmp_path, sm
     assert "step 40: learning_rate 0," in straight.stdout  # the cooldown ended at --train_steps
 
     interrupted = tmp_path / "interrupted"
-    process = subprocess.Popen(kt_train_command(interrupted, small_corpus, *flags),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 300
-        while not (interrupted / "checkpoints" / "ckpt-5").exists():
-            assert process.poll() is None and time.monotonic() < deadline, "no checkpoint"
-            time.sleep(0.02)
-        os.kill(process.pid, signal.SIGKILL)
-    finally:
-        process.kill()
-        process.wait()
-    assert process.returncode == -signal.SIGKILL
+    killed_at_checkpoint(kt_train_command(interrupted, small_corpus, *flags),
+                         interrupted / "checkpoints" / "ckpt-5")
 
     # Resumed, then preempted: SIGTERM at its first progress line.
     process = subprocess.Popen(kt_train_command(interrupted, small_corpus, *flags),
@@ -239,18 +244,9 @@ def test_accumulated_updates_and_moving_averages_resume_exactly(tmp_path, small_
             "1,600 padded tokens a side") in straight.stdout
     assert "done: step 6," in straight.stdout  # updates, not micro-batches
     # Killed as soon as ckpt-3 exists: inside update 4, between micro-batches.
-    process = subprocess.Popen(kt_train_command(tmp_path / "resumed", small_corpus, *flags,
-                                                "--train_steps", "6"),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 300
-        while not (tmp_path / "resumed" / "checkpoints" / "ckpt-3").exists():
-            assert process.poll() is None and time.monotonic() < deadline, "no checkpoint"
-            time.sleep(0.02)
-        os.kill(process.pid, signal.SIGKILL)
-    finally:
-        process.kill()
-        process.wait()
+    killed_at_checkpoint(kt_train_command(tmp_path / "resumed", small_corpus, *flags,
+                                          "--train_steps", "6"),
+                         tmp_path / "resumed" / "checkpoints" / "ckpt-3")
     resumed = kt_train(tmp_path / "resumed", small_corpus, *flags, "--train_steps", "6")
     assert resumed.returncode == 0, resumed.stderr
     assert "ckpt-3 at step 3 of 6" in resumed.stdout

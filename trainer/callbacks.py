@@ -130,6 +130,11 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         self._save()
 
 
+def inner_optimizer(optimizer):
+    """The optimizer that updates the weights (the one inside a LossScaleOptimizer)."""
+    return getattr(optimizer, "inner_optimizer", optimizer)
+
+
 class KeepTrainedWeights(keras.callbacks.Callback):
     """Keeps the trained weights in the model at the end of `fit` when the optimizer keeps a
     moving average of them (--ema_decay).
@@ -143,7 +148,7 @@ class KeepTrainedWeights(keras.callbacks.Callback):
     """
 
     def on_epoch_end(self, epoch, logs=None):
-        self._optimizer = getattr(self.model.optimizer, "inner_optimizer", self.model.optimizer)
+        self._optimizer = inner_optimizer(self.model.optimizer)
         self._use_ema, self._optimizer.use_ema = self._optimizer.use_ema, False
 
     def on_train_end(self, logs=None):

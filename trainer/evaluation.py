@@ -11,7 +11,7 @@ import tensorflow as tf
 from keras_transformer import data
 from keras_transformer.decoding import beam_decode, greedy_decode
 from keras_transformer.model_dir.checkpoints import step_of
-from keras_transformer.trainer.callbacks import scalar
+from keras_transformer.trainer.callbacks import inner_optimizer, scalar
 
 
 def translate_ids(model, source_ids, extra_length=50, batch_size=64, beam_size=1, alpha=0.6):
@@ -50,7 +50,7 @@ def bleu(model, vocabulary, sources, references, max_length, extra_length=50, be
 
 def uses_ema(optimizer):
     """True for an optimizer keeping a moving average of the weights (also under loss scaling)."""
-    return bool(getattr(getattr(optimizer, "inner_optimizer", optimizer), "use_ema", False))
+    return bool(getattr(inner_optimizer(optimizer), "use_ema", False))
 
 
 @contextlib.contextmanager
