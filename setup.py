@@ -65,6 +65,7 @@ setup(
         "kt-export=keras_transformer.export.saved_model:main",
         "kt-attention=keras_transformer.export.attention:main",
         "kt-score=keras_transformer.export.score:main",
+        "kt-parse=keras_transformer.export.parse:main",
         "kt-demo=keras_transformer.demo.demo:main",
     ]},
     install_requires=INSTALL_REQUIRES,

@@ -5,6 +5,9 @@
     batches = data.pipeline("bible_en_es", vocabulary, "train", batch_tokens=4096)
     model.fit(batches, steps_per_epoch=1000)
 
+For parsing (paper 6.3), `ptb:DIR` sources read treebanks (data/treebank.py), data/trees.py
+turns trees into bracket sequences and back, data/evalb.py scores parses as EVALB does.
+
 Nothing here imports the model: data flows from here into keras_transformer, not back.
 """
 
@@ -35,6 +38,8 @@ from keras_transformer.data.sources import (
     first_pairs,
     get_source,
 )
+from keras_transformer.data.treebank import TreebankSource, is_treebank
+from keras_transformer.data.trees import Tree, TreeError, delinearize, linearize, read_trees
 from keras_transformer.data.vocab import (
     EOS_ID,
     PAD_ID,
@@ -46,10 +51,10 @@ from keras_transformer.data.vocab import (
 )
 
 __all__ = [
-    "BUNDLED", "CorpusError", "EOS_ID", "LocalSource", "PAD_ID", "TfdsSource", "Vocabulary",
-    "VocabularyError", "batch_by_length", "bucket_batch_sizes", "bucket_boundaries",
-    "build_vocabulary", "bundled_source", "corpus_texts", "counted", "directory_source",
-    "first_pairs", "get_source",
-    "length_sorted_batches", "limit_length", "normalize_whitespace", "pipeline", "shift_right",
-    "tokenized_pairs",
+    "BUNDLED", "CorpusError", "EOS_ID", "LocalSource", "PAD_ID", "TfdsSource", "Tree",
+    "TreeError", "TreebankSource", "Vocabulary", "VocabularyError", "batch_by_length",
+    "bucket_batch_sizes", "bucket_boundaries", "build_vocabulary", "bundled_source",
+    "corpus_texts", "counted", "delinearize", "directory_source", "first_pairs", "get_source",
+    "is_treebank", "length_sorted_batches", "limit_length", "linearize",
+    "normalize_whitespace", "pipeline", "read_trees", "shift_right", "tokenized_pairs",
 ]

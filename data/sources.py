@@ -15,6 +15,7 @@ read in order: the pipeline's shuffle buffer is all the shuffling they get).
 | `text:SRC_FILE,TGT_FILE` | two aligned files, one sentence a line, as the train split |
 | `tsv:FILE` | one `source<TAB>target` pair a line, as the train split |
 | `tfds:NAME` or a bare TFDS name | a TFDS translation dataset, e.g. `wmt14_translate/de-en` |
+| `ptb:DIR` | a treebank: sentences -> linearized trees, for parsing (`data.treebank`) |
 
 Local files are read as strict UTF-8 and checked before training starts: a missing file, a line
 that is not valid UTF-8 or holds a NUL byte, files of different line counts, or an empty corpus
@@ -29,6 +30,9 @@ import pathlib
 
 import tensorflow as tf
 
+from keras_transformer.data import treebank
+from keras_transformer.data.errors import CorpusError
+
 SPLITS = ("train", "dev", "test")
 BUNDLED_DIR = pathlib.Path(__file__).parent / "corpora"
 # Bundled corpora: name -> (directory under BUNDLED_DIR, source language, target language).
@@ -37,10 +41,6 @@ BUNDLED = {"bible_en_es": ("bible_en_es", "en", "es"),
 # Our split names -> TFDS's.
 TFDS_SPLITS = {"train": "train", "dev": "validation", "test": "test"}
 INVALID_UTF8_MODES = ("error", "replace")
-
-
-class CorpusError(ValueError):
-    """A corpus that cannot be read as sentence pairs; the message names the file and line."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -277,6 +277,8 @@ def get_source(spec, source_lang=None, target_lang=None, tfds_data_dir=None, dow
     if spec in BUNDLED:
         return bundled_source(spec, source_lang, target_lang)
     kind, _, rest = spec.partition(":")
+    if treebank.is_treebank(spec):
+        return treebank.TreebankSource(rest)
     if kind == "tfds":
         return TfdsSource(rest, source_lang, target_lang, tfds_data_dir, download)
     if kind == "text":
@@ -311,8 +313,8 @@ def add_flags(parser, default="bible_en_es"):
     """The flags that choose a source; shared by every command that reads a corpus."""
     parser.add_argument("--data", default=default,
                         help="bible_en_es or tatoeba_en_es (bundled), a directory, "
-                             "text:SRC,TGT, tsv:FILE, or a TFDS name such as "
-                             "wmt14_translate/de-en" +
+                             "text:SRC,TGT, tsv:FILE, a TFDS name such as "
+                             "wmt14_translate/de-en, or ptb:DIR (a treebank, for parsing)" +
                              (" (default: %(default)s)" if default else ""))
     parser.add_argument("--source_lang", help="source language code (default: the source's)")
     parser.add_argument("--target_lang", help="target language code (default: the source's)")

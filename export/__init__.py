@@ -1,5 +1,6 @@
 """Inference: `kt-translate` (beam search over a model_dir), `kt-export` (a SavedModel for TF
-Serving whose signature takes raw strings) and `kt-attention` (figures 3-5).
+Serving whose signature takes raw strings), `kt-attention` (figures 3-5), `kt-score` and
+`kt-parse` (trees from a model trained on a treebank, scored as EVALB scores them).
 
     from keras_transformer.export import Translator, load
     loaded = load("runs/demo")

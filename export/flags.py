@@ -6,10 +6,16 @@ from keras_transformer import cli, model_dir
 from keras_transformer.cli import at_least
 from keras_transformer.export.translator import Translator
 
+# Section 6.1's translation settings and section 6.3's parsing ones; alpha None: the model's
+# hparams decode_alpha (0.6, the paper's, unless the run overrode it).
+DECODE_PRESETS = {"translation": dict(beam_size=4, alpha=None, extra_length=50),
+                  "parsing": dict(beam_size=21, alpha=0.3, extra_length=300)}
 
-def add_decoding_flags(parser, beam=True):
+
+def add_decoding_flags(parser, beam=True, preset="translation"):
     """The model_dir, beam search and request-bound flags of kt-translate, kt-export,
-    kt-attention and (without --beam_size: `beam` False) kt-score, and --verbose."""
+    kt-attention, kt-parse and (without --beam_size: `beam` False) kt-score, and --verbose;
+    `preset` is the default --decode_preset."""
     cli.add_verbose_flag(parser)
     parser.add_argument("--model_dir", required=True, help="a kt-train model_dir")
     parser.add_argument("--checkpoint", action="append",
@@ -21,15 +27,20 @@ def add_decoding_flags(parser, beam=True):
                         help="more model_dirs, comma-separated (each with its default "
                              "checkpoint), ensembled with --model_dir's: each step averages the "
                              "members' probabilities; all must share one vocabulary")
+    parser.add_argument("--decode_preset", choices=sorted(DECODE_PRESETS), default=preset,
+                        help="translation: beam 4, the model's decode_alpha, input + 50 tokens "
+                             "(paper 6.1); parsing: beam 21, alpha 0.3, input + 300 (paper "
+                             "6.3); --beam_size, --alpha and --extra_length override it "
+                             "(default %(default)s)")
     if beam:
-        parser.add_argument("--beam_size", type=at_least(1), default=4,
-                            help="(paper: 4; default %(default)s)")
+        parser.add_argument("--beam_size", type=at_least(1),
+                            help="(default: the preset's, 4 for translation)")
     parser.add_argument("--alpha", type=at_least(0.0, float),
-                        help="length penalty exponent (paper: 0.6; default: the model's hparams "
-                             "decode_alpha, 0.6 unless the run overrode it)")
-    parser.add_argument("--extra_length", type=at_least(0), default=50,
-                        help="output tokens allowed beyond the input's (paper: 50; default "
-                             "%(default)s)")
+                        help="length penalty exponent (default: the preset's; translation: the "
+                             "model's hparams decode_alpha, 0.6 unless the run overrode it)")
+    parser.add_argument("--extra_length", type=at_least(0),
+                        help="output tokens allowed beyond the input's (default: the preset's, "
+                             "50 for translation)")
     parser.add_argument("--max_input_length", type=at_least(2),
                         help="longest input in tokens; longer ones are truncated (default: the "
                              "model_dir's training --max_length)")
@@ -45,6 +56,14 @@ def add_decoding_flags(parser, beam=True):
                              "on float32 weights) or bfloat16 (the same arithmetic with the "
                              "weights stored in bfloat16: half the memory, no weight casts "
                              "each step; the fastest where the CPU has bfloat16 instructions)")
+
+
+def apply_decode_preset(args):
+    """Fills the decoding flags the user left unset from --decode_preset (alpha stays None where
+    the preset takes the model's); calling it again changes nothing."""
+    for name, value in DECODE_PRESETS[args.decode_preset].items():
+        if hasattr(args, name) and getattr(args, name) is None:
+            setattr(args, name, value)
 
 
 def load_members(args):
@@ -72,6 +91,7 @@ def load_members(args):
 def translator_from_flags(args, max_batch_size):
     """(a `Translator` of the model or ensemble the flags name, the list of its members'
     `model_dir.Loaded`); the first member's run decides the defaults (alpha, input length)."""
+    apply_decode_preset(args)
     members = load_members(args)
     loaded = members[0]
     if args.alpha is None:

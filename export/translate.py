@@ -22,7 +22,12 @@ import time
 
 from keras_transformer import cli, data
 from keras_transformer.cli import at_least
-from keras_transformer.export.flags import add_decoding_flags, checkpoints, translator_from_flags
+from keras_transformer.export.flags import (
+    add_decoding_flags,
+    apply_decode_preset,
+    checkpoints,
+    translator_from_flags,
+)
 from keras_transformer.export.lines import (
     InputError,
     PrefixError,
@@ -123,6 +128,7 @@ def parse_args(argv=None):
                              "translation starts with its prefix and the search goes on from "
                              "there")
     args = parser.parse_args(argv)
+    apply_decode_preset(args)
     if not args.sampling_temperature and (args.seed is not None or args.sampling_top_k):
         parser.error("--seed and --sampling_top_k need --sampling_temperature")
     if args.sampling_temperature and args.seed is None:

@@ -54,8 +54,9 @@ def parse_args(argv=None):
              f"python -m keras_transformer.hparams lists them")
     add("--hparams_override", help='comma-separated overrides, e.g. "dropout=0.2,num_layers=4"')
     add("--data", help=f"data source (default {defaults.data}): bible_en_es, tatoeba_en_es, "
-                       "a directory, text:SRC,TGT, tsv:FILE or a TFDS name such as "
-                       "wmt14_translate/de-en")
+                       "a directory, text:SRC,TGT, tsv:FILE, a TFDS name such as "
+                       "wmt14_translate/de-en, or ptb:DIR, a treebank to learn to parse "
+                       "(data/treebank.py)")
     add("--source_lang", help="source language (default: the source's)")
     add("--target_lang", help="target language (default: the source's)")
     add("--tfds_data_dir", help="TFDS data directory")
@@ -65,8 +66,9 @@ def parse_args(argv=None):
         help="local files: refuse (error, default) or replace bytes that are not UTF-8")
     add("--vocab", help="SentencePiece model to use; built here from the training data if the "
                         "file does not exist (default: model_dir/vocab.model)")
-    add("--vocab_size", dest="build_vocab_size", type=at_least(260), default=8000,
-        help="ids in a vocabulary built by this run (default %(default)s; the paper: ~37000)")
+    add("--vocab_size", dest="build_vocab_size", type=at_least(260),
+        help="ids in a vocabulary built by this run (default 8000, or the paper's 16000 for a "
+             "treebank; the paper's WMT en-de: ~37000)")
     add("--init_from",
         help="fine-tune: start this new run from another run's weights and vocabulary (its "
              "model_dir, for its default checkpoint, or a checkpoint directory); hparams default "
@@ -160,6 +162,12 @@ def run_config(args):
     return config.merge(saved, given, args.model_dir)
 
 
+def default_vocab_size(spec):
+    """Ids of a vocabulary built for --data `spec`: section 6.3's 16K for a treebank (WSJ
+    only), else 8,000, which suits the bundled corpora."""
+    return 16_000 if data.is_treebank(spec) else 8_000
+
+
 def prepare_vocabulary(args, run, source, write):
     """model_dir/vocab.model: copied from --vocab, or built from the training data.
 
@@ -170,9 +178,10 @@ def prepare_vocabulary(args, run, source, write):
     given = pathlib.Path(args.vocab) if args.vocab else target
     if not target.exists() and write:
         if not given.exists():
-            print(f"building a {args.build_vocab_size}-id vocabulary from {source!r} into {given}",
+            size = args.build_vocab_size or default_vocab_size(run.data)
+            print(f"building a {size}-id vocabulary from {source!r} into {given}",
                   flush=True)
-            data.build_vocabulary(data.corpus_texts(source), args.build_vocab_size, given)
+            data.build_vocabulary(data.corpus_texts(source), size, given)
         if given != target:
             data.Vocabulary.load(given)  # refuse a bad file before it becomes the run's
             partial = target.with_name(target.name + ".partial")

@@ -1,0 +1,119 @@
+"""Treebanks as a data source: sentences -> linearized trees, for kt-train --data ptb:DIR.
+
+`ptb:DIR` names either
+
+- the Wall Street Journal part of LDC's Penn Treebank 3 (`treebank_3/parsed/mrg/wsj`, or the
+  `treebank_3` directory above it): section directories `00`..`24` of `wsj_SSNN.mrg` files, split
+  the standard way, by the section in each file's path: 02-21 train (39,832 trees), 22 dev
+  (1,700), 23 test (2,416); or
+- a directory of `train.trees`, `dev.trees` and `test.trees` (optionally `.gz`; at least the
+  first): bracketed trees, any number a line or one over several.
+
+Each tree is normalized (`trees.normalize`) and linearized (`trees.linearize`): the pair is
+(the words joined by spaces, the target tokens joined by spaces). A tree left empty by
+normalization (only empty elements) is skipped.
+"""
+
+import pathlib
+
+import tensorflow as tf
+
+from keras_transformer.data import trees
+from keras_transformer.data.errors import CorpusError
+
+PREFIX = "ptb:"
+WSJ_SECTIONS = {"train": tuple(range(2, 22)), "dev": (22,), "test": (23,)}
+WSJ_UNDER_TREEBANK_3 = pathlib.Path("parsed", "mrg", "wsj")
+
+
+def is_treebank(spec):
+    """Whether a --data value names a treebank (the run parses rather than translates)."""
+    return isinstance(spec, str) and spec.startswith(PREFIX)
+
+
+def wsj_files(directory):
+    """split -> sorted .mrg paths of a WSJ section tree, or None if `directory` is not one."""
+    directory = pathlib.Path(directory)
+    if (directory / WSJ_UNDER_TREEBANK_3).is_dir():
+        directory = directory / WSJ_UNDER_TREEBANK_3
+    sections = {int(path.name): path for path in directory.iterdir()
+                if path.is_dir() and len(path.name) == 2 and path.name.isdigit()}
+    if not sections:
+        return None
+    return {split: sorted(path for number in numbers if number in sections
+                          for path in sections[number].glob("*.mrg"))
+            for split, numbers in WSJ_SECTIONS.items()}
+
+
+def split_files(directory):
+    """split -> [path] of `{split}.trees[.gz]` files in `directory`."""
+    found = {}
+    for split in WSJ_SECTIONS:
+        for name in (f"{split}.trees", f"{split}.trees.gz"):
+            if (pathlib.Path(directory) / name).is_file():
+                found[split] = [pathlib.Path(directory) / name]
+                break
+    return found
+
+
+class TreebankSource:
+    """Sentence -> linearized tree pairs of a treebank directory (see the module docstring).
+
+    Args:
+        directory: a WSJ section tree or a directory of {split}.trees files.
+
+    Raises:
+        CorpusError: no such directory, or no training trees found in it.
+    """
+
+    source_lang = "words"
+    target_lang = "trees"
+
+    def __init__(self, directory):
+        self.directory = pathlib.Path(directory)
+        if not self.directory.is_dir():
+            raise CorpusError(f"{PREFIX}{directory}: no such directory")
+        files = wsj_files(self.directory) or split_files(self.directory)
+        self.files = {split: paths for split, paths in files.items() if paths}
+        if "train" not in self.files:
+            raise CorpusError(
+                f"{PREFIX}{directory}: found no training trees: expected WSJ section directories "
+                f"02-21 of .mrg files (treebank_3/{WSJ_UNDER_TREEBANK_3.as_posix()}) or a "
+                f"train.trees file")
+        self._trees = {}
+
+    @property
+    def name(self):
+        return f"{PREFIX}{self.directory}"
+
+    def splits(self):
+        return list(self.files)
+
+    def trees(self, split):
+        """The split's normalized trees, [(path, line, Tree)], read once.
+
+        Raises:
+            CorpusError: the source has no such split; TreeError: a file holds malformed trees.
+        """
+        if split not in self.files:
+            raise CorpusError(f"source {self.name!r} has no split {split!r}; it has "
+                              f"{', '.join(self.files)}")
+        if split not in self._trees:
+            self._trees[split] = [
+                (path, line, normalized) for path in self.files[split]
+                for line, tree in trees.read_trees(path)
+                for normalized in [trees.normalize(tree)] if normalized is not None]
+        return self._trees[split]
+
+    def pairs(self, split, shuffle_files=False, seed=None):
+        del shuffle_files, seed  # In memory: the pipeline's shuffle buffer does the shuffling.
+        sources, targets = [], []
+        for _, _, tree in self.trees(split):
+            words, tokens = trees.linearize(tree)
+            sources.append(" ".join(words))
+            targets.append(" ".join(tokens))
+        return tf.data.Dataset.from_tensor_slices((tf.constant(sources, tf.string),
+                                                   tf.constant(targets, tf.string)))
+
+    def __repr__(self):
+        return f"TreebankSource({str(self.directory)!r})"

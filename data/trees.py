@@ -1,0 +1,256 @@
+"""Constituency trees as text, and as the bracket sequences a Transformer learns to write.
+
+Section 6.3 of the paper parses by translation, in the setup of Vinyals, Kaiser et al. (2015,
+"Grammar as a Foreign Language"): the source is a sentence's words, the target its tree written
+as a sequence of tokens. The linearization here:
+
+    tree    (TOP (S (NP (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .)))
+    source  John has a dog .
+    target  (S (NP XX )NP (VP XX (NP XX XX )NP )VP XX )S
+
+- an opening bracket is one token with its label, `(NP`; a closing bracket repeats it, `)NP`;
+- every part-of-speech tag, punctuation's included, becomes `XX` (Vinyals et al. normalized the
+  tags this way: the model predicts brackets, which is what EVALB's F1 counts, not tags);
+- the root that wraps a treebank tree (an unlabelled `( ... )` in the PTB's .mrg files, `TOP` or
+  `ROOT` elsewhere) is not written; `delinearize` puts a `TOP` back.
+
+`delinearize(tokens, words)` is the inverse for what a model writes, well-formed or not: a closing
+bracket closes the innermost open constituent whatever its label, one with nothing open is dropped,
+constituents still open at the end are closed; then the `XX` count is made the word count (extra
+`XX` removed from the end, missing ones added at the end of the first constituent) and empty
+constituents are dropped, so the tree always holds the input's words in order.
+
+Trees are read from PTB `.mrg` files or from files of one tree a line alike (`read_trees`);
+`normalize` prepares a treebank tree for training and scoring as parsers are evaluated: empty
+elements (`-NONE-`) and the constituents left empty removed, function tags and indices dropped
+from labels (`NP-SBJ-1` -> `NP`), the root renamed `TOP`.
+"""
+
+import gzip
+import os
+import re
+
+from keras_transformer.data.errors import CorpusError
+
+ROOT = "TOP"
+ROOT_LABELS = ("", "TOP", "ROOT")  # what treebanks call the wrapper around a sentence's tree
+TAG = "XX"  # every part-of-speech tag in a linearized tree
+EMPTY_ELEMENT = "-NONE-"
+_TOKEN = re.compile(r"\(|\)|[^\s()]+")
+# Words that are brackets are written as the PTB writes them.
+_ESCAPES = {"(": "-LRB-", ")": "-RRB-"}
+
+
+class TreeError(CorpusError):
+    """Bracketed text that is not a tree; the message names the file and line."""
+
+
+class Tree:
+    """A constituent: `label` and `children`, each a Tree; a preterminal's one child is its word.
+
+    Args:
+        label: str, e.g. "NP" (a part-of-speech tag for a preterminal).
+        children: list of Tree, or a one-item list holding a word (str).
+    """
+
+    __slots__ = ("label", "children")
+
+    def __init__(self, label, children):
+        self.label = label
+        self.children = list(children)
+
+    @property
+    def is_preterminal(self):
+        return len(self.children) == 1 and isinstance(self.children[0], str)
+
+    def preterminals(self):
+        """The preterminals left to right (each a Tree whose one child is the word)."""
+        if self.is_preterminal:
+            return [self]
+        return [leaf for child in self.children for leaf in child.preterminals()]
+
+    def words(self):
+        return [leaf.children[0] for leaf in self.preterminals()]
+
+    def tags(self):
+        return [leaf.label for leaf in self.preterminals()]
+
+    def __str__(self):
+        if self.is_preterminal:
+            word = self.children[0]
+            return f"({self.label} {_ESCAPES.get(word, word)})"
+        return f"({self.label} {' '.join(str(child) for child in self.children)})"
+
+    def __repr__(self):
+        return f"Tree({str(self)!r})"
+
+    def __eq__(self, other):
+        return isinstance(other, Tree) and (self.label, self.children) == \
+            (other.label, other.children)
+
+
+def parse_trees(lines, name="<text>"):
+    """Yields (line number, Tree) for each bracketed tree in `lines` (an iterable of str), where
+    a tree may span lines and a line may hold several trees (.mrg files, one-tree-a-line files).
+
+    Raises:
+        TreeError: unbalanced brackets, empty brackets, a word outside any bracket, or a bracket
+            holding several words, naming `name` and the line.
+    """
+    stack = []  # open brackets: [label or None, children, line number]
+    line_number = 0
+    for line_number, line in enumerate(lines, 1):
+        for token in _TOKEN.findall(line):
+            if token == "(":
+                stack.append([None, [], line_number])
+            elif token == ")":
+                if not stack:
+                    raise TreeError(f"{name}:{line_number}: unbalanced brackets: a ')' closes "
+                                    f"nothing")
+                label, children, start = stack.pop()
+                node = _close(label, children, start, name)
+                if stack:
+                    stack[-1][1].append(node)
+                else:
+                    yield start, node
+            elif not stack:
+                raise TreeError(f"{name}:{line_number}: {token!r} outside any bracket")
+            elif stack[-1][0] is None and not stack[-1][1]:
+                stack[-1][0] = token
+            else:
+                stack[-1][1].append(token)
+    if stack:
+        raise TreeError(f"{name}:{stack[0][2]}: unbalanced brackets: the tree that starts here "
+                        f"has {len(stack)} '(' still open at the end (line {line_number})")
+
+
+def _close(label, children, line_number, name):
+    label = label or ""
+    words = [child for child in children if isinstance(child, str)]
+    if not children:
+        raise TreeError(f"{name}:{line_number}: empty brackets ({label}) hold no word: an empty "
+                        f"tree or constituent")
+    if words and (len(children) > 1 or not label):
+        raise TreeError(f"{name}:{line_number}: ({label} {' '.join(map(str, children))[:60]}"
+                        f"...) is not a constituent: a part-of-speech bracket holds one word "
+                        f"after its tag, a phrase holds only brackets")
+    return Tree(label, children)
+
+
+def read_trees(path):
+    """[(line number, Tree)] of a file of bracketed trees (plain or gzip).
+
+    Raises:
+        TreeError: as `parse_trees`, naming the file; also a file with no tree.
+        CorpusError: the file is missing or not UTF-8.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise CorpusError(f"{path}: no such file")
+    with open(path, "rb") as probe:
+        opener = gzip.open if probe.read(2) == b"\x1f\x8b" else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as stream:
+            trees = list(parse_trees(stream, path))
+    except UnicodeDecodeError as error:
+        raise CorpusError(f"{path}: not UTF-8 text ({error})") from None
+    if not trees:
+        raise TreeError(f"{path}: holds no tree")
+    return trees
+
+
+def _plain_label(label):
+    """A label without function tags and indices: NP-SBJ-1 -> NP, NP=2 -> NP (-LRB- stays)."""
+    return re.split(r"(?<=.)[-=]", label, maxsplit=1)[0]
+
+
+def normalize(tree):
+    """The tree as parsers train and are scored on: empty elements gone, plain labels, root TOP.
+
+    Returns:
+        a new Tree labelled TOP, or None if nothing but empty elements was in it.
+    """
+    def clean(node):
+        if node.is_preterminal:
+            return None if node.label == EMPTY_ELEMENT else Tree(node.label, node.children)
+        children = [kept for kept in map(clean, node.children) if kept is not None]
+        return Tree(_plain_label(node.label), children) if children else None
+
+    body = tree.children if tree.label in ROOT_LABELS else [tree]
+    children = [kept for kept in map(clean, body) if kept is not None]
+    return Tree(ROOT, children) if children else None
+
+
+def linearize(tree):
+    """(words, target tokens) of a normalized tree (see the module docstring), both lists of str."""
+    tokens = []
+
+    def write(node):
+        if node.is_preterminal:
+            tokens.append(TAG)
+            return
+        tokens.append("(" + node.label)
+        for child in node.children:
+            write(child)
+        tokens.append(")" + node.label)
+
+    for child in tree.children:
+        write(child)
+    return tree.words(), tokens
+
+
+def delinearize(tokens, words):
+    """The tree a target token sequence describes, over `words`; repairs malformed sequences.
+
+    Args:
+        tokens: list of str, e.g. "(S (NP XX )NP".split(); any token that is not a bracket is
+            read as a preterminal.
+        words: list of str, the sentence.
+
+    Returns:
+        a Tree labelled TOP whose preterminals are `XX` over `words`, in order.
+    """
+    root = Tree(ROOT, [])
+    open_nodes = [root]
+    for token in tokens:
+        if token.startswith("(") and len(token) > 1:
+            node = Tree(token[1:], [])
+            open_nodes[-1].children.append(node)
+            open_nodes.append(node)
+        elif token.startswith(")"):
+            if len(open_nodes) > 1:
+                open_nodes.pop()
+        else:
+            open_nodes[-1].children.append(Tree(TAG, [""]))
+    leaves = root.preterminals()
+    for extra in leaves[len(words):]:
+        extra.children = []  # pruned below, with constituents left empty
+    if len(leaves) < len(words):
+        host = next((child for child in root.children if not child.is_preterminal), root)
+        host.children.extend(Tree(TAG, [""]) for _ in range(len(words) - len(leaves)))
+    root = _pruned(root) or Tree(ROOT, [])
+    for leaf, word in zip(root.preterminals(), words):
+        leaf.children = [word]
+    return root
+
+
+def _pruned(node):
+    if node.is_preterminal:
+        return node
+    children = [kept for kept in map(_pruned, node.children) if kept is not None]
+    if not children:
+        return None
+    node.children = children
+    return node
+
+
+def with_tags(tree, tags):
+    """A copy of `tree` whose preterminals carry `tags` (a list as long as its words)."""
+    tags = iter(tags)
+
+    def copy(node):
+        if node.is_preterminal:
+            return Tree(next(tags), node.children)
+        return Tree(node.label, [copy(child) for child in node.children])
+
+    return copy(tree)
