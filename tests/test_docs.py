@@ -9,15 +9,17 @@ import subprocess
 import sys
 from importlib import metadata
 
+import treebank_grammar
+
 DOCS = pathlib.Path(__file__).parent.parent / "docs"
 
 # Flag values that would take days, swapped for ones that take seconds. Everything else on the
 # page (every flag name, the dataset, the hparams sets, the paths) is used as written.
 SMALL = {"--train_steps": {"100000": "5", "300000": "20"}, "--batch_tokens": {"25000": "400"},
-         "--vocab_size": {"37000": "300"}, "--eval_every": {"5000": "1000"},
-         "--eval_sentences": {"500": "4"}}
+         "--vocab_size": {"37000": "300", "16000": "300"}, "--eval_every": {"5000": "1000"},
+         "--eval_sentences": {"500": "4"}, "--max_length": {"512": "160"}}
 SHRUNKEN_MODEL = ["--hparams_override", "num_layers=1,d_model=32,d_ff=64,num_heads=2",
-                  "--max_length", "40", "--checkpoint_every_steps", "1"]
+                  "--checkpoint_every_steps", "1"]
 
 # Runs each (entry point, argv) inside TFDS's mock data and stops at the first failure.
 RUNNER = r"""
@@ -53,13 +55,19 @@ def test_reproduce_page_commands_run_as_written(tmp_path):
         assert name in installed, f"docs/reproduce.md runs {name}, which is not a console script"
         argv = smaller(argv)
         if name == "kt-train":
-            argv += SHRUNKEN_MODEL
+            argv += SHRUNKEN_MODEL + ([] if "--max_length" in argv else ["--max_length", "40"])
         if name == "kt-translate":  # the averaged checkpoint is named after the last step
             argv = [re.sub(r"ckpt-(100000|300000)$", lambda m: "ckpt-" + SMALL["--train_steps"][
                 m.group(1)], arg) for arg in argv]
         runs.append((name, argv))
     assert [name for name, _ in runs] == ["kt-vocab"] + ["kt-train", "kt-average",
-                                                         "kt-translate"] * 2
+                                                         "kt-translate"] * 2 + [
+        "kt-train", "kt-parse", "kt-parse"]
+    # Section 4's treebank, in LDC's layout where the page expects it: a small one the tests make.
+    splits = {"train": treebank_grammar.treebank(60, seed=1),
+              "dev": treebank_grammar.treebank(6, seed=2), "test": treebank_grammar.treebank(
+                  6, seed=3)}
+    treebank_grammar.write_wsj(tmp_path / "treebank_3", splits)
     result = subprocess.run([sys.executable, "-c", RUNNER], input=json.dumps(runs), cwd=tmp_path,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -69,6 +77,10 @@ def test_reproduce_page_commands_run_as_written(tmp_path):
     assert "averaged ckpt-1, ckpt-2, ckpt-3, ckpt-4, ckpt-5 into" in result.stdout
     assert "ckpt-19, ckpt-20 into" in result.stdout  # the big model's last 20
     assert result.stderr.count("BLEU = ") == 2 and "nrefs:1" in result.stderr
+    for section in ("22", "23"):
+        assert len((tmp_path / f"wsj{section}.tst").read_text().splitlines()) == 6
+    assert result.stderr.count("Bracketing FMeasure") == 4  # all, and <= 40 words, twice
+    assert "beam 21, alpha 0.3, output up to input + 300 tokens" in result.stderr
 
 
 ROOT = DOCS.parent
