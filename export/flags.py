@@ -4,12 +4,13 @@ import argparse
 
 from keras_transformer import cli, model_dir
 from keras_transformer.cli import at_least
+from keras_transformer.data import treebank
 from keras_transformer.export.translator import Translator
 
 # Section 6.1's translation settings and section 6.3's parsing ones; alpha None: the model's
 # hparams decode_alpha (0.6, the paper's, unless the run overrode it).
 DECODE_PRESETS = {"translation": dict(beam_size=4, alpha=None, extra_length=50),
-                  "parsing": dict(beam_size=21, alpha=0.3, extra_length=300)}
+                  "parsing": dict(beam_size=21, alpha=0.3, extra_length=treebank.EXTRA_LENGTH)}
 
 
 def add_decoding_flags(parser, beam=True, preset="translation"):

@@ -1,6 +1,7 @@
 """Section 6.3 end to end: a treebank the tests write -> kt-train --data ptb:DIR -> kt-parse ->
 EVALB F1; the paper's setup by name; bad input to the parsing commands."""
 
+import json
 import re
 import subprocess
 import sys
@@ -18,8 +19,9 @@ from keras_transformer.model_dir import config
 # Sized to learn the grammar in about a minute of kt-train on two cores.
 PARSER_FLAGS = ["--hparams", "transformer_tiny", "--hparams_override",
                 "d_model=64,d_ff=256,num_heads=4,warmup_steps=200", "--vocab_size", "600",
-                "--batch_tokens", "2048", "--train_steps", "1500", "--eval_every", "100000",
-                "--eval_sentences", "0", "--log_every", "500", "--seed", "3"]
+                "--batch_tokens", "2048", "--train_steps", "1500", "--eval_every", "750",
+                "--eval_sentences", "50", "--keep_best", "f1", "--log_every", "500",
+                "--seed", "3"]
 
 
 def run(*command, check=True):
@@ -51,9 +53,18 @@ def parser_dir(tmp_path_factory, wsj):
     with made_once(tmp_path_factory, "parser") as (directory, done):
         model_dir = directory / "run"
         if not done:
-            run("keras_transformer.trainer", "--model_dir", str(model_dir), "--data",
-                f"ptb:{wsj}", *PARSER_FLAGS)
+            result = run("keras_transformer.trainer", "--model_dir", str(model_dir), "--data",
+                         f"ptb:{wsj}", *PARSER_FLAGS)
+            (directory / "stdout.txt").write_text(result.stdout)
     return model_dir
+
+
+def test_kt_train_scores_dev_parses_and_keeps_the_best(parser_dir):
+    stdout = (parser_dir.parent / "stdout.txt").read_text()
+    f1s = [float(f1) for f1 in re.findall(r"dev F1 ([0-9.]+) \(EVALB, COLLINS.prm\)", stdout)]
+    assert len(f1s) == 2, stdout  # at steps 750 and 1500
+    best = json.loads((parser_dir / config.BEST_DIR / "best.json").read_text())
+    assert best["metric"] == "f1" and best["value"] == pytest.approx(max(f1s), abs=0.01)
 
 
 def test_transformer_parsing_wsj_is_section_6_3():
@@ -155,6 +166,14 @@ def test_kt_parse_refuses_bad_input_naming_it(parser_dir, trained_model_dir, tmp
     result = run("keras_transformer.export.parse", "--model_dir", str(parser_dir), "--data",
                  "bible_en_es", check=False)
     assert result.returncode == 2 and "kt-parse reads a treebank, ptb:DIR" in result.stderr
+
+
+def test_kt_train_refuses_keep_best_f1_on_a_translation_corpus(tmp_path, bible_vocab_path):
+    result = run("keras_transformer.trainer", "--model_dir", str(tmp_path / "m"), "--data",
+                 "bible_en_es", "--vocab", str(bible_vocab_path), "--hparams",
+                 "transformer_tiny", "--keep_best", "f1", check=False)
+    assert result.returncode == 2
+    assert "--keep_best f1 scores parses: --data bible_en_es is not a treebank" in result.stderr
 
 
 def test_kt_train_refuses_a_treebank_without_training_trees(tmp_path):

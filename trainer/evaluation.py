@@ -1,5 +1,6 @@
 """Dev evaluation while training: dev loss, perplexity, accuracy and BLEU (sacrebleu) of greedy
-or beam-search translations."""
+or beam-search translations; for a run on a treebank, also EVALB's F1 of those outputs read back
+into trees."""
 
 import contextlib
 import sys
@@ -9,6 +10,7 @@ import sacrebleu
 import tensorflow as tf
 
 from keras_transformer import data
+from keras_transformer.data import evalb, trees
 from keras_transformer.decoding import beam_decode, greedy_decode
 from keras_transformer.model_dir.checkpoints import step_of
 from keras_transformer.trainer.callbacks import inner_optimizer, scalar
@@ -70,6 +72,14 @@ def averaged_weights(model):
             variable.assign(value)
 
 
+def parse_f1(hypotheses, gold_trees):
+    """EVALB's F1 (all sentences) of linearized trees (str) read back over the gold trees' words,
+    with their tags (`kt-parse`'s scoring)."""
+    parsed = [trees.with_tags(trees.delinearize(text.split(), gold.words()), gold.tags())
+              for text, gold in zip(hypotheses, gold_trees)]
+    return evalb.evaluate(gold_trees, parsed)[0].f1
+
+
 class Evaluation(keras.callbacks.Callback):
     """Every `every` steps: dev loss, perplexity, accuracy and BLEU (`evaluate()` for another
     moment, e.g. the end of training; it does nothing twice at one step). With a moving average
@@ -85,10 +95,14 @@ class Evaluation(keras.callbacks.Callback):
         writer: TensorBoard writer, or None.
         beam_size, alpha: BLEU of greedy translations (beam_size 1), or of beam search.
         keep_best: a `KeepBest` that sees each evaluation's results, or None.
+        gold_trees: for a treebank run, the `trees.Tree` of each of `sources`: the outputs are
+            also scored as parses (`dev_f1`).
+        extra_length: output tokens allowed beyond the source's (parsing: 300).
     """
 
     def __init__(self, dev_batches, vocabulary, sources, references, every, max_length,
-                 writer=None, beam_size=1, alpha=0.6, keep_best=None):
+                 writer=None, beam_size=1, alpha=0.6, keep_best=None, gold_trees=None,
+                 extra_length=50):
         super().__init__()
         self.dev_batches = dev_batches
         self.vocabulary = vocabulary
@@ -98,6 +112,8 @@ class Evaluation(keras.callbacks.Callback):
         self.writer = writer
         self.beam_size, self.alpha = beam_size, alpha
         self.keep_best = keep_best
+        self.gold_trees = gold_trees
+        self.extra_length = extra_length
         self._last_step = None
         self.history = []
 
@@ -130,12 +146,16 @@ class Evaluation(keras.callbacks.Callback):
         if self.sources:
             score, signature, hypotheses = bleu(self.model, self.vocabulary, self.sources,
                                                 self.references, self.max_length,
-                                                beam_size=self.beam_size, alpha=self.alpha)
+                                                self.extra_length, beam_size=self.beam_size,
+                                                alpha=self.alpha)
             results["dev_bleu"] = score.score
             search = f"beam {self.beam_size}" if self.beam_size > 1 else "greedy"
             line += (f", dev BLEU {score.score:.2f} on {len(self.sources)} sentences "
-                     f"({search}; sacrebleu {signature})\n  example: {self.sources[0]!r} -> "
-                     f"{hypotheses[0]!r}")
+                     f"({search}; sacrebleu {signature})")
+            if self.gold_trees:
+                results["dev_f1"] = parse_f1(hypotheses, self.gold_trees)
+                line += f", dev F1 {results['dev_f1']:.2f} (EVALB, COLLINS.prm)"
+            line += f"\n  example: {self.sources[0]!r} -> {hypotheses[0]!r}"
         return results, line
 
     def on_train_batch_end(self, batch, logs=None):

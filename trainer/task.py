@@ -96,7 +96,8 @@ def parse_args(argv=None):
         help=f"beam size of the dev BLEU (default {defaults.eval_beam_size}: greedy; beam "
              f"search uses the hparams' decode_alpha)")
     add("--keep_best", choices=sorted(keep_best.METRICS),
-        help=f"keep the checkpoint with the best dev BLEU or loss in model_dir/"
+        help=f"keep the checkpoint with the best dev BLEU, loss or (a run on a treebank) "
+             f"EVALB F1 in model_dir/"
              f"{config.BEST_DIR}/ (--keep_checkpoints never deletes it; kt-translate "
              f"--checkpoint best loads it)")
     add("--early_stopping", type=at_least(0),
@@ -271,9 +272,12 @@ def train(args):
         if "dev" not in source.splits():
             raise config.ConfigError(f"--keep_best needs a dev split to evaluate on; {source!r} "
                                      f"has none")
-        if run.keep_best == "bleu" and not run.eval_sentences:
-            raise config.ConfigError("--keep_best bleu needs dev sentences to translate; "
-                                     "--eval_sentences is 0")
+        if run.keep_best in ("bleu", "f1") and not run.eval_sentences:
+            raise config.ConfigError(f"--keep_best {run.keep_best} needs dev sentences to "
+                                     f"translate; --eval_sentences is 0")
+        if run.keep_best == "f1" and not data.is_treebank(run.data):
+            raise config.ConfigError(f"--keep_best f1 scores parses: --data {run.data} is not "
+                                     f"a treebank (ptb:DIR)")
         best = keep_best.KeepBest(model_dir, run.keep_best, run.early_stopping)
         if best.stopped:
             print(f"nothing to do: early stopping ended this run ({best.since} evaluations "
@@ -322,9 +326,12 @@ def train(args):
                                                  optimizer.learning_rate_schedule, train_steps))
     evaluator = None
     if dev is not None:
-        evaluator = evaluation.Evaluation(dev, vocabulary, sources, references, run.eval_every,
-                                          run.max_length, writer, run.eval_beam_size,
-                                          hp.decode_alpha, best)
+        parsing = data.is_treebank(run.data)
+        evaluator = evaluation.Evaluation(
+            dev, vocabulary, sources, references, run.eval_every, run.max_length, writer,
+            run.eval_beam_size, hp.decode_alpha, best,
+            [tree for _, _, tree in source.trees("dev")[:len(sources)]] if parsing else None,
+            data.treebank.EXTRA_LENGTH if parsing else 50)
         fit_callbacks.append(evaluator)
         if initialized:  # where fine-tuning starts from, on the new data
             evaluator.set_model(model)
