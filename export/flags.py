@@ -13,12 +13,13 @@ DECODE_PRESETS = {"translation": dict(beam_size=4, alpha=None, extra_length=50),
                   "parsing": dict(beam_size=21, alpha=0.3, extra_length=treebank.EXTRA_LENGTH)}
 
 
-def add_decoding_flags(parser, beam=True, preset="translation"):
+def add_decoding_flags(parser, beam=True, preset="translation", model_dir_required=True):
     """The model_dir, beam search and request-bound flags of kt-translate, kt-export,
     kt-attention, kt-parse and (without --beam_size: `beam` False) kt-score, and --verbose;
     `preset` is the default --decode_preset."""
     cli.add_verbose_flag(parser)
-    parser.add_argument("--model_dir", required=True, help="a kt-train model_dir")
+    parser.add_argument("--model_dir", required=model_dir_required,
+                        help="a kt-train model_dir")
     parser.add_argument("--checkpoint", action="append",
                         help="a checkpoint directory to use, or best: the one kt-train "
                              "--keep_best kept (default: the average of the final checkpoints "

@@ -1,6 +1,11 @@
 """kt-export: a SavedModel that TF Serving serves, raw strings in and translations out.
 
     kt-export --model_dir runs/demo --output exported/demo     # writes exported/demo/1/
+    kt-export --model_dir runs/demo --format ctranslate2 --quantization int8 --output ct2/demo
+
+With --format ctranslate2 the export is a CTranslate2 model directory instead (the optional
+extra: pip install "keras-transformer[ctranslate2]"; export/ctranslate2.py says what is written);
+what follows is about SavedModels.
 
 Signatures:
 - `serving_default`: `inputs` tf.string [batch] -> `translations` tf.string [batch], `scores`
@@ -34,6 +39,7 @@ import time
 import tensorflow as tf
 
 from keras_transformer.cli import at_least
+from keras_transformer.export.ctranslate2 import QUANTIZATIONS, export_ctranslate2
 from keras_transformer.export.flags import add_decoding_flags, checkpoints, translator_from_flags
 from keras_transformer.export.translator import IDS, TARGETS, TEXTS
 from keras_transformer.model_dir import config
@@ -130,7 +136,18 @@ def parse_args(argv=None):
     parser.add_argument("--max_batch_size", type=at_least(1), default=64,
                         help="most sentences one request may carry; more is an error "
                              "(default %(default)s)")
-    return parser.parse_args(argv)
+    parser.add_argument("--format", choices=("savedmodel", "ctranslate2"), default="savedmodel",
+                        help="savedmodel (TF Serving; default) or ctranslate2 (OpenNMT's C++ "
+                             "engine; kt-translate --engine ctranslate2 reads it)")
+    parser.add_argument("--quantization", choices=QUANTIZATIONS,
+                        help="--format ctranslate2: the weights' type (default float32; int8 "
+                             "is the fast one on CPUs)")
+    args = parser.parse_args(argv)
+    if args.quantization and args.format != "ctranslate2":
+        parser.error("--quantization is for --format ctranslate2")
+    if args.format == "ctranslate2" and (args.ensemble or len(args.checkpoint or []) > 1):
+        parser.error("--format ctranslate2 exports one model; an ensemble is a SavedModel only")
+    return args
 
 
 def main(argv=None):
@@ -139,11 +156,22 @@ def main(argv=None):
     try:
         version_path(args.output, args.version)  # a bad --output fails before loading
         translator, members = translator_from_flags(args, args.max_batch_size)
-        path = export(translator, args.output, args.version, provenance(*members))
+        if args.format == "ctranslate2":
+            path = export_ctranslate2(members[0], version_path(args.output, args.version),
+                                      args.quantization or "float32", translator.settings(),
+                                      provenance(*members))
+        else:
+            path = export(translator, args.output, args.version, provenance(*members))
     except (ExportError, ModelDirError, config.ConfigError, ValueError) as error:
         print(f"kt-export: error: {error}", file=sys.stderr)
         return 2
-    print(f"exported {checkpoints(members)} to {path} in {time.perf_counter() - start:.1f} s; "
+    seconds = time.perf_counter() - start
+    if args.format == "ctranslate2":
+        print(f"exported {checkpoints(members)} to {path} in {seconds:.1f} s: a CTranslate2 "
+              f"model, {args.quantization or 'float32'} weights; kt-translate --engine "
+              f"ctranslate2 --ctranslate2_dir {args.output} translates with it")
+        return 0
+    print(f"exported {checkpoints(members)} to {path} in {seconds:.1f} s; "
           f"signatures serving_default (strings), translate_ids, tokenize, translate_n_best, "
           f"score; beam "
           f"{args.beam_size}, alpha {args.alpha}, inputs cut at {translator.max_input_length} "

@@ -5,6 +5,7 @@
     kt-translate --model_dir runs/demo --n_best 4 < input.en > nbest.jsonl
     kt-translate --model_dir runs/demo --sampling_temperature 1 --seed 7 < mono.en > sampled.es
     kt-translate --model_dir runs/demo --input dev.en --target_prefix prefixes.es
+    kt-translate --engine ctranslate2 --ctranslate2_dir ct2/demo --input dev.en
     kt-translate --model_dir runs/wmt --data wmt_t2t_translate/de-en --source_lang en \
         --target_lang de --split test --output newstest2014.de
 
@@ -22,6 +23,7 @@ import time
 
 from keras_transformer import cli, data
 from keras_transformer.cli import at_least
+from keras_transformer.export.ctranslate2 import Ctranslate2Translator
 from keras_transformer.export.flags import (
     add_decoding_flags,
     apply_decode_preset,
@@ -90,7 +92,13 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         prog="kt-translate", description=__doc__.split("\n\n")[0],
         epilog="Example: kt-translate --model_dir runs/demo --input dev.en --reference dev.es")
-    add_decoding_flags(parser)
+    add_decoding_flags(parser, model_dir_required=False)
+    parser.add_argument("--engine", choices=("tensorflow", "ctranslate2"), default="tensorflow",
+                        help="tensorflow (the model_dir's checkpoint; default) or ctranslate2 "
+                             "(an export of kt-export --format ctranslate2, --ctranslate2_dir)")
+    parser.add_argument("--ctranslate2_dir",
+                        help="--engine ctranslate2: the export (its directory of versions, or "
+                             "one version)")
     parser.add_argument("--input", help="file of sentences, one a line (default: stdin)")
     parser.add_argument("--output", help="file for the translations (default: stdout)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
@@ -129,6 +137,22 @@ def parse_args(argv=None):
                              "there")
     args = parser.parse_args(argv)
     apply_decode_preset(args)
+    if args.engine == "ctranslate2":
+        if not args.ctranslate2_dir:
+            parser.error("--engine ctranslate2 needs --ctranslate2_dir")
+        tensorflow_only = [flag for flag, given in (
+            ("--model_dir", args.model_dir), ("--checkpoint", args.checkpoint),
+            ("--ensemble", args.ensemble), ("--ema/--no-ema", args.ema is not None),
+            ("--dtype", args.dtype != "float32"),
+            ("--sampling_temperature", args.sampling_temperature),
+            ("--target_prefix", args.target_prefix)) if given]
+        if tensorflow_only:
+            parser.error(f"{tensorflow_only[0]} is for --engine tensorflow; the CTranslate2 "
+                         f"export has its own weights and does beam search only")
+    elif args.ctranslate2_dir:
+        parser.error("--ctranslate2_dir needs --engine ctranslate2")
+    elif not args.model_dir:
+        parser.error("the following arguments are required: --model_dir")
     if not args.sampling_temperature and (args.seed is not None or args.sampling_top_k):
         parser.error("--seed and --sampling_top_k need --sampling_temperature")
     if args.sampling_temperature and args.seed is None:
@@ -150,19 +174,33 @@ def parse_args(argv=None):
     return args
 
 
+def engine_from_flags(args):
+    """(the translator the flags name, the training run's configuration as a dict, what is
+    translating as the summary line says it): a `Translator` over the model_dir's checkpoints,
+    or a `Ctranslate2Translator` over an export (its run from its export.json)."""
+    if args.engine == "ctranslate2":
+        translator = Ctranslate2Translator(
+            args.ctranslate2_dir, args.beam_size, args.alpha, args.extra_length,
+            args.max_input_length, args.max_output_length)
+        args.alpha = translator.alpha
+        return (translator, translator.settings["run"],
+                f"CTranslate2 {translator.directory} ({translator.settings['quantization']})")
+    translator, members = translator_from_flags(args, args.batch_size)
+    return translator, json.loads(members[0].run.to_json()), checkpoints(members)
+
+
 def main(argv=None):
     args = parse_args(argv)
     try:
-        translator, members = translator_from_flags(args, args.batch_size)
-        loaded = members[0]
-        if args.sampling_top_k > loaded.run.vocab_size:
+        translator, run, used = engine_from_flags(args)
+        if args.sampling_top_k > run["vocab_size"]:
             raise ConfigError(f"--sampling_top_k {args.sampling_top_k} is more than the "
-                              f"vocabulary's {loaded.run.vocab_size} ids")
+                              f"vocabulary's {run['vocab_size']} ids")
         references = None
         if args.data:
             source = data.get_source(
-                args.data, args.source_lang or loaded.run.source_lang,
-                args.target_lang or loaded.run.target_lang, args.tfds_data_dir, args.download,
+                args.data, args.source_lang or run["source_lang"],
+                args.target_lang or run["target_lang"], args.tfds_data_dir, args.download,
                 args.invalid_utf8)
             lines, references = split_lines(source, args.split or "test")
         else:
@@ -179,8 +217,8 @@ def main(argv=None):
             if len(prefixes) != len(lines):
                 raise InputError(f"--target_prefix {args.target_prefix} has {len(prefixes)} "
                                  f"lines but {input_name(args)} has {len(lines)}")
-    except (InputError, ModelDirError, ConfigError, data.CorpusError,
-            ValueError) as error:
+    except (InputError, ModelDirError, ConfigError, data.CorpusError, ValueError,
+            OSError) as error:
         print(f"kt-translate: error: {error}", file=sys.stderr)
         return 2
     start = time.perf_counter()
@@ -208,7 +246,7 @@ def main(argv=None):
               f"{args.sampling_top_k or 'all'}, --seed {args.seed}" if args.sampling_temperature
               else f"beam {args.beam_size}, alpha {args.alpha}")
     print(f"translated {len(lines)} sentence(s) in {seconds:.1f} s "
-          f"({len(lines) / max(seconds, 1e-9):.1f}/s) with {checkpoints(members)}, {search}",
+          f"({len(lines) / max(seconds, 1e-9):.1f}/s) with {used}, {search}",
           file=sys.stderr)
     if references is not None:
         print_scores(translations, references, sys.stderr)

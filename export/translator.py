@@ -17,6 +17,18 @@ IDS = tf.TensorSpec([None, None], tf.int32, name="source_ids")
 PREFIX_IDS = tf.TensorSpec([None, None], tf.int32, name="prefix_ids")
 
 
+def source_ids_of(vocabulary, texts, max_input_length, max_input_bytes):
+    """tf.string [batch] -> int32 [batch, length]: each text cut to `max_input_bytes` bytes,
+    bytes that are not UTF-8 read as U+FFFD, then `Vocabulary.encode` cut to
+    `max_input_length` tokens, 0-padded (see `Translator.tokenize`)."""
+    texts = tf.strings.substr(texts, 0, max_input_bytes)
+    texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace")
+    ids = vocabulary.encode(texts, max_input_length).to_tensor(PAD_ID)
+    # A batch of only empty texts still gets a (padding) column for the encoder to read.
+    ids = tf.pad(ids, [[0, 0], [0, tf.maximum(0, 1 - tf.shape(ids)[1])]])
+    return tf.cast(ids, tf.int32)
+
+
 class Translator(tf.Module):
     """A trained `Transformer` and its vocabulary, with the decoding settings and request bounds.
 
@@ -88,12 +100,9 @@ class Translator(tf.Module):
         `translate_ids` answers with an empty translation.
         """
         with tf.control_dependencies([self._check_batch(tf.size(texts))]):
-            texts = tf.strings.substr(texts, 0, self.max_input_bytes)
-        texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace")
-        ids = self.vocabulary.encode(texts, self.max_input_length).to_tensor(PAD_ID)
-        # A batch of only empty texts still gets a (padding) column for the encoder to read.
-        ids = tf.pad(ids, [[0, 0], [0, tf.maximum(0, 1 - tf.shape(ids)[1])]])
-        return {"source_ids": tf.cast(ids, tf.int32)}
+            texts = tf.identity(texts)
+        return {"source_ids": source_ids_of(self.vocabulary, texts, self.max_input_length,
+                                            self.max_input_bytes)}
 
     def _cut_sources(self, source_ids):
         """Rows cut to max_input_length, ending with end of sentence as `tokenize` cuts texts;

@@ -1,0 +1,288 @@
+"""CTranslate2: the model_dir's model in OpenNMT's C++ inference engine, for fast CPU serving.
+
+    kt-export --model_dir runs/demo --format ctranslate2 --quantization int8 --output ct2/demo
+    kt-translate --engine ctranslate2 --ctranslate2_dir ct2/demo --input dev.en
+
+CTranslate2 runs Transformer models converted to its own format, with int8 weights on CPUs, and
+is what OpenNMT-tf, fairseq and Marian models are served with. `export_ctranslate2` writes a
+CTranslate2 model directory through its specification API (`ctranslate2.specs.TransformerSpec`),
+weight for weight:
+
+- post-norm layers (`pre_norm=False`: LayerNorm(x + Sublayer(x))), ReLU, the run's layer count,
+  heads and layer-norm epsilon;
+- the shared embedding matrix as the encoder's and the decoder's embeddings (CTranslate2 scales
+  them by sqrt(d_model), as the model does) and as the output projection, without a bias;
+- each side's position table written out as the model computes it: the interleaved sinusoids of
+  section 3.5 (`positional.py`; CTranslate2's own would concatenate sines and cosines), or the
+  learned tables;
+- attention projections without biases (the model has none): query, key and value fused for
+  self-attention, the query and the fused key and value for encoder-decoder attention;
+- the SentencePiece pieces as the vocabulary, in id order; the decoder starts from id 0, as the
+  model's shifted-right input does, and padding is never generated (`suppress_sequences`, the
+  model's beam search masks it too).
+
+Beside the model files: `vocab.model` (the SentencePiece model) and `export.json` (the checkpoint,
+the run's configuration, the decoding settings and the quantization). Each export is a numbered
+version under --output, as for SavedModels; an existing one is never replaced.
+
+`Ctranslate2Translator` decodes with such a directory behind the interface `export.lines`
+uses (`tokenize`, `translate_n_best_ids`, `detokenize`), so kt-translate's sorting, batching,
+n-best lists and scoring run on either engine.
+"""
+
+import json
+import pathlib
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer.data import Vocabulary
+from keras_transformer.export.translator import source_ids_of
+from keras_transformer.model_dir import config
+from keras_transformer.token_ids import EOS_ID, PAD_ID
+
+QUANTIZATIONS = ("float32", "int8", "int8_float32", "bfloat16", "int8_bfloat16")
+POSITIONS = 2048  # sinusoid rows written; inputs and outputs are limited to this many tokens
+MODEL_FILE = "model.bin"
+
+
+class Ctranslate2Error(ValueError):
+    """A model CTranslate2 cannot represent, or a directory that is not a CTranslate2 export."""
+
+
+def _ctranslate2():
+    try:
+        import ctranslate2
+    except ImportError:
+        raise Ctranslate2Error("the ctranslate2 package is not installed: pip install -e "
+                               "\".[ctranslate2]\" (or keras-transformer[ctranslate2])") from None
+    return ctranslate2
+
+
+def _kernel(weight):
+    """A Keras kernel [in, out] as CTranslate2's linear weight [out, in], float32."""
+    return np.ascontiguousarray(np.asarray(weight, np.float32).T)
+
+
+def _positions(layer, length, d_model):
+    """The position table [length, d_model] that `layer` adds to embeddings."""
+    table = np.asarray(layer(tf.zeros([1, length, d_model])), np.float32)
+    return table.reshape(length, d_model)  # the layers give [length, d] or [1, length, d]
+
+
+def check_representable(model):
+    """Raises Ctranslate2Error naming the field CTranslate2 has no room for."""
+    d_k, d_v = model.d_k or model.d_model // model.num_heads, model.d_v or \
+        model.d_model // model.num_heads
+    if d_k != d_v:
+        raise Ctranslate2Error(f"hparams d_k={d_k} and d_v={d_v} differ: CTranslate2's "
+                               f"attention has one head width")
+    if model.position_encoding == "learned" and model.max_length > POSITIONS:
+        raise Ctranslate2Error(f"hparams max_length={model.max_length}: learned positions "
+                               f"beyond {POSITIONS} are not exported")
+
+
+def transformer_spec(model, vocabulary):
+    """The `ctranslate2.specs.TransformerSpec` of a `keras_transformer.Transformer`."""
+    _ctranslate2()
+    from ctranslate2.specs import transformer_spec as specs
+
+    check_representable(model)
+    d_model, heads = model.d_model, model.num_heads
+    head_dim = model.d_k or d_model // heads
+    # head_dim only where it is not d_model / heads: CTranslate2 reads it as a special case.
+    head_dim = None if head_dim * heads == d_model else head_dim
+    spec = specs.TransformerSpec(
+        specs.TransformerEncoderSpec(model.num_layers, heads, pre_norm=False,
+                                     head_dim=head_dim),
+        specs.TransformerDecoderSpec(model.num_layers, heads, pre_norm=False,
+                                     head_dim=head_dim))
+    embeddings = np.asarray(model.embedding.embeddings, np.float32)
+    limit = model.max_length if model.position_encoding == "learned" else POSITIONS
+    for side, positions in ((spec.encoder, model.encoder_positions),
+                            (spec.decoder, model.decoder_positions)):
+        embedding_specs = side.embeddings if isinstance(side.embeddings, list) else \
+            [side.embeddings]
+        embedding_specs[0].weight = embeddings
+        side.scale_embeddings = True
+        side.position_encodings.encodings = _positions(positions, limit, d_model)
+    spec.decoder.projection.weight = embeddings
+
+    def attention(attention_spec, layer, block, fused_query):
+        q, k, v = (_kernel(layer.query_kernel), _kernel(layer.key_kernel),
+                   _kernel(layer.value_kernel))
+        if fused_query:
+            attention_spec.linear[0].weight = np.concatenate([q, k, v])
+        else:
+            attention_spec.linear[0].weight = q
+            attention_spec.linear[1].weight = np.concatenate([k, v])
+        attention_spec.linear[-1].weight = _kernel(layer.output_kernel)
+        norm(attention_spec.layer_norm, block)
+
+    def norm(norm_spec, block):
+        norm_spec.gamma = np.asarray(block.norm.gamma, np.float32)
+        norm_spec.beta = np.asarray(block.norm.beta, np.float32)
+
+    def feed_forward(ffn_spec, layer):
+        for linear, dense in ((ffn_spec.linear_0, layer.feed_forward.inner),
+                              (ffn_spec.linear_1, layer.feed_forward.outer)):
+            linear.weight = _kernel(dense.kernel)
+            linear.bias = np.asarray(dense.bias, np.float32)
+        norm(ffn_spec.layer_norm, layer.feed_forward_block)
+
+    for layer_spec, layer in zip(spec.encoder.layer, model.encoder_layers):
+        attention(layer_spec.self_attention, layer.self_attention, layer.self_attention_block,
+                  True)
+        feed_forward(layer_spec.ffn, layer)
+    for layer_spec, layer in zip(spec.decoder.layer, model.decoder_layers):
+        attention(layer_spec.self_attention, layer.self_attention, layer.self_attention_block,
+                  True)
+        attention(layer_spec.attention, layer.encoder_decoder_attention,
+                  layer.encoder_decoder_attention_block, False)
+        feed_forward(layer_spec.ffn, layer)
+
+    pieces = vocabulary.pieces(list(range(vocabulary.vocab_size)))
+    spec.register_source_vocabulary(pieces)
+    spec.register_target_vocabulary(pieces)
+    spec.config.add_source_eos = False  # the ids carry their end of sentence
+    spec.config.bos_token = pieces[PAD_ID]
+    spec.config.decoder_start_token = pieces[PAD_ID]
+    spec.config.eos_token = pieces[EOS_ID]
+    spec.config.unk_token = pieces[2]
+    spec.config.layer_norm_epsilon = model.layer_norm_epsilon
+    return spec
+
+
+def export_ctranslate2(loaded, path, quantization="float32", settings=None, provenance=None):
+    """Writes the CTranslate2 model of `loaded` (a `model_dir.Loaded`) to `path`, a version
+    directory that must not exist (`saved_model.version_path` chooses one).
+
+    Args:
+        quantization: one of QUANTIZATIONS: the weights' type in the files (CTranslate2 computes
+            int8 matrix products with float32 or bfloat16 for the rest).
+        settings: decoding settings to record (beam_size, alpha, extra_length, ...).
+        provenance: JSON-able facts about the checkpoint (`saved_model.provenance`).
+
+    Returns:
+        `path`.
+    """
+    if quantization not in QUANTIZATIONS:
+        raise Ctranslate2Error(f"--quantization must be one of {', '.join(QUANTIZATIONS)}, got "
+                               f"{quantization!r}")
+    spec = transformer_spec(loaded.model, loaded.vocabulary)
+    path = pathlib.Path(path)
+    if path.exists():
+        raise Ctranslate2Error(f"{path} exists; an export is never replaced")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=path.parent, prefix=".export-") as scratch:
+        model = pathlib.Path(scratch) / "model"
+        model.mkdir()
+        spec.validate()
+        spec.optimize(quantization=quantization)
+        spec.save(str(model))
+        (model / config.VOCAB_FILE).write_bytes(loaded.vocabulary.model_proto)
+        facts = dict(settings or {}, **(provenance or {}), engine="ctranslate2",
+                     quantization=quantization,
+                     ctranslate2=_ctranslate2().__version__)
+        (model / "export.json").write_text(json.dumps(facts, indent=2) + "\n")
+        model.rename(path)  # whole, or not at all
+    return path
+
+
+def resolve(directory):
+    """A CTranslate2 export's version directory: `directory` itself, or its highest version."""
+    directory = pathlib.Path(directory)
+    if (directory / MODEL_FILE).is_file():
+        return directory
+    versions = sorted((int(p.name) for p in directory.glob("*")
+                       if p.name.isdigit() and (p / MODEL_FILE).is_file()), reverse=True)
+    if not versions:
+        raise Ctranslate2Error(f"--ctranslate2_dir {directory}: neither a CTranslate2 model "
+                               f"({MODEL_FILE}) nor a directory of versions holding one; "
+                               f"write one with kt-export --format ctranslate2")
+    return directory / str(versions[0])
+
+
+def gnmt_penalty(length, alpha):
+    """((5 + length) / 6) ** alpha, the length penalty the model's beam search divides by."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+class Ctranslate2Translator:
+    """Beam search with a CTranslate2 export, behind the `Translator` methods `export.lines`
+    calls. Decoding settings default to those the export recorded.
+
+    Args:
+        directory: a CTranslate2 export (a version directory, or the directory of versions).
+        compute_type: CTranslate2's ("default": the type the weights were saved in).
+        intra_threads: threads of one translation (0: CTranslate2's default).
+    """
+
+    def __init__(self, directory, beam_size=None, alpha=None, extra_length=None,
+                 max_input_length=None, max_output_length=None, compute_type="default",
+                 intra_threads=0):
+        ctranslate2 = _ctranslate2()
+        self.directory = resolve(directory)
+        self.settings = json.loads((self.directory / "export.json").read_text())
+        self.vocabulary = Vocabulary.load(self.directory / config.VOCAB_FILE)
+        self.pieces = self.vocabulary.pieces(list(range(self.vocabulary.vocab_size)))
+        self.ids = {piece: index for index, piece in enumerate(self.pieces)}
+        self.beam_size = beam_size or self.settings.get("beam_size", 4)
+        self.alpha = self.settings.get("alpha", 0.6) if alpha is None else alpha
+        self.extra_length = self.settings.get("extra_length", 50) if extra_length is None \
+            else extra_length
+        self.max_input_length = max_input_length or self.settings.get("max_input_length", 256)
+        self.max_output_length = min(
+            max_output_length or self.max_input_length + self.extra_length, POSITIONS)
+        self.max_input_bytes = 16 * self.max_input_length
+        self.engine = ctranslate2.Translator(str(self.directory), device="cpu",
+                                             compute_type=compute_type,
+                                             intra_threads=intra_threads)
+
+    def tokenize(self, texts):
+        """As `Translator.tokenize`: {"source_ids": int32 [batch, length]}."""
+        return {"source_ids": source_ids_of(self.vocabulary, texts, self.max_input_length,
+                                            self.max_input_bytes)}
+
+    def detokenize(self, ids):
+        return self.vocabulary.detokenize(ids)
+
+    def translate_n_best_ids(self, source_ids):
+        """As `Translator.translate_n_best_ids`, numpy in and tf out: {"ids" int32 [batch,
+        beam_size, length], "scores", "log_probs" float32 [batch, beam_size]}."""
+        source_ids = np.asarray(source_ids)[:, :self.max_input_length]
+        batch = len(source_ids)
+        rows = [[self.pieces[i] for i in row if i != PAD_ID] for row in source_ids]
+        limits = np.minimum(np.count_nonzero(source_ids, axis=1) + self.extra_length,
+                            self.max_output_length)
+        found = [[] for _ in range(batch)]
+        # One call per output limit: CTranslate2 takes one limit a batch.
+        for limit in np.unique(limits[[bool(row) for row in rows]]):
+            chosen = [i for i in range(batch) if rows[i] and limits[i] == limit]
+            results = self.engine.translate_batch(
+                [rows[i] for i in chosen], beam_size=self.beam_size,
+                num_hypotheses=self.beam_size, length_penalty=self.alpha,
+                max_decoding_length=int(limit), max_input_length=0, return_scores=True,
+                return_end_token=True, suppress_sequences=[[self.pieces[PAD_ID]]])
+            for i, result in zip(chosen, results):
+                found[i] = list(zip(result.hypotheses, result.scores))
+        width = max([1] + [len(tokens) for hypotheses in found for tokens, _ in hypotheses])
+        ids = np.zeros([batch, self.beam_size, width], np.int32)
+        scores = np.full([batch, self.beam_size], -np.inf, np.float32)
+        log_probs = np.full([batch, self.beam_size], -np.inf, np.float32)
+        for i, hypotheses in enumerate(found):
+            if not rows[i]:  # an empty input: one empty translation, as the model gives
+                scores[i, 0] = log_probs[i, 0] = 0.0
+            # CTranslate2 ranks by log P / length ** alpha (its length counts the end of
+            # sentence); the model's beam search by log P / ((5 + length) / 6) ** alpha (GNMT).
+            # Its hypotheses are given the GNMT scores and ranked by them.
+            ranked = sorted(((score * len(tokens) ** self.alpha, tokens)
+                             for tokens, score in hypotheses),
+                            key=lambda h: -h[0] / gnmt_penalty(len(h[1]), self.alpha))
+            for j, (log_prob, tokens) in enumerate(ranked):
+                ids[i, j, :len(tokens)] = [self.ids[token] for token in tokens]
+                log_probs[i, j] = log_prob
+                scores[i, j] = log_prob / gnmt_penalty(len(tokens), self.alpha)
+        return {"ids": tf.constant(ids), "scores": tf.constant(scores),
+                "log_probs": tf.constant(log_probs)}

@@ -1,0 +1,157 @@
+"""The CTranslate2 export against the model it comes from: same translations, same scores; the
+engine behind kt-translate; refusals."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import keras_transformer as kt
+from keras_transformer import data
+from keras_transformer.export import ctranslate2 as ct2
+from keras_transformer.export.lines import n_best_lines
+from keras_transformer.export.translator import Translator
+
+
+def run(*argv, check=True):
+    result = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True,
+                            timeout=600)
+    if check:
+        assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+@pytest.fixture(scope="module")
+def exported(trained_model_dir, tmp_path_factory):
+    """The trained test model exported twice: float32 (version 1) and int8 (version 2)."""
+    output = tmp_path_factory.mktemp("ct2") / "exports"
+    for quantization in ("float32", "int8"):
+        result = run("keras_transformer.export", "--model_dir", str(trained_model_dir),
+                     "--format", "ctranslate2", "--quantization", quantization, "--output",
+                     str(output))
+        assert f"a CTranslate2 model, {quantization} weights" in result.stdout
+    return output
+
+
+@pytest.fixture(scope="module")
+def dev_split():
+    sources, references = data.first_pairs(data.get_source("bible_en_es"), "dev", 10_000)
+    return sources + ["", "Jesus wept."], references + ["", "Jesús lloró."]
+
+
+def both(trained, exported, beam_size, alpha, sources):
+    """The model's and the float32 export's n-best lists of `sources`."""
+    translator = Translator(trained.model, trained.vocabulary, beam_size=beam_size, alpha=alpha,
+                            max_input_length=trained.run.max_length)
+    engine = ct2.Ctranslate2Translator(exported / "1", beam_size=beam_size, alpha=alpha)
+    return (n_best_lines(translator, sources, beam_size, 32),
+            n_best_lines(engine, sources, beam_size, 32))
+
+
+def test_the_export_records_where_it_came_from(exported, trained):
+    settings = json.loads((exported / "1" / "export.json").read_text())
+    assert settings["engine"] == "ctranslate2" and settings["quantization"] == "float32"
+    assert settings["checkpoint"] == str(trained.checkpoint)
+    assert (settings["beam_size"], settings["alpha"], settings["extra_length"]) == (4, 0.6, 50)
+    assert (exported / "1" / "vocab.model").read_bytes() == trained.vocabulary.model_proto
+    assert json.loads((exported / "2" / "export.json").read_text())["quantization"] == "int8"
+    assert ct2.resolve(exported) == exported / "2"  # the highest version
+
+
+@pytest.mark.parametrize("beam_size, alpha", [(1, 0.6), (4, 0.0)])
+def test_float32_export_translates_as_the_model(trained, exported, dev_split, beam_size,
+                                                alpha):
+    """Greedy, and beam 4 ranking by log-probability alone (alpha 0, where the two engines'
+    length penalties agree): every hypothesis the same ids, every score within 1e-3."""
+    sources, _ = dev_split
+    ours, theirs = both(trained, exported, beam_size, alpha, sources)
+    assert len(ours) == len(theirs) == 494
+    for line, (mine, other) in enumerate(zip(ours, theirs), 1):
+        assert [h.text for h in mine] == [h.text for h in other], line
+        np.testing.assert_allclose([h.score for h in other], [h.score for h in mine],
+                                   atol=1e-3, err_msg=f"line {line}")
+
+
+def test_beam_4_alpha_06_best_hypotheses_agree(trained, exported, dev_split):
+    """At the paper's alpha the engines rank unfinished hypotheses differently (CTranslate2
+    divides by length ** alpha, the model by ((5 + length) / 6) ** alpha); the best hypothesis
+    of each, scored the model's way, still agrees on nearly every sentence."""
+    sources, _ = dev_split
+    ours, theirs = both(trained, exported, 4, 0.6, sources)
+    same = [mine[0].text == other[0].text for mine, other in zip(ours, theirs)]
+    print(f"beam 4, alpha 0.6: the same best hypothesis on {sum(same)} of {len(same)} lines")
+    assert sum(same) >= 0.95 * len(same)
+    for mine, other in zip(ours, theirs):
+        if mine[0].text == other[0].text:
+            assert other[0].score == pytest.approx(mine[0].score, abs=1e-3)
+
+
+def test_int8_export_stays_close_to_float32(exported, dev_split):
+    sources, _ = dev_split
+    float32 = n_best_lines(ct2.Ctranslate2Translator(exported / "1", beam_size=1), sources,
+                           1, 32)
+    int8 = n_best_lines(ct2.Ctranslate2Translator(exported / "2", beam_size=1), sources, 1, 32)
+    same = sum(a[0].text == b[0].text for a, b in zip(float32, int8))
+    print(f"int8 greedy = float32 greedy on {same} of {len(sources)} lines")
+    assert same >= 0.5 * len(sources)
+
+
+def test_kt_translate_runs_on_either_engine(trained_model_dir, exported, tmp_path):
+    inputs = tmp_path / "in.en"
+    inputs.write_text("In the beginning God created the heaven and the earth.\n\nJesus wept.\n")
+    common = ["--input", str(inputs), "--beam_size", "1", "--scores"]
+    tensorflow = run("keras_transformer.export.translate", "--model_dir",
+                     str(trained_model_dir), *common)
+    engine = run("keras_transformer.export.translate", "--engine", "ctranslate2",
+                 "--ctranslate2_dir", str(exported / "1"), *common)
+    assert "with CTranslate2" in engine.stderr and "(float32)" in engine.stderr
+    ours = [line.split("\t") for line in tensorflow.stdout.splitlines()]
+    theirs = [line.split("\t") for line in engine.stdout.splitlines()]
+    assert [text for _, text in ours] == [text for _, text in theirs]
+    np.testing.assert_allclose([float(s) for s, _ in theirs], [float(s) for s, _ in ours],
+                               atol=1e-3)
+    scored = run("keras_transformer.export.translate", "--engine", "ctranslate2",
+                 "--ctranslate2_dir", str(exported), "--data", "bible_en_es", "--split", "dev",
+                 "--n_best", "2")
+    assert scored.stdout.count('"line"') == 492 and "BLEU" in scored.stderr
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--engine", "ctranslate2"], "--engine ctranslate2 needs --ctranslate2_dir"),
+    (["--ctranslate2_dir", "x"], "--ctranslate2_dir needs --engine ctranslate2"),
+    (["--engine", "ctranslate2", "--ctranslate2_dir", "x", "--model_dir", "m"],
+     "--model_dir is for --engine tensorflow"),
+    (["--engine", "ctranslate2", "--ctranslate2_dir", "x", "--sampling_temperature", "1"],
+     "--sampling_temperature is for --engine tensorflow"),
+    ([], "the following arguments are required: --model_dir"),
+])
+def test_kt_translate_refuses_mixed_engine_flags(argv, message):
+    result = run("keras_transformer.export.translate", *argv, check=False)
+    assert result.returncode == 2 and message in result.stderr
+
+
+def test_refusals_name_what_is_wrong(trained_model_dir, exported, tmp_path):
+    missing = run("keras_transformer.export.translate", "--engine", "ctranslate2",
+                  "--ctranslate2_dir", str(tmp_path / "nothing"), check=False)
+    assert missing.returncode == 2 and f"--ctranslate2_dir {tmp_path / 'nothing'}: neither" \
+        in missing.stderr
+    again = run("keras_transformer.export", "--model_dir", str(trained_model_dir), "--format",
+                "ctranslate2", "--output", str(exported), "--version", "1", check=False)
+    assert again.returncode == 2 and "exists" in again.stderr
+    assert (exported / "1" / "model.bin").is_file()  # untouched
+    result = run("keras_transformer.export", "--model_dir", str(trained_model_dir),
+                 "--quantization", "int8", "--output", str(tmp_path / "o"), check=False)
+    assert result.returncode == 2 and "--quantization is for --format ctranslate2" in \
+        result.stderr
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(position_encoding="learned", max_length=4096), "hparams max_length=4096"),
+    (dict(d_k=8, d_v=16), "hparams d_k=8 and d_v=16 differ"),
+])
+def test_models_ctranslate2_cannot_hold_are_refused(overrides, message):
+    model = kt.build_model(kt.hparams.get("transformer_tiny", **overrides), 300)
+    with pytest.raises(ct2.Ctranslate2Error, match=message):
+        ct2.check_representable(model)
