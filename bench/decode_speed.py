@@ -1,5 +1,6 @@
 """Decoding speed: beam 4 and greedy on the base model shape, through the Python API and the
-exported SavedModel, with the key/value cache and without it.
+exported SavedModel, with the key/value cache and without it, and through CTranslate2 (the
+same weights exported by kt-export --format ctranslate2, float32 and int8).
 
 Random weights and a fixed output length: every source has 32 tokens and every hypothesis runs
 to 40: the Python API's beam searches pass `eos_id=-1`; greedy decoding and the SavedModel stop
@@ -12,10 +13,13 @@ repetition; figures are sentences per second, median (min-max) of --repeats runs
 
 import argparse
 import functools
+import itertools
+import os
 import pathlib
 import statistics
 import tempfile
 import time
+import types
 
 import numpy as np
 import tensorflow as tf
@@ -23,8 +27,10 @@ import tensorflow as tf
 import keras_transformer as kt
 from bench import peers
 from bench.common import append_results, markdown_table
+from bench.train_step import matmul_peak
 from keras_transformer import data, export
 from keras_transformer.decoding import cached_step, recomputing_step
+from keras_transformer.export import ctranslate2
 
 
 def long_sentences(vocabulary, count, length):
@@ -38,11 +44,24 @@ def long_sentences(vocabulary, count, length):
     raise SystemExit(f"the corpus has fewer than {count} sentences of {length} tokens")
 
 
-def variants(models, saved_models, source_ids, texts, new_tokens, uncached, peers_by_name):
+def ctranslate2_decode(engine, source_ids, new_tokens, beam_size):
+    """The best hypotheses of `engine` (a `Ctranslate2Translator`) for int [batch, length]
+    source ids, each run to `new_tokens` tokens (end of sentence disabled until then), as int32
+    ids [batch, new_tokens]."""
+    rows = [[engine.pieces[i] for i in row if i] for row in source_ids]
+    results = engine.engine.translate_batch(
+        rows, beam_size=beam_size, length_penalty=0.6, max_decoding_length=new_tokens,
+        min_decoding_length=new_tokens, max_input_length=0)
+    return tf.constant([[engine.ids[t] for t in r.hypotheses[0]] for r in results], tf.int32)
+
+
+def variants(models, saved_models, source_ids, texts, new_tokens, uncached, peers_by_name,
+             ctranslate2_engines):
     """name -> a function decoding the batch once and returning output ids [batch, ..., length].
 
     `models` and `saved_models` map a name suffix (e.g. ", mixed_bfloat16") to a model and to
-    a loaded SavedModel; the suffix "" is the float32 one.
+    a loaded SavedModel; the suffix "" is the float32 one. `ctranslate2_engines` maps a
+    quantization to a `Ctranslate2Translator` of the same weights.
     """
     model = models[""]
     batch, source_length = source_ids.shape
@@ -81,6 +100,10 @@ def variants(models, saved_models, source_ids, texts, new_tokens, uncached, peer
                                           temperature=0.0)[0], each)
     if uncached:
         found["beam 4, uncached (prefix recomputed)"] = lambda: uncached_beam(source_ids)
+    for (quantization, engine), search in itertools.product(ctranslate2_engines.items(),
+                                                            ("beam 4", "greedy")):
+        found[f"{search}, CTranslate2 {quantization}"] = functools.partial(
+            ctranslate2_decode, engine, source_numpy, new_tokens, 4 if search == "beam 4" else 1)
     for name, (kind, peer) in peers_by_name.items():
         if kind == "hf":
             found[name] = functools.partial(
@@ -124,6 +147,9 @@ def main():
     parser.add_argument("--variants", default="",
                         help="semicolon-separated variant names (the table's 'decode' column) to "
                              "run; default: all. 'beam 4, cached' always runs: ratios use it")
+    parser.add_argument("--ctranslate2", action=argparse.BooleanOptionalAction, default=True,
+                        help="also CTranslate2, float32 and int8 (needs pip install -e "
+                             ".[ctranslate2])")
     parser.add_argument("--peers", action=argparse.BooleanOptionalAction, default=True,
                         help="also Hugging Face generate and keras-hub's samplers (needs "
                              "pip install -e .[bench])")
@@ -152,6 +178,14 @@ def main():
                 translator, pathlib.Path(tmp) / f"saved{len(saved_models)}")))
         peers_by_name = (peer_models(kt.hparams.get(args.hparams), vocabulary.vocab_size)
                          if args.peers else {})
+        ctranslate2_engines = {}
+        if args.ctranslate2:
+            loaded = types.SimpleNamespace(model=model, vocabulary=vocabulary)
+            for quantization in ("float32", "int8"):
+                path = ctranslate2.export_ctranslate2(
+                    loaded, pathlib.Path(tmp) / f"ct2-{quantization}", quantization)
+                ctranslate2_engines[quantization] = ctranslate2.Ctranslate2Translator(
+                    path, intra_threads=os.cpu_count())
         texts = long_sentences(vocabulary, max(int(b) for b in args.batch_sizes.split(",")),
                                args.source_length)
 
@@ -160,7 +194,8 @@ def main():
             source_ids = translator.tokenize(tf.constant(texts[:batch]))["source_ids"]
             assert source_ids.shape == (batch, args.source_length), source_ids.shape
             runs = variants(models, saved_models, source_ids, texts[:batch],
-                            args.new_tokens, args.uncached_repeats > 0, peers_by_name)
+                            args.new_tokens, args.uncached_repeats > 0, peers_by_name,
+                            ctranslate2_engines)
             if args.variants:
                 chosen = {"beam 4, cached", *args.variants.split(";")}
                 if chosen - runs.keys():
@@ -209,6 +244,15 @@ def main():
                      f"weights in bfloat16), keras-hub "
                      f"{keras_hub.__version__} BartSeq2SeqLM.generate with its samplers (no stop "
                      f"token).")
+    if args.ctranslate2:
+        import ctranslate2 as ct2_package
+        peer_note += (f" CTranslate2 {ct2_package.__version__}: the same weights exported by "
+                      f"kt-export --format ctranslate2 (float32, and int8 weights), "
+                      f"translate_batch with min and max decoding length {args.new_tokens}, "
+                      f"{os.cpu_count()} threads.")
+    peaks = {dtype: matmul_peak(dtype) / 1e9 for dtype in ("float32", "bfloat16")}
+    peer_note += (f" The machine's 2048^3 matmul peak, measured after the runs: float32 "
+                  f"{peaks['float32']:.0f} GFLOP/s, bfloat16 {peaks['bfloat16']:.0f}.")
     table = (f"{args.hparams} shape, {vocabulary.vocab_size}-id shared vocabulary, random "
              f"weights, float32 unless named; {args.source_length} source tokens, "
              f"{args.new_tokens} output tokens every hypothesis, beam 4 / alpha 0.6.{peer_note}"
