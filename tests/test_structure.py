@@ -41,7 +41,7 @@ MAY_IMPORT = {
 DOCUMENTED_MODULES = ["keras_transformer.trainer", "keras_transformer.trainer.task",
                       "keras_transformer.trainer.average", "keras_transformer.export",
                       "keras_transformer.export.translate", "keras_transformer.export.score",
-                      "keras_transformer.export.attention",
+                      "keras_transformer.export.attention", "keras_transformer.export.parse",
                       "keras_transformer.demo", "keras_transformer.data.vocab",
                       "keras_transformer.data.inspect", "keras_transformer.hparams"]
 
@@ -161,7 +161,7 @@ def test_every_console_script_prints_its_help():
                if entry.value.startswith("keras_transformer.")]
     assert {entry.name for entry in scripts} == {
         "kt-vocab", "kt-train", "kt-average", "kt-translate", "kt-score", "kt-export",
-        "kt-attention", "kt-demo"}
+        "kt-attention", "kt-parse", "kt-demo"}
     for entry in scripts:
         assert "usage:" in _help_of(lambda: entry.load()(["--help"])), entry.name
 
