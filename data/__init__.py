@@ -47,6 +47,7 @@ from keras_transformer.data.vocab import (
     VocabularyError,
     build_vocabulary,
     corpus_texts,
+    corpus_whole_tokens,
     normalize_whitespace,
 )
 
@@ -54,7 +55,8 @@ __all__ = [
     "BUNDLED", "CorpusError", "EOS_ID", "LocalSource", "PAD_ID", "TfdsSource", "Tree",
     "TreeError", "TreebankSource", "Vocabulary", "VocabularyError", "batch_by_length",
     "bucket_batch_sizes", "bucket_boundaries", "build_vocabulary", "bundled_source",
-    "corpus_texts", "counted", "delinearize", "directory_source", "first_pairs", "get_source",
+    "corpus_texts", "corpus_whole_tokens", "counted", "delinearize", "directory_source",
+    "first_pairs", "get_source",
     "is_treebank", "length_sorted_batches", "limit_length", "linearize",
     "normalize_whitespace", "pipeline", "read_trees", "shift_right", "tokenized_pairs",
 ]

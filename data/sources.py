@@ -15,7 +15,7 @@ read in order: the pipeline's shuffle buffer is all the shuffling they get).
 | `text:SRC_FILE,TGT_FILE` | two aligned files, one sentence a line, as the train split |
 | `tsv:FILE` | one `source<TAB>target` pair a line, as the train split |
 | `tfds:NAME` or a bare TFDS name | a TFDS translation dataset, e.g. `wmt14_translate/de-en` |
-| `ptb:DIR` | a treebank: sentences -> linearized trees, for parsing (`data.treebank`) |
+| `ptb:DIR` (`ptb-tags:`, `ptb-xx:`) | a treebank: sentences -> linearized trees (`data.treebank`) |
 
 Local files are read as strict UTF-8 and checked before training starts: a missing file, a line
 that is not valid UTF-8 or holds a NUL byte, files of different line counts, or an empty corpus
@@ -278,7 +278,7 @@ def get_source(spec, source_lang=None, target_lang=None, tfds_data_dir=None, dow
         return bundled_source(spec, source_lang, target_lang)
     kind, _, rest = spec.partition(":")
     if treebank.is_treebank(spec):
-        return treebank.TreebankSource(rest)
+        return treebank.TreebankSource(rest, treebank.leaves_of(spec))
     if kind == "tfds":
         return TfdsSource(rest, source_lang, target_lang, tfds_data_dir, download)
     if kind == "text":

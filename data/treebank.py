@@ -11,7 +11,9 @@
 
 Each tree is normalized (`trees.normalize`) and linearized (`trees.linearize`): the pair is
 (the words joined by spaces, the target tokens joined by spaces). A tree left empty by
-normalization (only empty elements) is skipped.
+normalization (only empty elements) is skipped. The prefix chooses the linearization's leaves:
+`ptb:` the words (the default), `ptb-tags:` the part-of-speech tags (tensor2tensor's parsing
+problems, which the paper used), `ptb-xx:` `XX` for every tag (Vinyals et al. 2015).
 """
 
 import pathlib
@@ -22,6 +24,7 @@ from keras_transformer.data import trees
 from keras_transformer.data.errors import CorpusError
 
 PREFIX = "ptb:"
+PREFIXES = {PREFIX: "words", "ptb-tags:": "tags", "ptb-xx:": "XX"}  # -> trees.linearize leaves
 # Section 6.3: "we increased the maximum output length to input length + 300" (translation: 50).
 EXTRA_LENGTH = 300
 WSJ_SECTIONS = {"train": tuple(range(2, 22)), "dev": (22,), "test": (23,)}
@@ -30,7 +33,12 @@ WSJ_UNDER_TREEBANK_3 = pathlib.Path("parsed", "mrg", "wsj")
 
 def is_treebank(spec):
     """Whether a --data value names a treebank (the run parses rather than translates)."""
-    return isinstance(spec, str) and spec.startswith(PREFIX)
+    return isinstance(spec, str) and spec.startswith(tuple(PREFIXES))
+
+
+def leaves_of(spec):
+    """The `trees.linearize` leaves a treebank --data value writes ("words", "tags" or "XX")."""
+    return next(leaves for prefix, leaves in PREFIXES.items() if spec.startswith(prefix))
 
 
 def wsj_files(directory):
@@ -63,6 +71,7 @@ class TreebankSource:
 
     Args:
         directory: a WSJ section tree or a directory of {split}.trees files.
+        leaves: what the targets write for each preterminal (`trees.LEAVES`).
 
     Raises:
         CorpusError: no such directory, or no training trees found in it.
@@ -71,22 +80,24 @@ class TreebankSource:
     source_lang = "words"
     target_lang = "trees"
 
-    def __init__(self, directory):
+    def __init__(self, directory, leaves="words"):
         self.directory = pathlib.Path(directory)
+        self.leaves = leaves
+        self.prefix = next(prefix for prefix, kind in PREFIXES.items() if kind == leaves)
         if not self.directory.is_dir():
-            raise CorpusError(f"{PREFIX}{directory}: no such directory")
+            raise CorpusError(f"{self.prefix}{directory}: no such directory")
         files = wsj_files(self.directory) or split_files(self.directory)
         self.files = {split: paths for split, paths in files.items() if paths}
         if "train" not in self.files:
             raise CorpusError(
-                f"{PREFIX}{directory}: found no training trees: expected WSJ section directories "
-                f"02-21 of .mrg files (treebank_3/{WSJ_UNDER_TREEBANK_3.as_posix()}) or a "
-                f"train.trees file")
+                f"{self.prefix}{directory}: found no training trees: expected WSJ section "
+                f"directories 02-21 of .mrg files "
+                f"(treebank_3/{WSJ_UNDER_TREEBANK_3.as_posix()}) or a train.trees file")
         self._trees = {}
 
     @property
     def name(self):
-        return f"{PREFIX}{self.directory}"
+        return f"{self.prefix}{self.directory}"
 
     def splits(self):
         return list(self.files)
@@ -107,15 +118,25 @@ class TreebankSource:
                 for normalized in [trees.normalize(tree)] if normalized is not None]
         return self._trees[split]
 
+    def whole_tokens(self):
+        """The training targets' brackets, and tags when the leaves are tags, sorted: tokens a
+        vocabulary should keep whole, which halves the pieces of a target."""
+        found = set()
+        for _, _, tree in self.trees("train"):
+            _, tokens = trees.linearize(tree, self.leaves)
+            found.update(token for token in tokens
+                         if self.leaves == "tags" or token.startswith(("(", ")")))
+        return sorted(found)
+
     def pairs(self, split, shuffle_files=False, seed=None):
         del shuffle_files, seed  # In memory: the pipeline's shuffle buffer does the shuffling.
         sources, targets = [], []
         for _, _, tree in self.trees(split):
-            words, tokens = trees.linearize(tree)
+            words, tokens = trees.linearize(tree, self.leaves)
             sources.append(" ".join(words))
             targets.append(" ".join(tokens))
         return tf.data.Dataset.from_tensor_slices((tf.constant(sources, tf.string),
                                                    tf.constant(targets, tf.string)))
 
     def __repr__(self):
-        return f"TreebankSource({str(self.directory)!r})"
+        return f"TreebankSource({str(self.directory)!r}, leaves={self.leaves!r})"

@@ -29,7 +29,7 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the tokenizer needs)
 
 from keras_transformer import cli
-from keras_transformer.data import sources
+from keras_transformer.data import sources, treebank
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 
 UNK_ID = 2
@@ -174,7 +174,7 @@ class Vocabulary(tf.Module):
 
 
 def build_vocabulary(texts, vocab_size, output, model_type="bpe", max_sentences=2_000_000,
-                     num_threads=2, overwrite=False):
+                     num_threads=2, overwrite=False, whole_tokens=()):
     """Trains a SentencePiece model on `texts` and writes it to `output`.
 
     Args:
@@ -185,6 +185,8 @@ def build_vocabulary(texts, vocab_size, output, model_type="bpe", max_sentences=
         max_sentences: sentences sampled (reservoir) from `texts` for training.
         num_threads: training threads; the model depends on it, so fix it to reproduce one.
         overwrite: replace an existing file; without it an existing file is an error.
+        whole_tokens: space-separated tokens of the texts always kept as one piece each (e.g. a
+            linearized tree's `(NP`, which SentencePiece would otherwise cut after the bracket).
 
     Returns:
         the new `Vocabulary`.
@@ -201,7 +203,9 @@ def build_vocabulary(texts, vocab_size, output, model_type="bpe", max_sentences=
             model_type=model_type, pad_id=PAD_ID, eos_id=EOS_ID, unk_id=UNK_ID, bos_id=-1,
             byte_fallback=True, character_coverage=0.9995, normalization_rule_name="identity",
             input_sentence_size=max_sentences, shuffle_input_sentence=True,
-            num_threads=num_threads, minloglevel=2)
+            num_threads=num_threads, minloglevel=2,
+            # With the whitespace marker a token is one piece; without it, two: '▁' and itself.
+            user_defined_symbols=["\u2581" + token for token in whole_tokens])
     except RuntimeError as error:
         raise VocabularyError(f"cannot build {output} with vocab_size={vocab_size}: {error}") \
             from None
@@ -211,6 +215,12 @@ def build_vocabulary(texts, vocab_size, output, model_type="bpe", max_sentences=
     partial.write_bytes(model.getvalue())
     os.replace(partial, output)  # Readers never see a half-written vocabulary.
     return vocabulary
+
+
+def corpus_whole_tokens(source):
+    """The tokens a vocabulary of `source` keeps whole (`build_vocabulary`): a treebank's
+    brackets (and tags, when it writes them); none for a translation corpus."""
+    return source.whole_tokens() if isinstance(source, treebank.TreebankSource) else ()
 
 
 def corpus_texts(source, split="train"):
@@ -243,7 +253,7 @@ def main(argv=None):
         source = sources.from_flags(args)
         vocabulary = build_vocabulary(corpus_texts(source), args.vocab_size, args.output,
                                       args.model_type, args.max_sentences, args.num_threads,
-                                      args.overwrite)
+                                      args.overwrite, corpus_whole_tokens(source))
     except (sources.CorpusError, VocabularyError) as error:
         print(f"kt-vocab: error: {error}", file=sys.stderr)
         return 2

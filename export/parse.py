@@ -9,9 +9,10 @@ section 6.3's settings (--decode_preset parsing: beam 21, alpha 0.3, input + 300
 output sequence is read back into a tree (`data.trees.delinearize`: malformed output repaired,
 the sentence's words in order), written one tree a line as `(TOP ...)`; an empty line stays
 empty. With gold trees (--gold, or --data and --split), the trees are scored as EVALB scores them
-with COLLINS.prm (`data.evalb`) and its summary goes to stderr; the written trees then carry the
-gold part-of-speech tags in place of the model's XX (it predicts brackets, not tags), so that
-EVALB itself reads them as it reads the gold.
+with COLLINS.prm (`data.evalb`) and its summary goes to stderr. A model trained on ptb-tags:
+writes part-of-speech tags, and the trees carry them (EVALB's tagging accuracy is the model's);
+one trained on ptb: (words) or ptb-xx: predicts brackets only, and its trees carry `XX`, or with
+gold trees the gold tags, so that EVALB itself reads them as it reads the gold.
 """
 
 import argparse
@@ -49,7 +50,8 @@ def parse_args(argv=None):
     if args.split and not args.data:
         parser.error("--split needs --data")
     if args.data and not data.is_treebank(args.data):
-        parser.error(f"--data {args.data}: kt-parse reads a treebank, ptb:DIR")
+        parser.error(f"--data {args.data}: kt-parse reads a treebank, ptb:DIR (or ptb-tags:, "
+                     f"ptb-xx:)")
     if args.output:
         cli.check_output(parser, args.output, args.overwrite)
     return args
@@ -118,10 +120,12 @@ def main(argv=None):
     start = time.perf_counter()
     outputs, _ = translate_lines(translator, [" ".join(s.words) for s in sentences],
                                  args.batch_size, progress_every=10)
+    tagged = data.treebank.leaves_of(run.data) == "tags"
     parsed = []
     for sentence, output in zip(sentences, outputs):
-        tree = trees.delinearize(output.split(), sentence.words)
-        parsed.append(trees.with_tags(tree, sentence.gold.tags()) if sentence.gold else tree)
+        tree = trees.delinearize(output.split(), sentence.words, tags=tagged)
+        parsed.append(trees.with_tags(tree, sentence.gold.tags())
+                      if sentence.gold and not tagged else tree)
     seconds = time.perf_counter() - start
     cli.write_text(args.output, "".join(
         f"{tree}\n" if sentence.words else "\n" for sentence, tree in zip(sentences, parsed)))
@@ -132,8 +136,9 @@ def main(argv=None):
         every, short, _ = evalb.evaluate([s.gold for s in sentences], parsed)
         print(every.format("All"), file=sys.stderr)
         print(short.format(f"len<={evalb.CUTOFF_LENGTH}"), file=sys.stderr)
-        print("(tagging accuracy: the tags are the gold ones; the model predicts brackets)",
-              file=sys.stderr)
+        if not tagged:
+            print("(tagging accuracy: the tags are the gold ones; the model predicts brackets)",
+                  file=sys.stderr)
     return 0
 
 

@@ -16,7 +16,7 @@ DOCS = pathlib.Path(__file__).parent.parent / "docs"
 # Flag values that would take days, swapped for ones that take seconds. Everything else on the
 # page (every flag name, the dataset, the hparams sets, the paths) is used as written.
 SMALL = {"--train_steps": {"100000": "5", "300000": "20"}, "--batch_tokens": {"25000": "400"},
-         "--vocab_size": {"37000": "300", "16000": "300"}, "--eval_every": {"5000": "1000"},
+         "--vocab_size": {"37000": "300", "16000": "500"}, "--eval_every": {"5000": "1000"},
          "--eval_sentences": {"500": "4"}, "--max_length": {"512": "160"}}
 SHRUNKEN_MODEL = ["--hparams_override", "num_layers=1,d_model=32,d_ff=64,num_heads=2",
                   "--checkpoint_every_steps", "1"]

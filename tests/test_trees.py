@@ -35,15 +35,17 @@ def with_xx(tree_):
     return trees.with_tags(tree_, ["XX"] * len(tree_.words()))
 
 
+@pytest.mark.parametrize("leaves", trees.LEAVES)
 @pytest.mark.parametrize("text", HAND_TREES + treebank_grammar.treebank(300, seed=5))
-def test_delinearize_inverts_linearize(text):
+def test_delinearize_inverts_linearize(text, leaves):
     gold = normalized(text)
-    words, tokens = trees.linearize(gold)
+    words, tokens = trees.linearize(gold, leaves)
     assert words == gold.words()
     assert len(tokens) == len(words) + 2 * sum(1 for _ in _phrases(gold))
-    assert trees.delinearize(tokens, words) == with_xx(gold)
+    expected = gold if leaves == "tags" else with_xx(gold)  # tags: the tree itself
+    assert trees.delinearize(tokens, words, tags=leaves == "tags") == expected
     # The written tree reads back as the same tree.
-    assert normalized(str(trees.delinearize(tokens, words))) == with_xx(gold)
+    assert normalized(str(trees.delinearize(tokens, words, tags=leaves == "tags"))) == expected
 
 
 def _phrases(node):
@@ -53,10 +55,30 @@ def _phrases(node):
             yield from _phrases(child)
 
 
-def test_the_linearization_is_vinyals_et_al():
-    words, tokens = trees.linearize(normalized(HAND_TREES[0]))
+@pytest.mark.parametrize("leaves, expected", [
+    ("words", "(S (NP John )NP (VP has (NP a dog )NP )VP . )S"),
+    ("tags", "(S (NP NNP )NP (VP VBZ (NP DT NN )NP )VP . )S"),  # tensor2tensor's
+    ("XX", "(S (NP XX )NP (VP XX (NP XX XX )NP )VP XX )S"),  # Vinyals et al.'s
+])
+def test_the_linearization_is_vinyals_et_al_with_a_choice_of_leaves(leaves, expected):
+    words, tokens = trees.linearize(normalized(HAND_TREES[0]), leaves)
     assert words == "John has a dog .".split()
-    assert " ".join(tokens) == "(S (NP XX )NP (VP XX (NP XX XX )NP )VP XX )S"
+    assert " ".join(tokens) == expected
+
+
+def test_words_are_the_default_leaves():
+    gold = normalized(HAND_TREES[0])
+    assert trees.linearize(gold) == trees.linearize(gold, "words")
+
+
+def test_leaves_that_would_read_as_brackets_are_escaped():
+    tree_ = trees.Tree("TOP", [trees.Tree("X", [trees.Tree("A", ["("]), trees.Tree("B", [")x"]),
+                                              trees.Tree("C", ["ok"])])])
+    _, tokens = trees.linearize(tree_)
+    assert tokens == ["(X", "-LRB-", "XX", "ok", ")X"]
+    assert trees.delinearize(tokens, tree_.words()).words() == ["(", ")x", "ok"]
+    with pytest.raises(ValueError, match="leaves='pos'"):
+        trees.linearize(tree_, "pos")
 
 
 def test_normalize_drops_empty_elements_function_tags_and_the_root():
@@ -145,23 +167,26 @@ def test_the_wsj_reader_splits_by_section(tmp_path):
         assert [p.parent.name for p in files["test"]] == ["23"]
         assert len(source.trees("train")) == 60  # section 00 is in no split
         pairs = [(s.decode(), t.decode()) for s, t in source.pairs("test").as_numpy_iterator()]
-        assert pairs == [("t", "(S XX )S"), ("u", "(S XX )S")]
+        assert pairs == [("t", "(S t )S"), ("u", "(S u )S")]
         gold = {" ".join(normalized(text).words()) for text in splits["train"]}
         assert {s.decode() for s, _ in source.pairs("train").as_numpy_iterator()} == gold
 
 
-def test_a_directory_of_split_files_is_a_treebank_too(tmp_path):
+@pytest.mark.parametrize("prefix, target", [("ptb:", "(S (NP a )NP (VP b )VP )S"),
+                                            ("ptb-tags:", "(S (NP NN )NP (VP VB )VP )S"),
+                                            ("ptb-xx:", "(S (NP XX )NP (VP XX )VP )S")])
+def test_a_directory_of_split_files_is_a_treebank_too(tmp_path, prefix, target):
     (tmp_path / "train.trees").write_text("(S (NP (NN a)) (VP (VB b)))\n")
     (tmp_path / "dev.trees").write_text("(S (NN c))\n")
-    source = data.get_source(f"ptb:{tmp_path}")
-    assert source.splits() == ["train", "dev"]
-    assert next(source.pairs("train").as_numpy_iterator()) == (b"a b", b"(S (NP XX )NP (VP XX "
-                                                                     b")VP )S")
+    source = data.get_source(f"{prefix}{tmp_path}")
+    assert source.splits() == ["train", "dev"] and source.name == f"{prefix}{tmp_path}"
+    assert data.is_treebank(source.name)
+    assert next(source.pairs("train").as_numpy_iterator()) == (b"a b", target.encode())
 
 
 def test_a_treebank_without_training_trees_is_refused(tmp_path):
-    with pytest.raises(data.CorpusError, match="no such directory"):
-        data.get_source(f"ptb:{tmp_path}/missing")
+    with pytest.raises(data.CorpusError, match="ptb-xx:.*/missing: no such directory"):
+        data.get_source(f"ptb-xx:{tmp_path}/missing")
     (tmp_path / "dev.trees").write_text("(S (NN c))\n")
     with pytest.raises(data.CorpusError, match="found no training trees"):
         data.get_source(f"ptb:{tmp_path}")

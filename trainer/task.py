@@ -182,7 +182,8 @@ def prepare_vocabulary(args, run, source, write):
             size = args.build_vocab_size or default_vocab_size(run.data)
             print(f"building a {size}-id vocabulary from {source!r} into {given}",
                   flush=True)
-            data.build_vocabulary(data.corpus_texts(source), size, given)
+            data.build_vocabulary(data.corpus_texts(source), size, given,
+                                  whole_tokens=data.corpus_whole_tokens(source))
         if given != target:
             data.Vocabulary.load(given)  # refuse a bad file before it becomes the run's
             partial = target.with_name(target.name + ".partial")
