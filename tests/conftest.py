@@ -117,6 +117,16 @@ def dev_sentences():
     return [(en.decode("utf-8"), es.decode("utf-8")) for en, es in pairs]
 
 
+def run_module(*argv, check=True):
+    """`python -m argv...` in a fresh process: the CompletedProcess (text); with `check`, a
+    non-zero exit fails the test showing both streams."""
+    result = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True,
+                            timeout=900)
+    if check:
+        assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)

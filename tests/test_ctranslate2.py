@@ -2,25 +2,16 @@
 engine behind kt-translate; refusals."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from conftest import run_module as run
 
 import keras_transformer as kt
 from keras_transformer import data
 from keras_transformer.export import ctranslate2 as ct2
 from keras_transformer.export.lines import n_best_lines
 from keras_transformer.export.translator import Translator
-
-
-def run(*argv, check=True):
-    result = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True,
-                            timeout=600)
-    if check:
-        assert result.returncode == 0, result.stdout + result.stderr
-    return result
 
 
 @pytest.fixture(scope="module")
