@@ -83,7 +83,7 @@ def demo_run(tmp_path_factory, bible_vocab_path):
         if not done:
             command = [
                 sys.executable, "-m", "keras_transformer.demo", "--model_dir", str(model_dir),
-                "--minutes", "10", "--bleu_sentences", "12",
+                "--minutes", "10", "--bleu_sentences", "12", "--data", "bible_en_es",
                 "--hparams", "transformer_tiny", "--hparams_override", "warmup_steps=100",
                 "--vocab", str(bible_vocab_path), "--batch_tokens", "3000", "--max_length", "64",
                 "--train_steps", str(TRAINED_STEPS), "--eval_every", "100000",

@@ -2,7 +2,9 @@
 
 import argparse
 import re
+import types
 
+from keras_transformer import data
 from keras_transformer.demo import demo
 
 
@@ -59,3 +61,18 @@ def test_demo_refusals_name_the_problem(tmp_path, capsys):
     empty.mkdir()
     assert demo.main(["--model_dir", str(empty), "--minutes", "0"]) == 2
     assert "no config.json" in capsys.readouterr().err
+
+
+def test_demo_evaluates_on_pairs_spread_over_the_dev_split(tmp_path):
+    """tatoeba_en_es' dev split starts with its shortest sentences: the first few would show
+    three-word translations and a BLEU of those alone."""
+    (tmp_path / "train.en").write_text("a\n")
+    (tmp_path / "train.es").write_text("b\n")
+    (tmp_path / "dev.en").write_text("".join(f"en {i}\n" for i in range(10)))
+    (tmp_path / "dev.es").write_text("".join(f"es {i}\n" for i in range(10)))
+    source = data.directory_source(str(tmp_path), "en", "es")
+    run = types.SimpleNamespace(source=lambda: source)
+    assert demo.dev_pairs(run, 4) == (["en 0", "en 3", "en 6", "en 9"],
+                                      ["es 0", "es 3", "es 6", "es 9"])
+    assert demo.dev_pairs(run, 20)[0] == [f"en {i}" for i in range(10)]
+    assert demo.NEW_RUN_DEFAULTS["data"] == ("--data", "tatoeba_en_es")
