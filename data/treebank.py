@@ -38,7 +38,10 @@ def is_treebank(spec):
 
 def leaves_of(spec):
     """The `trees.linearize` leaves a treebank --data value writes ("words", "tags" or "XX")."""
-    return next(leaves for prefix, leaves in PREFIXES.items() if spec.startswith(prefix))
+    for prefix, leaves in PREFIXES.items():
+        if spec.startswith(prefix):
+            return leaves
+    raise ValueError(f"{spec!r} is not a treebank: expected {', '.join(PREFIXES)}DIR")
 
 
 def wsj_files(directory):

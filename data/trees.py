@@ -16,7 +16,7 @@ as a sequence of tokens. The linearization here:
   tensor2tensor's parsing problems (the paper's code) wrote it; or `XX` for every tag, as Vinyals
   et al. normalized them. The words are the default because a model can find its place in the
   sentence by copying them, where with tags or `XX` it must count the leaves it has written: the
-  test suite's small parser reaches a held-out F1 of ~93 with words and ~31 with either of the
+  test suite's small parser reaches a held-out F1 of ~94-97 with words and ~31 with either of the
   others at the same budget (tests/test_parsing.py);
 - the root that wraps a treebank tree (an unlabelled `( ... )` in the PTB's .mrg files, `TOP` or
   `ROOT` elsewhere) is not written; `delinearize` puts a `TOP` back.
@@ -117,6 +117,9 @@ def parse_trees(lines, name="<text>"):
                     raise TreeError(f"{name}:{line_number}: unbalanced brackets: a ')' closes "
                                     f"nothing")
                 label, children, start = stack.pop()
+                if stack and not label:
+                    raise TreeError(f"{name}:{start}: a bracket without a label inside a tree "
+                                    f"(only the root may be unlabelled)")
                 node = _close(label, children, start, name)
                 if stack:
                     stack[-1][1].append(node)
@@ -185,7 +188,8 @@ def normalize(tree):
         children = [kept for kept in map(clean, node.children) if kept is not None]
         return Tree(_plain_label(node.label), children) if children else None
 
-    body = tree.children if tree.label in ROOT_LABELS else [tree]
+    # A root that holds a word directly, (TOP hello), is that word's preterminal.
+    body = tree.children if tree.label in ROOT_LABELS and not tree.is_preterminal else [tree]
     children = [kept for kept in map(clean, body) if kept is not None]
     return Tree(ROOT, children) if children else None
 

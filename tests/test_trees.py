@@ -298,3 +298,12 @@ def test_evalb_summarizes_sentences_up_to_40_words_apart():
     assert (every.sentences, short.sentences) == (3, 1)
     with pytest.raises(ValueError, match="2 gold trees but 1 test trees"):
         evalb.evaluate(golds[:2], golds[:1])
+
+
+def test_an_unlabelled_bracket_inside_a_tree_is_refused_and_a_word_at_the_root_kept():
+    with pytest.raises(trees.TreeError, match=r"f.mrg:2: a bracket without a label inside"):
+        list(trees.parse_trees(["( (S", "  ( (NN a)) (VP (VB b))) )"], "f.mrg"))
+    assert str(normalized("(TOP hello)")) == "(TOP (TOP hello))"
+    assert treebank.leaves_of("ptb-tags:d") == "tags"
+    with pytest.raises(ValueError, match="'bible_en_es' is not a treebank"):
+        treebank.leaves_of("bible_en_es")
