@@ -37,6 +37,8 @@ from keras_transformer.data.sources import (
     directory_source,
     first_pairs,
     get_source,
+    spread,
+    spread_pairs,
 )
 from keras_transformer.data.treebank import TreebankSource, is_treebank
 from keras_transformer.data.trees import Tree, TreeError, delinearize, linearize, read_trees
@@ -48,6 +50,7 @@ from keras_transformer.data.vocab import (
     build_vocabulary,
     corpus_texts,
     corpus_whole_tokens,
+    default_vocab_size,
     normalize_whitespace,
 )
 
@@ -55,8 +58,9 @@ __all__ = [
     "BUNDLED", "CorpusError", "EOS_ID", "LocalSource", "PAD_ID", "TfdsSource", "Tree",
     "TreeError", "TreebankSource", "Vocabulary", "VocabularyError", "batch_by_length",
     "bucket_batch_sizes", "bucket_boundaries", "build_vocabulary", "bundled_source",
-    "corpus_texts", "corpus_whole_tokens", "counted", "delinearize", "directory_source",
-    "first_pairs", "get_source",
+    "corpus_texts", "corpus_whole_tokens", "counted", "default_vocab_size", "delinearize",
+    "directory_source", "first_pairs", "get_source",
     "is_treebank", "length_sorted_batches", "limit_length", "linearize",
-    "normalize_whitespace", "pipeline", "read_trees", "shift_right", "tokenized_pairs",
+    "normalize_whitespace", "pipeline", "read_trees", "shift_right", "spread", "spread_pairs",
+    "tokenized_pairs",
 ]

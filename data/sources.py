@@ -309,6 +309,28 @@ def first_pairs(source, split, count):
     return [s.decode() for s, _ in pairs], [t.decode() for _, t in pairs]
 
 
+# Dev pairs are spread over at most this many of a split's first pairs.
+MAX_SPREAD_OVER = 100_000
+
+
+def spread(items, count):
+    """`count` of a list's items evenly spaced from its first to its last (all of a shorter
+    list), in order: the same positions for any list of the same length."""
+    taken = min(count, len(items))
+    if taken <= 0:
+        return []
+    picked = sorted({round(i * (len(items) - 1) / max(taken - 1, 1)) for i in range(taken)})
+    return [items[i] for i in picked]
+
+
+def spread_pairs(source, split, count):
+    """`count` pairs spread evenly over a split (over its first `MAX_SPREAD_OVER`), as
+    `first_pairs` returns them: a split may be ordered (tatoeba_en_es' dev starts with its
+    shortest sentences, the Bible's with Genesis), and its first few are not a sample of it."""
+    sources, references = first_pairs(source, split, MAX_SPREAD_OVER if count > 0 else 0)
+    return spread(sources, count), spread(references, count)
+
+
 def add_flags(parser, default="bible_en_es"):
     """The flags that choose a source; shared by every command that reads a corpus."""
     parser.add_argument("--data", default=default,

@@ -122,13 +122,13 @@ class TreebankSource:
         return self._trees[split]
 
     def whole_tokens(self):
-        """The training targets' brackets, and tags when the leaves are tags, sorted: tokens a
-        vocabulary should keep whole, which halves the pieces of a target."""
+        """The training targets' brackets, sorted: tokens a vocabulary should keep whole, which
+        halves the pieces of a target. (Not the tags of ptb-tags: SentencePiece matches its
+        whole tokens inside words too, so IN would split the source word INC as IN + C.)"""
         found = set()
         for _, _, tree in self.trees("train"):
-            _, tokens = trees.linearize(tree, self.leaves)
-            found.update(token for token in tokens
-                         if self.leaves == "tags" or token.startswith(("(", ")")))
+            found.update(token for token in trees.linearize(tree, self.leaves)[1]
+                         if token.startswith(("(", ")")))
         return sorted(found)
 
     def pairs(self, split, shuffle_files=False, seed=None):

@@ -11,8 +11,8 @@ as a sequence of tokens. The linearization here:
             (S (NP XX )NP (VP XX (NP XX XX )NP )VP XX )S         leaves="XX"
 
 - an opening bracket is one token with its label, `(NP`; a closing bracket repeats it, `)NP`;
-- each preterminal is one leaf token (`LEAVES`): its word (a word that starts with a bracket is
-  written as the PTB escapes it, `-LRB-`/`-RRB-`, or as `XX`); its part-of-speech tag, as
+- each preterminal is one leaf token (`LEAVES`): its word (brackets in it written as the PTB
+  writes a bracket word, `-LRB-`/`-RRB-`, as in the written trees); its part-of-speech tag, as
   tensor2tensor's parsing problems (the paper's code) wrote it; or `XX` for every tag, as Vinyals
   et al. normalized them. The words are the default because a model can find its place in the
   sentence by copying them, where with tags or `XX` it must count the leaves it has written: the
@@ -46,8 +46,9 @@ TAG = "XX"  # the part-of-speech tag of a tree read back from leaves that are no
 LEAVES = ("words", "tags", "XX")  # what a linearized tree writes for each preterminal
 EMPTY_ELEMENT = "-NONE-"
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
-# Words that are brackets are written as the PTB writes them.
-_ESCAPES = {"(": "-LRB-", ")": "-RRB-"}
+# Brackets in words are written as the PTB writes a bracket word, so that no word reads back
+# as a bracket: "(" -> "-LRB-", "f(x)" -> "f-LRB-x-RRB-".
+_ESCAPES = str.maketrans({"(": "-LRB-", ")": "-RRB-"})
 
 
 class TreeError(CorpusError):
@@ -87,7 +88,7 @@ class Tree:
     def __str__(self):
         if self.is_preterminal:
             word = self.children[0]
-            return f"({self.label} {_ESCAPES.get(word, word)})"
+            return f"({self.label} {word.translate(_ESCAPES)})"
         return f"({self.label} {' '.join(str(child) for child in self.children)})"
 
     def __repr__(self):
@@ -173,6 +174,8 @@ def read_trees(path):
 
 def _plain_label(label):
     """A label without function tags and indices: NP-SBJ-1 -> NP, NP=2 -> NP (-LRB- stays)."""
+    if re.fullmatch(r"-[A-Z]+-", label):
+        return label
     return re.split(r"(?<=.)[-=]", label, maxsplit=1)[0]
 
 
@@ -222,9 +225,7 @@ def linearize(tree, leaves="words"):
 def _leaf(preterminal, leaves):
     if leaves == "tags":
         return preterminal.label
-    word = _ESCAPES.get(preterminal.children[0], preterminal.children[0])
-    # A leaf that starts with a bracket would read back as one.
-    return word if leaves == "words" and not word.startswith(("(", ")")) else TAG
+    return preterminal.children[0].translate(_ESCAPES) if leaves == "words" else TAG
 
 
 def delinearize(tokens, words, tags=False):
@@ -272,6 +273,14 @@ def _pruned(node):
         return None
     node.children = children
     return node
+
+
+def parsed(tokens, words, gold=None, tags=False):
+    """A parser's tree: `delinearize(tokens, words, tags)`, whose preterminals carry the gold
+    tree's tags where the model predicts brackets only (not `tags`) and a gold tree is given, so
+    that EVALB reads both as it reads the gold."""
+    tree = delinearize(tokens, words, tags=tags)
+    return with_tags(tree, gold.tags()) if gold is not None and not tags else tree
 
 
 def with_tags(tree, tags):

@@ -217,9 +217,15 @@ def build_vocabulary(texts, vocab_size, output, model_type="bpe", max_sentences=
     return vocabulary
 
 
+def default_vocab_size(spec):
+    """Ids of a vocabulary built for --data `spec`: section 6.3's 16K for a treebank (WSJ
+    only), else 8,000, which suits the bundled corpora."""
+    return 16_000 if treebank.is_treebank(spec) else 8_000
+
+
 def corpus_whole_tokens(source):
     """The tokens a vocabulary of `source` keeps whole (`build_vocabulary`): a treebank's
-    brackets (and tags, when it writes them); none for a translation corpus."""
+    brackets; none for a translation corpus."""
     return source.whole_tokens() if isinstance(source, treebank.TreebankSource) else ()
 
 
@@ -235,9 +241,10 @@ def main(argv=None):
         prog="kt-vocab", description="Build a shared SentencePiece subword vocabulary from the "
                                      "train split of a corpus (both languages).")
     sources.add_flags(parser)
-    parser.add_argument("--vocab_size", type=int, default=8000,
-                        help="number of ids (the paper: ~37000 for WMT en-de; default "
-                             "%(default)s suits the bundled corpus)")
+    parser.add_argument("--vocab_size", type=cli.at_least(260),
+                        help="number of ids (the paper: ~37000 for WMT en-de; default 16000 "
+                             "for a treebank, as section 6.3, else 8000, which suits the "
+                             "bundled corpora)")
     parser.add_argument("--model_type", choices=MODEL_TYPES, default="bpe",
                         help="SentencePiece algorithm (default: %(default)s)")
     parser.add_argument("--max_sentences", type=int, default=2_000_000,
@@ -251,7 +258,8 @@ def main(argv=None):
     start = time.perf_counter()
     try:
         source = sources.from_flags(args)
-        vocabulary = build_vocabulary(corpus_texts(source), args.vocab_size, args.output,
+        vocab_size = args.vocab_size or default_vocab_size(args.data)
+        vocabulary = build_vocabulary(corpus_texts(source), vocab_size, args.output,
                                       args.model_type, args.max_sentences, args.num_threads,
                                       args.overwrite, corpus_whole_tokens(source))
     except (sources.CorpusError, VocabularyError) as error:

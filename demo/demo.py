@@ -39,7 +39,6 @@ NEW_RUN_DEFAULTS = {"hparams_name": ("--hparams", "transformer_small"),
                     "mixed_precision": ("--mixed_precision", "auto"),
                     "eval_every": ("--eval_every", "300")}
 EXAMPLES = 3
-MAX_DEV_PAIRS = 100_000  # chosen from; of a larger dev split, its start
 PHASES = 6
 
 
@@ -82,15 +81,13 @@ def train_argv(args, train_flags):
 
 
 def dev_pairs(run, count):
-    """`count` dev pairs spread evenly over the dev split: a split may be ordered (tatoeba_en_es'
-    starts with its shortest sentences), and the first few would not show the model's work."""
+    """`count` dev pairs spread evenly over the dev split (`data.spread_pairs`): the first few
+    of tatoeba_en_es' would not show the model's work."""
     source = run.source()
-    sources, references = data.first_pairs(source, "dev", MAX_DEV_PAIRS)
+    sources, references = data.spread_pairs(source, "dev", count)
     if not sources:
         raise data.CorpusError(f"{source!r} has no dev split to evaluate on")
-    taken = min(count, len(sources))
-    picked = sorted({round(i * (len(sources) - 1) / max(taken - 1, 1)) for i in range(taken)})
-    return [sources[i] for i in picked], [references[i] for i in picked]
+    return sources, references
 
 
 def examples_of(sources, references):

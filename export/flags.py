@@ -5,18 +5,20 @@ import argparse
 from keras_transformer import cli, model_dir
 from keras_transformer.cli import at_least
 from keras_transformer.data import treebank
+from keras_transformer.decoding import EXTRA_LENGTH
 from keras_transformer.export.translator import Translator
 
 # Section 6.1's translation settings and section 6.3's parsing ones; alpha None: the model's
 # hparams decode_alpha (0.6, the paper's, unless the run overrode it).
-DECODE_PRESETS = {"translation": dict(beam_size=4, alpha=None, extra_length=50),
+DECODE_PRESETS = {"translation": dict(beam_size=4, alpha=None, extra_length=EXTRA_LENGTH),
                   "parsing": dict(beam_size=21, alpha=0.3, extra_length=treebank.EXTRA_LENGTH)}
+MODELS_PRESET = "parsing for a model trained on a treebank, else translation"
 
 
-def add_decoding_flags(parser, beam=True, preset="translation", model_dir_required=True):
+def add_decoding_flags(parser, beam=True, preset=None, model_dir_required=True):
     """The model_dir, beam search and request-bound flags of kt-translate, kt-export,
     kt-attention, kt-parse and (without --beam_size: `beam` False) kt-score, and --verbose;
-    `preset` is the default --decode_preset."""
+    `preset` is the default --decode_preset (None: the model's, see `preset_of`)."""
     cli.add_verbose_flag(parser)
     parser.add_argument("--model_dir", required=model_dir_required,
                         help="a kt-train model_dir")
@@ -30,19 +32,19 @@ def add_decoding_flags(parser, beam=True, preset="translation", model_dir_requir
                              "checkpoint), ensembled with --model_dir's: each step averages the "
                              "members' probabilities; all must share one vocabulary")
     parser.add_argument("--decode_preset", choices=sorted(DECODE_PRESETS), default=preset,
-                        help="translation: beam 4, the model's decode_alpha, input + 50 tokens "
-                             "(paper 6.1); parsing: beam 21, alpha 0.3, input + 300 (paper "
-                             "6.3); --beam_size, --alpha and --extra_length override it "
-                             "(default %(default)s)")
+                        help=f"translation: beam 4, the model's decode_alpha, input + "
+                             f"{EXTRA_LENGTH} tokens (paper 6.1); parsing: beam 21, alpha 0.3, "
+                             f"input + {treebank.EXTRA_LENGTH} (paper 6.3); --beam_size, --alpha "
+                             f"and --extra_length override it (default: {preset or MODELS_PRESET})")
     if beam:
         parser.add_argument("--beam_size", type=at_least(1),
-                            help="(default: the preset's, 4 for translation)")
+                            help="(default: the preset's, 4 for translation, 21 for parsing)")
     parser.add_argument("--alpha", type=at_least(0.0, float),
                         help="length penalty exponent (default: the preset's; translation: the "
                              "model's hparams decode_alpha, 0.6 unless the run overrode it)")
     parser.add_argument("--extra_length", type=at_least(0),
-                        help="output tokens allowed beyond the input's (default: the preset's, "
-                             "50 for translation)")
+                        help=f"output tokens allowed beyond the input's (default: the "
+                             f"preset's, {EXTRA_LENGTH} for translation)")
     parser.add_argument("--max_input_length", type=at_least(2),
                         help="longest input in tokens; longer ones are truncated (default: the "
                              "model_dir's training --max_length)")
@@ -60,9 +62,16 @@ def add_decoding_flags(parser, beam=True, preset="translation", model_dir_requir
                              "each step; the fastest where the CPU has bfloat16 instructions)")
 
 
-def apply_decode_preset(args):
-    """Fills the decoding flags the user left unset from --decode_preset (alpha stays None where
-    the preset takes the model's); calling it again changes nothing."""
+def preset_of(run_data):
+    """The decode preset of a model trained on --data `run_data`: parsing for a treebank."""
+    return "parsing" if treebank.is_treebank(run_data) else "translation"
+
+
+def apply_decode_preset(args, run_data):
+    """Fills the decoding flags the user left unset from --decode_preset, or where that is unset
+    from the preset of the model's training data (alpha stays None where the preset takes the
+    model's); calling it again changes nothing."""
+    args.decode_preset = args.decode_preset or preset_of(run_data)
     for name, value in DECODE_PRESETS[args.decode_preset].items():
         if hasattr(args, name) and getattr(args, name) is None:
             setattr(args, name, value)
@@ -92,10 +101,11 @@ def load_members(args):
 
 def translator_from_flags(args, max_batch_size):
     """(a `Translator` of the model or ensemble the flags name, the list of its members'
-    `model_dir.Loaded`); the first member's run decides the defaults (alpha, input length)."""
-    apply_decode_preset(args)
+    `model_dir.Loaded`); the first member's run decides the defaults (the decode preset, alpha,
+    input length)."""
     members = load_members(args)
     loaded = members[0]
+    apply_decode_preset(args, loaded.run.data)
     if args.alpha is None:
         args.alpha = loaded.hparams.decode_alpha
     models = [member.model for member in members]

@@ -121,11 +121,8 @@ def main(argv=None):
     outputs, _ = translate_lines(translator, [" ".join(s.words) for s in sentences],
                                  args.batch_size, progress_every=10)
     tagged = data.treebank.leaves_of(run.data) == "tags"
-    parsed = []
-    for sentence, output in zip(sentences, outputs):
-        tree = trees.delinearize(output.split(), sentence.words, tags=tagged)
-        parsed.append(trees.with_tags(tree, sentence.gold.tags())
-                      if sentence.gold and not tagged else tree)
+    parsed = [trees.parsed(output.split(), sentence.words, sentence.gold, tagged)
+              for sentence, output in zip(sentences, outputs)]
     seconds = time.perf_counter() - start
     cli.write_text(args.output, "".join(
         f"{tree}\n" if sentence.words else "\n" for sentence, tree in zip(sentences, parsed)))

@@ -136,7 +136,6 @@ def parse_args(argv=None):
                              "translation starts with its prefix and the search goes on from "
                              "there")
     args = parser.parse_args(argv)
-    apply_decode_preset(args)
     if args.engine == "ctranslate2":
         if not args.ctranslate2_dir:
             parser.error("--engine ctranslate2 needs --ctranslate2_dir")
@@ -157,9 +156,6 @@ def parse_args(argv=None):
         parser.error("--seed and --sampling_top_k need --sampling_temperature")
     if args.sampling_temperature and args.seed is None:
         args.seed = random.randrange(2**31)
-    if args.n_best and args.n_best > args.beam_size and not args.sampling_temperature:
-        parser.error(f"--n_best {args.n_best} is more than --beam_size {args.beam_size}: the "
-                     f"beam holds only {args.beam_size} hypotheses")
     if args.n_best and args.scores:
         parser.error("--n_best writes the scores already: drop --scores")
     if args.data and (args.input or args.reference):
@@ -177,12 +173,15 @@ def parse_args(argv=None):
 def engine_from_flags(args):
     """(the translator the flags name, the training run's configuration as a dict, what is
     translating as the summary line says it): a `Translator` over the model_dir's checkpoints,
-    or a `Ctranslate2Translator` over an export (its run from its export.json)."""
+    or a `Ctranslate2Translator` over an export (its run and, where neither flags nor
+    --decode_preset say otherwise, its decoding settings from its export.json)."""
     if args.engine == "ctranslate2":
+        if args.decode_preset:
+            apply_decode_preset(args, None)
         translator = Ctranslate2Translator(
             args.ctranslate2_dir, args.beam_size, args.alpha, args.extra_length,
             args.max_input_length, args.max_output_length)
-        args.alpha = translator.alpha
+        args.alpha, args.beam_size = translator.alpha, translator.beam_size
         return (translator, translator.settings["run"],
                 f"CTranslate2 {translator.directory} ({translator.settings['quantization']})")
     translator, members = translator_from_flags(args, args.batch_size)
@@ -193,6 +192,10 @@ def main(argv=None):
     args = parse_args(argv)
     try:
         translator, run, used = engine_from_flags(args)
+        if args.n_best and args.n_best > args.beam_size and not args.sampling_temperature:
+            raise ConfigError(f"--n_best {args.n_best} is more than --beam_size "
+                              f"{args.beam_size}: the beam holds only {args.beam_size} "
+                              f"hypotheses")
         if args.sampling_top_k > run["vocab_size"]:
             raise ConfigError(f"--sampling_top_k {args.sampling_top_k} is more than the "
                               f"vocabulary's {run['vocab_size']} ids")

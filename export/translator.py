@@ -8,7 +8,13 @@ import tensorflow as tf
 
 from keras_transformer import scoring
 from keras_transformer.beam_search import length_penalty
-from keras_transformer.decoding import beam_decode, decode_lengths, members, sample_decode
+from keras_transformer.decoding import (
+    EXTRA_LENGTH,
+    beam_decode,
+    decode_lengths,
+    members,
+    sample_decode,
+)
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 
 TEXTS = tf.TensorSpec([None], tf.string, name="inputs")
@@ -50,7 +56,7 @@ class Translator(tf.Module):
             than real text needs, so tokenizing a huge string costs no more than a long one.
     """
 
-    def __init__(self, model, vocabulary, beam_size=4, alpha=0.6, extra_length=50,
+    def __init__(self, model, vocabulary, beam_size=4, alpha=0.6, extra_length=EXTRA_LENGTH,
                  max_input_length=256, max_output_length=None, max_batch_size=64,
                  max_input_bytes=None, name="translator"):
         super().__init__(name=name)

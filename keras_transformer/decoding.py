@@ -24,8 +24,11 @@ from keras_transformer.sampling import sampling_search
 from keras_transformer.search import NEG_INF, longest, write_position
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 
+# Section 6.1: "maximum output length to input length + 50".
+EXTRA_LENGTH = 50
 
-def decode_lengths(source_ids, extra_length=50, max_length=None):
+
+def decode_lengths(source_ids, extra_length=EXTRA_LENGTH, max_length=None):
     """The paper's output limit for each sentence: its real length + `extra_length` (6.1).
 
     Args:
@@ -180,8 +183,8 @@ _beam_decode_graph = tf.function(_beam_decode, reduce_retracing=True)
 _beam_decode_xla = tf.function(_beam_decode, jit_compile=True)
 
 
-def beam_decode(model, source_ids, max_length=None, extra_length=50, beam_size=4, alpha=0.6,
-                eos_id=EOS_ID, jit_compile=False, prefix_ids=None):
+def beam_decode(model, source_ids, max_length=None, extra_length=EXTRA_LENGTH, beam_size=4,
+                alpha=0.6, eos_id=EOS_ID, jit_compile=False, prefix_ids=None):
     """Beam search through the key/value cache, compiled into one TensorFlow graph.
 
     Args:
@@ -209,8 +212,8 @@ def beam_decode(model, source_ids, max_length=None, extra_length=50, beam_size=4
 
 
 @tf.function(reduce_retracing=True)
-def sample_decode(model, source_ids, max_length=None, extra_length=50, temperature=1.0, top_k=0,
-                  seed=None, prefix_ids=None):
+def sample_decode(model, source_ids, max_length=None, extra_length=EXTRA_LENGTH,
+                  temperature=1.0, top_k=0, seed=None, prefix_ids=None):
     """Sampling (temperature, top-k) or, at temperature 0, greedy decoding, through the cache.
 
     Args:
@@ -229,7 +232,7 @@ def sample_decode(model, source_ids, max_length=None, extra_length=50, temperatu
                            prefix_ids=prefix_ids)
 
 
-def greedy_decode(model, source_ids, max_length=None, extra_length=50, prefix_ids=None):
+def greedy_decode(model, source_ids, max_length=None, extra_length=EXTRA_LENGTH, prefix_ids=None):
     """The most probable next token at every step: `sample_decode` at temperature 0."""
     return sample_decode(model, source_ids, max_length, extra_length, temperature=0.0,
                          prefix_ids=prefix_ids)

@@ -2,14 +2,17 @@
 engine behind kt-translate; refusals."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
+from conftest import run_main
 from conftest import run_module as run
 
 import keras_transformer as kt
 from keras_transformer import data
 from keras_transformer.export import ctranslate2 as ct2
+from keras_transformer.export import saved_model, translate
 from keras_transformer.export.lines import n_best_lines
 from keras_transformer.export.translator import Translator
 
@@ -111,6 +114,26 @@ def test_kt_translate_runs_on_either_engine(trained_model_dir, exported, tmp_pat
     assert scored.stdout.count('"line"') == 492 and "BLEU" in scored.stderr
 
 
+def test_the_engine_decodes_as_the_export_recorded_unless_told(exported, tmp_path):
+    """kt-export's decoding settings travel in export.json: kt-translate --engine ctranslate2
+    uses them where no flag (or --decode_preset) says otherwise."""
+    copy = tmp_path / "export"
+    shutil.copytree(exported / "1", copy)
+    settings = json.loads((copy / "export.json").read_text())
+    settings.update(beam_size=2, alpha=0.25, extra_length=9)
+    (copy / "export.json").write_text(json.dumps(settings))
+
+    def decoding(*argv):
+        args = translate.parse_args(["--engine", "ctranslate2", "--ctranslate2_dir", str(copy),
+                                     *argv])
+        engine = translate.engine_from_flags(args)[0]
+        return engine.beam_size, engine.alpha, engine.extra_length
+
+    assert decoding() == (2, 0.25, 9)
+    assert decoding("--beam_size", "3") == (3, 0.25, 9)
+    assert decoding("--decode_preset", "parsing") == (21, 0.3, 300)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--engine", "ctranslate2"], "--engine ctranslate2 needs --ctranslate2_dir"),
     (["--ctranslate2_dir", "x"], "--ctranslate2_dir needs --engine ctranslate2"),
@@ -120,24 +143,23 @@ def test_kt_translate_runs_on_either_engine(trained_model_dir, exported, tmp_pat
      "--sampling_temperature is for --engine tensorflow"),
     ([], "the following arguments are required: --model_dir"),
 ])
-def test_kt_translate_refuses_mixed_engine_flags(argv, message):
-    result = run("keras_transformer.export.translate", *argv, check=False)
-    assert result.returncode == 2 and message in result.stderr
+def test_kt_translate_refuses_mixed_engine_flags(argv, message, capsys):
+    code, stderr = run_main(translate.main, argv, capsys)
+    assert code == 2 and message in stderr
 
 
-def test_refusals_name_what_is_wrong(trained_model_dir, exported, tmp_path):
-    missing = run("keras_transformer.export.translate", "--engine", "ctranslate2",
-                  "--ctranslate2_dir", str(tmp_path / "nothing"), check=False)
-    assert missing.returncode == 2 and f"--ctranslate2_dir {tmp_path / 'nothing'}: neither" \
-        in missing.stderr
-    again = run("keras_transformer.export", "--model_dir", str(trained_model_dir), "--format",
-                "ctranslate2", "--output", str(exported), "--version", "1", check=False)
-    assert again.returncode == 2 and "exists" in again.stderr
+def test_refusals_name_what_is_wrong(trained_model_dir, exported, tmp_path, capsys):
+    code, stderr = run_main(translate.main, ["--engine", "ctranslate2", "--ctranslate2_dir",
+                                             tmp_path / "nothing"], capsys)
+    assert code == 2 and f"--ctranslate2_dir {tmp_path / 'nothing'}: neither" in stderr
+    code, stderr = run_main(saved_model.main, [
+        "--model_dir", trained_model_dir, "--format", "ctranslate2", "--output", exported,
+        "--version", "1"], capsys)
+    assert code == 2 and "exists" in stderr
     assert (exported / "1" / "model.bin").is_file()  # untouched
-    result = run("keras_transformer.export", "--model_dir", str(trained_model_dir),
-                 "--quantization", "int8", "--output", str(tmp_path / "o"), check=False)
-    assert result.returncode == 2 and "--quantization is for --format ctranslate2" in \
-        result.stderr
+    code, stderr = run_main(saved_model.main, ["--model_dir", trained_model_dir, "--quantization",
+                                               "int8", "--output", tmp_path / "o"], capsys)
+    assert code == 2 and "--quantization is for --format ctranslate2" in stderr
 
 
 @pytest.mark.parametrize("overrides, message", [

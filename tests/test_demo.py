@@ -75,4 +75,7 @@ def test_demo_evaluates_on_pairs_spread_over_the_dev_split(tmp_path):
     assert demo.dev_pairs(run, 4) == (["en 0", "en 3", "en 6", "en 9"],
                                       ["es 0", "es 3", "es 6", "es 9"])
     assert demo.dev_pairs(run, 20)[0] == [f"en {i}" for i in range(10)]
+    assert data.spread_pairs(source, "dev", 1) == (["en 0"], ["es 0"])
+    assert data.spread_pairs(source, "dev", 0) == ([], [])
+    assert data.spread(list(range(5)), 3) == [0, 2, 4]
     assert demo.NEW_RUN_DEFAULTS["data"] == ("--data", "tatoeba_en_es")

@@ -4,20 +4,26 @@ EVALB F1; the paper's setup by name; bad input to the parsing commands."""
 import json
 import re
 
+import numpy as np
 import pytest
+import tensorflow as tf
 import treebank_grammar
-from conftest import made_once
+from conftest import made_once, run_main
 from conftest import run_module as run
 
 import keras_transformer as kt
-from keras_transformer import data
+from keras_transformer import data, model_dir
 from keras_transformer.data import evalb, trees
 from keras_transformer.export import flags, parse, translate
+from keras_transformer.export.translator import Translator
 from keras_transformer.model_dir import config
+from keras_transformer.trainer import task
 
-# Sized to learn the grammar (held-out F1 ~97) in about two minutes of kt-train on two cores.
+# Sized to learn the grammar in about 80 s of kt-train on two cores: held-out greedy F1 94.0,
+# 94.2 and 94.4 in three trainings with one layer (two layers: 90.6-97.2, and 40% slower).
 PARSER_FLAGS = ["--hparams", "transformer_tiny", "--hparams_override",
-                "d_model=64,d_ff=256,num_heads=4,warmup_steps=200", "--vocab_size", "600",
+                "num_layers=1,d_model=64,d_ff=256,num_heads=4,warmup_steps=200", "--vocab_size",
+                "600",
                 "--batch_tokens", "2048", "--train_steps", "1500", "--eval_every", "750",
                 "--eval_sentences", "50", "--keep_best", "f1", "--log_every", "500",
                 "--seed", "3"]
@@ -71,19 +77,22 @@ def test_transformer_parsing_wsj_is_section_6_3():
     assert hp.decode_alpha == 0.3
 
 
-@pytest.mark.parametrize("argv, expected", [
-    ([], (4, None, 50)),
-    (["--decode_preset", "parsing"], (21, 0.3, 300)),
-    (["--decode_preset", "parsing", "--beam_size", "5", "--alpha", "0.5"], (5, 0.5, 300)),
-    (["--extra_length", "7"], (4, None, 7)),
+@pytest.mark.parametrize("argv, run_data, expected", [
+    ([], "bible_en_es", (4, None, 50)),
+    ([], "ptb:/treebank", (21, 0.3, 300)),  # the model's preset: it was trained on a treebank
+    (["--decode_preset", "translation"], "ptb-tags:/treebank", (4, None, 50)),
+    (["--decode_preset", "parsing"], "bible_en_es", (21, 0.3, 300)),
+    (["--decode_preset", "parsing", "--beam_size", "5", "--alpha", "0.5"], None, (5, 0.5, 300)),
+    (["--extra_length", "7"], "tatoeba_en_es", (4, None, 7)),
 ])
-def test_decode_presets_fill_only_what_is_not_given(argv, expected):
+def test_decode_presets_fill_only_what_is_not_given(argv, run_data, expected):
     args = translate.parse_args(["--model_dir", "m", *argv])
+    flags.apply_decode_preset(args, run_data)
     assert (args.beam_size, args.alpha, args.extra_length) == expected
-    flags.apply_decode_preset(args)  # again: nothing changes
+    flags.apply_decode_preset(args, run_data)  # again: nothing changes
     assert (args.beam_size, args.alpha, args.extra_length) == expected
     parsed = parse.parse_args(["--model_dir", "m"])
-    flags.apply_decode_preset(parsed)
+    flags.apply_decode_preset(parsed, "bible_en_es")  # kt-parse's preset is parsing
     assert (parsed.beam_size, parsed.alpha, parsed.extra_length) == (21, 0.3, 300)
 
 
@@ -92,91 +101,124 @@ def f1_of(stderr, title="All"):
     return float(re.search(r"Bracketing FMeasure\s+=\s+([0-9.]+)", block).group(1))
 
 
-def test_kt_parse_parses_held_out_trees_and_scores_them(parser_dir, wsj, tmp_path):
+def test_kt_parse_parses_held_out_trees_and_scores_them(parser_dir, wsj, tmp_path, capsys):
     """Every held-out sentence parsed over its own words, EVALB's summary as data.evalb computes
-    it: the grammar is learnt (F1 > 90), greedily and with section 6.3's beam 21, alpha 0.3."""
+    it: the grammar is learnt (F1 > 90)."""
     run_config = config.load(parser_dir)
     assert run_config.data == f"ptb:{wsj}" and run_config.vocab_size == 600
     gold = [tree for _, _, tree in data.get_source(f"ptb:{wsj}").trees("test")]
-    scores = {}
-    for name, decode in [("greedy", ["--beam_size", "1", "--alpha", "0"]),
-                         ("beam 21, alpha 0.3, +300", [])]:
-        output = tmp_path / f"{name}.tst"
-        result = run("keras_transformer.export.parse", "--model_dir", str(parser_dir), "--data",
-                     f"ptb:{wsj}", "--split", "test", "--output", str(output), *decode)
-        parsed = [next(trees.parse_trees([line]))[1] for line in
-                  output.read_text().splitlines()]
-        assert [t.words() for t in parsed] == [t.words() for t in gold]
-        assert [t.tags() for t in parsed] == [t.tags() for t in gold]  # tags from the gold
-        every, _, _ = evalb.evaluate(gold, parsed)
-        assert every.errors == 0 and every.sentences == 400
-        assert f1_of(result.stderr) == pytest.approx(every.f1, abs=0.005)
-        scores[name] = every.f1
-        print(f"held-out F1, {name}: {every.f1:.2f} (P {every.precision:.2f}, R "
-              f"{every.recall:.2f}, complete match {every.complete_match:.1f}%)")
-    # Both decodings learn the grammar. Beam 21 at alpha 0.3 is not asserted no worse than greedy:
-    # on this small model it scored 0.02-1.3 F1 below greedy in five of six trainings (it loses
-    # recall: outputs with fewer brackets), which issue 20 leaves open.
-    assert min(scores.values()) > 90.0
+    output = tmp_path / "greedy.tst"
+    code, stderr = run_main(parse.main, ["--model_dir", parser_dir, "--data", f"ptb:{wsj}",
+                                         "--split", "test", "--output", output, "--beam_size",
+                                         "1"], capsys)
+    assert code == 0, stderr
+    parsed = [next(trees.parse_trees([line]))[1] for line in output.read_text().splitlines()]
+    assert [t.words() for t in parsed] == [t.words() for t in gold]
+    assert [t.tags() for t in parsed] == [t.tags() for t in gold]  # tags from the gold
+    every, _, _ = evalb.evaluate(gold, parsed)
+    assert every.errors == 0 and every.sentences == 400
+    assert f1_of(stderr) == pytest.approx(every.f1, abs=0.005)
+    print(f"held-out F1, greedy: {every.f1:.2f} (P {every.precision:.2f}, R {every.recall:.2f}, "
+          f"complete match {every.complete_match:.1f}%)")
+    assert every.f1 > 90.0
 
 
-def test_kt_parse_reads_sentences_and_gold_files(parser_dir, wsj, tmp_path):
+def test_beam_21_finds_parses_the_model_prefers_to_greedys(parser_dir, wsj):
+    """Section 6.3's beam search (21, alpha 0.3, +300) learns the grammar too, and does its
+    job: its parse scores at least as high as the greedy one under the model, nearly always.
+
+    Its F1 against greedy's is printed, not asserted: on this small model, beam 21 was 0.3-1.1
+    F1 below greedy in four of five trainings and 0.5-2.9 above in two without label smoothing;
+    trained twice as long, -0.03 (12 of 400 parses differ). The beam's parses score higher on
+    every sentence in all of them: the model, not the search, prefers fewer brackets."""
+    loaded = model_dir.load(parser_dir)
+    gold = [tree for _, _, tree in data.get_source(f"ptb:{wsj}").trees("test")]
+    sources = tf.constant([" ".join(tree.words()) for tree in gold])
+    preset = flags.DECODE_PRESETS["parsing"]
+    results = {}
+    for beam_size in (1, preset["beam_size"]):
+        translator = Translator(loaded.model, loaded.vocabulary, beam_size=beam_size,
+                                alpha=preset["alpha"], extra_length=preset["extra_length"],
+                                max_input_length=loaded.run.max_length, max_batch_size=400)
+        ids = translator.translate_ids(translator.tokenize(sources)["source_ids"])["ids"]
+        outputs = [text.decode() for text in translator.detokenize(ids).numpy()]
+        parsed = [trees.parsed(out.split(), tree.words(), tree) for out, tree in
+                  zip(outputs, gold)]
+        results[beam_size] = evalb.evaluate(gold, parsed)[0].f1, outputs, translator
+    (greedy_f1, greedy, _), (beam_f1, beam, translator) = results.values()
+    print(f"held-out F1: greedy {greedy_f1:.2f}, beam 21 alpha 0.3 {beam_f1:.2f}")
+    assert beam_f1 > 90.0
+
+    def scores(outputs):
+        targets = translator.tokenize_targets(tf.constant(outputs))["target_ids"]
+        return translator.score_ids(translator.tokenize(sources)["source_ids"],
+                                    targets)["scores"].numpy()
+
+    higher = np.sum(scores(beam) >= scores(greedy) - 1e-4)
+    print(f"beam 21's parse scores at least greedy's on {higher} of {len(gold)} sentences")
+    assert higher >= 0.98 * len(gold)
+
+
+def test_kt_parse_reads_sentences_and_gold_files(parser_dir, wsj, tmp_path, capsys):
+    def kt_parse(*argv):
+        output = tmp_path / "out.tst"
+        code, stderr = run_main(parse.main, ["--model_dir", parser_dir, "--output", output,
+                                             "--overwrite", *argv], capsys)
+        assert code == 0, stderr
+        return output.read_text(), stderr
+
     sentences = tmp_path / "sentences.txt"
-    sentences.write_text("John saw the dog with a telescope .\n\nthe cat is very happy .\n")
-    result = run("keras_transformer.export.parse", "--model_dir", str(parser_dir), "--input",
-                 str(sentences), "--beam_size", "4")
-    lines = result.stdout.splitlines()
+    sentences.write_text("John saw the dog with a telescope .\n\nthe cat is f(x) .\n")
+    lines = kt_parse("--input", sentences, "--beam_size", "4")[0].splitlines()
     assert len(lines) == 3 and lines[1] == ""
     first = next(trees.parse_trees([lines[0]]))[1]
     assert first.words() == "John saw the dog with a telescope .".split()
     assert set(first.tags()) == {"XX"}
+    # A bracket inside a word is written as the PTB writes one, so the tree reads back.
+    assert next(trees.parse_trees([lines[2]]))[1].words()[3] == "f-LRB-x-RRB-"
     # A WSJ section directory as --gold scores like --data ... --split.
-    by_gold = run("keras_transformer.export.parse", "--model_dir", str(parser_dir), "--gold",
-                  str(wsj / "22"), "--beam_size", "1")
-    by_split = run("keras_transformer.export.parse", "--model_dir", str(parser_dir), "--data",
-                   f"ptb:{wsj}", "--split", "dev", "--beam_size", "1")
-    assert by_gold.stdout == by_split.stdout
-    assert f1_of(by_gold.stderr) == f1_of(by_split.stderr)
+    by_gold = kt_parse("--gold", wsj / "22", "--beam_size", "1")
+    by_split = kt_parse("--data", f"ptb:{wsj}", "--split", "dev", "--beam_size", "1")
+    assert by_gold[0] == by_split[0]
+    assert f1_of(by_gold[1]) == f1_of(by_split[1])
 
 
-def test_kt_parse_refuses_bad_input_naming_it(parser_dir, trained_model_dir, tmp_path):
+def test_kt_parse_refuses_bad_input_naming_it(parser_dir, trained_model_dir, tmp_path, capsys):
+    def refusal(*argv):
+        code, stderr = run_main(parse.main, argv, capsys)
+        assert code == 2, stderr
+        return stderr
+
     sentences = tmp_path / "s.txt"
     sentences.write_text("the dog\n" + " ".join(["the old dog"] * 10) + "\n")
-    result = run("keras_transformer.export.parse", "--model_dir", str(parser_dir), "--input",
-                 str(sentences), "--max_input_length", "12", check=False)
-    assert result.returncode == 2
-    assert f"{sentences}:2: the sentence has" in result.stderr
-    assert "more than the 12 the model reads" in result.stderr
+    stderr = refusal("--model_dir", parser_dir, "--input", sentences, "--max_input_length", "12")
+    assert f"{sentences}:2: the sentence has" in stderr
+    assert "more than the 12 the model reads" in stderr
     bad = tmp_path / "bad.mrg"
     bad.write_text("( (S (NP (NN a)) (VP (VB b))) )\n( (S (NP (NN c))\n")
-    result = run("keras_transformer.export.parse", "--model_dir", str(parser_dir), "--gold",
-                 str(bad), check=False)
-    assert result.returncode == 2 and f"{bad}:2: unbalanced brackets" in result.stderr
+    assert f"{bad}:2: unbalanced brackets" in refusal("--model_dir", parser_dir, "--gold", bad)
     empty = tmp_path / "empty.mrg"
     empty.write_text("( )\n")
-    result = run("keras_transformer.export.parse", "--model_dir", str(parser_dir), "--gold",
-                 str(empty), check=False)
-    assert result.returncode == 2 and f"{empty}:1: empty brackets" in result.stderr
-    result = run("keras_transformer.export.parse", "--model_dir", str(trained_model_dir),
-                 "--input", str(sentences), check=False)
-    assert result.returncode == 2
-    assert "trained on --data bible_en_es, a translation corpus" in result.stderr
-    result = run("keras_transformer.export.parse", "--model_dir", str(parser_dir), "--data",
-                 "bible_en_es", check=False)
-    assert result.returncode == 2 and "kt-parse reads a treebank, ptb:DIR" in result.stderr
+    assert f"{empty}:1: empty brackets" in refusal("--model_dir", parser_dir, "--gold", empty)
+    assert "trained on --data bible_en_es, a translation corpus" in refusal(
+        "--model_dir", trained_model_dir, "--input", sentences)
+    assert "kt-parse reads a treebank, ptb:DIR" in refusal(
+        "--model_dir", parser_dir, "--data", "bible_en_es")
 
 
-def test_kt_train_refuses_keep_best_f1_on_a_translation_corpus(tmp_path, bible_vocab_path):
-    result = run("keras_transformer.trainer", "--model_dir", str(tmp_path / "m"), "--data",
-                 "bible_en_es", "--vocab", str(bible_vocab_path), "--hparams",
-                 "transformer_tiny", "--keep_best", "f1", check=False)
-    assert result.returncode == 2
-    assert "--keep_best f1 scores parses: --data bible_en_es is not a treebank" in result.stderr
+def test_kt_train_refuses_keep_best_f1_on_a_translation_corpus(tmp_path, bible_vocab_path,
+                                                               capsys):
+    code, stderr = run_main(task.main, [
+        "--model_dir", tmp_path / "m", "--data", "bible_en_es", "--vocab", bible_vocab_path,
+        "--hparams", "transformer_tiny", "--keep_best", "f1"], capsys)
+    assert code == 2
+    assert "--keep_best f1 scores parses: --data bible_en_es is not a treebank" in stderr
 
 
-def test_kt_train_refuses_a_treebank_without_training_trees(tmp_path):
+def test_kt_train_refuses_a_treebank_without_training_trees(tmp_path, capsys):
     (tmp_path / "tb").mkdir()
     (tmp_path / "tb" / "dev.trees").write_text("(S (NN a))\n")
-    result = run("keras_transformer.trainer", "--model_dir", str(tmp_path / "m"), "--data",
-                 f"ptb:{tmp_path / 'tb'}", "--hparams", "transformer_tiny", check=False)
-    assert result.returncode == 2 and "found no training trees" in result.stderr
+    code, stderr = run_main(task.main, [
+        "--model_dir", tmp_path / "m", "--data", f"ptb:{tmp_path / 'tb'}", "--hparams",
+        "transformer_tiny"], capsys)
+    assert code == 2 and "found no training trees" in stderr

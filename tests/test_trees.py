@@ -73,12 +73,26 @@ def test_words_are_the_default_leaves():
 
 def test_leaves_that_would_read_as_brackets_are_escaped():
     tree_ = trees.Tree("TOP", [trees.Tree("X", [trees.Tree("A", ["("]), trees.Tree("B", [")x"]),
-                                              trees.Tree("C", ["ok"])])])
+                                              trees.Tree("C", ["f(x)"])])])
     _, tokens = trees.linearize(tree_)
-    assert tokens == ["(X", "-LRB-", "XX", "ok", ")X"]
-    assert trees.delinearize(tokens, tree_.words()).words() == ["(", ")x", "ok"]
+    assert tokens == ["(X", "-LRB-", "-RRB-x", "f-LRB-x-RRB-", ")X"]
+    back = trees.delinearize(tokens, tree_.words())
+    assert back.words() == ["(", ")x", "f(x)"]
+    # Written, the words' brackets are escaped too, so the tree reads back (as the PTB's words).
+    assert str(back) == "(TOP (X (XX -LRB-) (XX -RRB-x) (XX f-LRB-x-RRB-)))"
+    assert tree(str(back)).words() == ["-LRB-", "-RRB-x", "f-LRB-x-RRB-"]
     with pytest.raises(ValueError, match="leaves='pos'"):
         trees.linearize(tree_, "pos")
+
+
+def test_a_parsers_tree_keeps_its_own_tags_or_takes_the_gold_ones():
+    gold = normalized(HAND_TREES[0])
+    words = gold.words()
+    tagged = "(S (NP NN )NP (VP VBZ (NP DT NN )NP )VP . )S".split()  # NNP predicted as NN
+    assert trees.parsed(tagged, words, gold, tags=True).tags() == ["NN", "VBZ", "DT", "NN", "."]
+    bracketed = "(S (NP John )NP (VP has (NP a dog )NP )VP . )S".split()
+    assert trees.parsed(bracketed, words, gold) == gold  # gold tags where brackets only
+    assert trees.parsed(bracketed, words).tags() == ["XX"] * 5  # none to take
 
 
 def test_normalize_drops_empty_elements_function_tags_and_the_root():
@@ -182,6 +196,23 @@ def test_a_directory_of_split_files_is_a_treebank_too(tmp_path, prefix, target):
     assert source.splits() == ["train", "dev"] and source.name == f"{prefix}{tmp_path}"
     assert data.is_treebank(source.name)
     assert next(source.pairs("train").as_numpy_iterator()) == (b"a b", target.encode())
+
+
+def test_a_treebank_vocabulary_keeps_brackets_whole_and_words_as_they_are(tmp_path):
+    (tmp_path / "train.trees").write_text(
+        "(S (NP (NNP INC)) (VP (VBD rose)) (. .))\n(S (NP (DT the) (NN firm)) (VP (VBD fell)))\n")
+    source = data.get_source(f"ptb-tags:{tmp_path}")
+    whole = data.corpus_whole_tokens(source)
+    assert whole == ["(NP", "(S", "(VP", ")NP", ")S", ")VP"]  # not the tags: IN would cut INC
+    vocabulary = data.build_vocabulary(
+        [text for _ in range(20) for text in data.vocab.corpus_texts(source)], 300,
+        tmp_path / "v.model", whole_tokens=whole)
+    def pieces(text):
+        return vocabulary.pieces(vocabulary.encode([text])[0].numpy().tolist())
+
+    target = pieces("(S (NP NNP )NP")
+    assert target[:2] == ["▁(S", "▁(NP"] and target[-2:] == ["▁)NP", "</s>"]
+    assert "▁IN" not in pieces("INC")
 
 
 def test_a_treebank_without_training_trees_is_refused(tmp_path):

@@ -11,12 +11,13 @@ import tensorflow as tf
 
 from keras_transformer import data
 from keras_transformer.data import evalb, trees
-from keras_transformer.decoding import beam_decode, greedy_decode
+from keras_transformer.decoding import EXTRA_LENGTH, beam_decode, greedy_decode
 from keras_transformer.model_dir.checkpoints import step_of
 from keras_transformer.trainer.callbacks import inner_optimizer, scalar
 
 
-def translate_ids(model, source_ids, extra_length=50, batch_size=64, beam_size=1, alpha=0.6):
+def translate_ids(model, source_ids, extra_length=EXTRA_LENGTH, batch_size=64, beam_size=1,
+                  alpha=0.6):
     """Translations of int [n, length] source ids, as a list of id arrays: greedy, or the best of
     a beam search when `beam_size` > 1."""
     outputs = [None] * len(source_ids)
@@ -38,7 +39,7 @@ def source_ids(vocabulary, sources, max_length):
     return vocabulary.encode(tf.constant(sources), max_length).to_tensor().numpy()
 
 
-def bleu(model, vocabulary, sources, references, max_length, extra_length=50, beam_size=1,
+def bleu(model, vocabulary, sources, references, max_length, extra_length=EXTRA_LENGTH, beam_size=1,
          alpha=0.6):
     """sacrebleu corpus BLEU of greedy (or beam-search) translations; returns (BLEUScore,
     signature, hypotheses)."""
@@ -72,10 +73,10 @@ def averaged_weights(model):
             variable.assign(value)
 
 
-def parse_f1(hypotheses, gold_trees):
-    """EVALB's F1 (all sentences) of linearized trees (str) read back over the gold trees' words,
-    with their tags (`kt-parse`'s scoring)."""
-    parsed = [trees.with_tags(trees.delinearize(text.split(), gold.words()), gold.tags())
+def parse_f1(hypotheses, gold_trees, tags=False):
+    """EVALB's F1 (all sentences) of linearized trees (str) read back over the gold trees' words
+    as kt-parse reads them (`trees.parsed`; `tags`: the leaves are predicted tags)."""
+    parsed = [trees.parsed(text.split(), gold.words(), gold, tags)
               for text, gold in zip(hypotheses, gold_trees)]
     return evalb.evaluate(gold_trees, parsed)[0].f1
 
@@ -97,12 +98,14 @@ class Evaluation(keras.callbacks.Callback):
         keep_best: a `KeepBest` that sees each evaluation's results, or None.
         gold_trees: for a treebank run, the `trees.Tree` of each of `sources`: the outputs are
             also scored as parses (`dev_f1`).
+        predicts_tags: the run's trees have part-of-speech tags as leaves (ptb-tags:), scored
+            as kt-parse scores them.
         extra_length: output tokens allowed beyond the source's (parsing: 300).
     """
 
     def __init__(self, dev_batches, vocabulary, sources, references, every, max_length,
                  writer=None, beam_size=1, alpha=0.6, keep_best=None, gold_trees=None,
-                 extra_length=50):
+                 extra_length=EXTRA_LENGTH, predicts_tags=False):
         super().__init__()
         self.dev_batches = dev_batches
         self.vocabulary = vocabulary
@@ -112,7 +115,7 @@ class Evaluation(keras.callbacks.Callback):
         self.writer = writer
         self.beam_size, self.alpha = beam_size, alpha
         self.keep_best = keep_best
-        self.gold_trees = gold_trees
+        self.gold_trees, self.predicts_tags = gold_trees, predicts_tags
         self.extra_length = extra_length
         self._last_step = None
         self.history = []
@@ -153,7 +156,7 @@ class Evaluation(keras.callbacks.Callback):
             line += (f", dev BLEU {score.score:.2f} on {len(self.sources)} sentences "
                      f"({search}; sacrebleu {signature})")
             if self.gold_trees:
-                results["dev_f1"] = parse_f1(hypotheses, self.gold_trees)
+                results["dev_f1"] = parse_f1(hypotheses, self.gold_trees, self.predicts_tags)
                 line += f", dev F1 {results['dev_f1']:.2f} (EVALB, COLLINS.prm)"
             line += f"\n  example: {self.sources[0]!r} -> {hypotheses[0]!r}"
         return results, line

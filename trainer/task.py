@@ -27,6 +27,7 @@ import tensorflow as tf
 import keras_transformer as kt
 from keras_transformer import cli, data
 from keras_transformer.cli import at_least
+from keras_transformer.decoding import EXTRA_LENGTH
 from keras_transformer.model_dir import averaging, checkpoints, config
 from keras_transformer.trainer import callbacks, distribute, evaluation, init_from, keep_best
 
@@ -91,7 +92,8 @@ def parse_args(argv=None):
     add("--eval_every", type=at_least(1),
         help=f"steps between dev evaluations (default {defaults.eval_every})")
     add("--eval_sentences", type=at_least(0),
-        help=f"dev sentences translated for BLEU (default {defaults.eval_sentences}; 0: none)")
+        help=f"dev sentences translated for BLEU, spread evenly over the dev split (default "
+             f"{defaults.eval_sentences}; 0: none)")
     add("--eval_beam_size", type=at_least(1),
         help=f"beam size of the dev BLEU (default {defaults.eval_beam_size}: greedy; beam "
              f"search uses the hparams' decode_alpha)")
@@ -163,12 +165,6 @@ def run_config(args):
     return config.merge(saved, given, args.model_dir)
 
 
-def default_vocab_size(spec):
-    """Ids of a vocabulary built for --data `spec`: section 6.3's 16K for a treebank (WSJ
-    only), else 8,000, which suits the bundled corpora."""
-    return 16_000 if data.is_treebank(spec) else 8_000
-
-
 def prepare_vocabulary(args, run, source, write):
     """model_dir/vocab.model: copied from --vocab, or built from the training data.
 
@@ -179,7 +175,7 @@ def prepare_vocabulary(args, run, source, write):
     given = pathlib.Path(args.vocab) if args.vocab else target
     if not target.exists() and write:
         if not given.exists():
-            size = args.build_vocab_size or default_vocab_size(run.data)
+            size = args.build_vocab_size or data.default_vocab_size(run.data)
             print(f"building a {size}-id vocabulary from {source!r} into {given}",
                   flush=True)
             data.build_vocabulary(data.corpus_texts(source), size, given,
@@ -311,8 +307,8 @@ def train(args):
             dev = data.counted(dev)
 
     writer = tf.summary.create_file_writer(str(model_dir / config.LOG_DIR)) if chief else None
-    sources, references = data.first_pairs(source, "dev",
-                                           run.eval_sentences if chief and dev else 0)
+    sources, references = data.spread_pairs(source, "dev",
+                                            run.eval_sentences if chief and dev else 0)
     interactive = sys.stdout.isatty()
     saver = callbacks.PeriodicCheckpoint(saved if chief else None, run.checkpoint_every_steps,
                                          run.checkpoint_every_minutes)
@@ -331,8 +327,10 @@ def train(args):
         evaluator = evaluation.Evaluation(
             dev, vocabulary, sources, references, run.eval_every, run.max_length, writer,
             run.eval_beam_size, hp.decode_alpha, best,
-            [tree for _, _, tree in source.trees("dev")[:len(sources)]] if parsing else None,
-            data.treebank.EXTRA_LENGTH if parsing else 50)
+            [tree for _, _, tree in data.spread(source.trees("dev"), len(sources))]
+            if parsing else None,
+            data.treebank.EXTRA_LENGTH if parsing else EXTRA_LENGTH,
+            parsing and data.treebank.leaves_of(run.data) == "tags")
         fit_callbacks.append(evaluator)
         if initialized:  # where fine-tuning starts from, on the new data
             evaluator.set_model(model)
