@@ -1,5 +1,6 @@
 import contextlib
 import fcntl
+import io
 import os
 import pathlib
 import subprocess
@@ -7,6 +8,11 @@ import sys
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    # One thread for each worker's TensorFlow and the commands it starts: the tests' models are
+    # small, a second thread gains them little, and two workers' threads fight over the cores
+    # (the test parser's kt-train alone: 77 s on one thread, 88 s on two).
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -141,14 +147,22 @@ def run_module(*argv, check=True):
     return result
 
 
-def run_main(main, argv, capsys):
-    """A command's `main(argv)` in this process (no TensorFlow start-up to wait for): (its exit
-    code, whether returned or argparse's SystemExit, and what it wrote to stderr)."""
-    try:
-        code = main([str(arg) for arg in argv])
-    except SystemExit as exit_info:
-        code = exit_info.code
-    return code, capsys.readouterr().err
+def run_main(main, *argv):
+    """A command's `main(argv)` in this process, without a TensorFlow start-up to wait for: a
+    CompletedProcess as `run_module` gives (the exit code, returned or argparse's SystemExit;
+    what the command wrote to stdout and stderr)."""
+    # Text streams over bytes: the commands write raw bytes to sys.stdout.buffer too.
+    stdout, stderr = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8") for _ in range(2))
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            code = main([str(arg) for arg in argv])
+        except SystemExit as exit_info:
+            code = exit_info.code
+    texts = []
+    for stream in (stdout, stderr):
+        stream.flush()
+        texts.append(stream.buffer.getvalue().decode("utf-8", errors="replace"))
+    return subprocess.CompletedProcess(argv, code or 0, *texts)
 
 
 @pytest.fixture

@@ -98,19 +98,18 @@ def test_kt_translate_runs_on_either_engine(trained_model_dir, exported, tmp_pat
     inputs = tmp_path / "in.en"
     inputs.write_text("In the beginning God created the heaven and the earth.\n\nJesus wept.\n")
     common = ["--input", str(inputs), "--beam_size", "1", "--scores"]
-    tensorflow = run("keras_transformer.export.translate", "--model_dir",
-                     str(trained_model_dir), *common)
-    engine = run("keras_transformer.export.translate", "--engine", "ctranslate2",
-                 "--ctranslate2_dir", str(exported / "1"), *common)
+    tensorflow = run_main(translate.main, "--model_dir", trained_model_dir, *common)
+    engine = run_main(translate.main, "--engine", "ctranslate2", "--ctranslate2_dir",
+                      exported / "1", *common)
+    assert tensorflow.returncode == engine.returncode == 0, tensorflow.stderr + engine.stderr
     assert "with CTranslate2" in engine.stderr and "(float32)" in engine.stderr
     ours = [line.split("\t") for line in tensorflow.stdout.splitlines()]
     theirs = [line.split("\t") for line in engine.stdout.splitlines()]
     assert [text for _, text in ours] == [text for _, text in theirs]
     np.testing.assert_allclose([float(s) for s, _ in theirs], [float(s) for s, _ in ours],
                                rtol=1e-3, atol=5e-3)
-    scored = run("keras_transformer.export.translate", "--engine", "ctranslate2",
-                 "--ctranslate2_dir", str(exported), "--data", "bible_en_es", "--split", "dev",
-                 "--n_best", "2")
+    scored = run_main(translate.main, "--engine", "ctranslate2", "--ctranslate2_dir", exported,
+                      "--data", "bible_en_es", "--split", "dev", "--n_best", "2")
     assert scored.stdout.count('"line"') == 492 and "BLEU" in scored.stderr
 
 
@@ -143,23 +142,24 @@ def test_the_engine_decodes_as_the_export_recorded_unless_told(exported, tmp_pat
      "--sampling_temperature is for --engine tensorflow"),
     ([], "the following arguments are required: --model_dir"),
 ])
-def test_kt_translate_refuses_mixed_engine_flags(argv, message, capsys):
-    code, stderr = run_main(translate.main, argv, capsys)
-    assert code == 2 and message in stderr
+def test_kt_translate_refuses_mixed_engine_flags(argv, message):
+    result = run_main(translate.main, *argv)
+    assert result.returncode == 2 and message in result.stderr
 
 
-def test_refusals_name_what_is_wrong(trained_model_dir, exported, tmp_path, capsys):
-    code, stderr = run_main(translate.main, ["--engine", "ctranslate2", "--ctranslate2_dir",
-                                             tmp_path / "nothing"], capsys)
-    assert code == 2 and f"--ctranslate2_dir {tmp_path / 'nothing'}: neither" in stderr
-    code, stderr = run_main(saved_model.main, [
-        "--model_dir", trained_model_dir, "--format", "ctranslate2", "--output", exported,
-        "--version", "1"], capsys)
-    assert code == 2 and "exists" in stderr
+def test_refusals_name_what_is_wrong(trained_model_dir, exported, tmp_path):
+    missing = run_main(translate.main, "--engine", "ctranslate2", "--ctranslate2_dir",
+                       tmp_path / "nothing")
+    assert missing.returncode == 2 and f"--ctranslate2_dir {tmp_path / 'nothing'}: neither" \
+        in missing.stderr
+    again = run_main(saved_model.main, "--model_dir", trained_model_dir, "--format",
+                     "ctranslate2", "--output", exported, "--version", "1")
+    assert again.returncode == 2 and "exists" in again.stderr
     assert (exported / "1" / "model.bin").is_file()  # untouched
-    code, stderr = run_main(saved_model.main, ["--model_dir", trained_model_dir, "--quantization",
-                                               "int8", "--output", tmp_path / "o"], capsys)
-    assert code == 2 and "--quantization is for --format ctranslate2" in stderr
+    result = run_main(saved_model.main, "--model_dir", trained_model_dir, "--quantization",
+                      "int8", "--output", tmp_path / "o")
+    assert result.returncode == 2 and "--quantization is for --format ctranslate2" in \
+        result.stderr
 
 
 @pytest.mark.parametrize("overrides, message", [

@@ -11,6 +11,7 @@ import hostile_inputs
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import run_main
 
 from keras_transformer import export
 from keras_transformer.export import saved_model, translate
@@ -56,12 +57,12 @@ def run(command, **kwargs):
     return subprocess.run(command, capture_output=True, text=True, timeout=600, **kwargs)
 
 
-def kt_translate(*flags, **kwargs):
-    return run([sys.executable, "-m", "keras_transformer.export.translate", *flags], **kwargs)
+def kt_translate(*flags):
+    return run_main(translate.main, *flags)
 
 
 def kt_export(*flags):
-    return run([sys.executable, "-m", "keras_transformer.export", *flags])
+    return run_main(saved_model.main, *flags)
 
 
 @pytest.fixture

@@ -1,13 +1,13 @@
 import dataclasses
 import inspect
-import subprocess
-import sys
 
 import pytest
+from conftest import run_main
 
 import keras_transformer as kt
 from keras_transformer import hparams
 from keras_transformer.builders import MODEL_FIELDS
+from keras_transformer.hparams import __main__ as hparams_command
 from keras_transformer.hparams.table3 import format_table3, table3_rows
 
 TABLE3_NAMES = [
@@ -162,8 +162,7 @@ def test_build_model_accepts_a_name_or_hparams():
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "keras_transformer.hparams", *args],
-                          capture_output=True, text=True, timeout=300)
+    return run_main(hparams_command.main, *args)
 
 
 def test_cli_lists_shows_and_refuses():

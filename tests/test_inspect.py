@@ -1,11 +1,10 @@
-import subprocess
-import sys
+from conftest import run_main
+
+from keras_transformer.data import inspect
 
 
 def run_inspect(*args):
-    return subprocess.run([sys.executable, "-m", "keras_transformer.data.inspect", *args],
-                          capture_output=True,
-                          text=True, timeout=300)
+    return run_main(inspect.main, *args)
 
 
 def test_inspect_prints_the_report(bible_vocab_path):

@@ -101,17 +101,17 @@ def f1_of(stderr, title="All"):
     return float(re.search(r"Bracketing FMeasure\s+=\s+([0-9.]+)", block).group(1))
 
 
-def test_kt_parse_parses_held_out_trees_and_scores_them(parser_dir, wsj, tmp_path, capsys):
+def test_kt_parse_parses_held_out_trees_and_scores_them(parser_dir, wsj, tmp_path):
     """Every held-out sentence parsed over its own words, EVALB's summary as data.evalb computes
     it: the grammar is learnt (F1 > 90)."""
     run_config = config.load(parser_dir)
     assert run_config.data == f"ptb:{wsj}" and run_config.vocab_size == 600
     gold = [tree for _, _, tree in data.get_source(f"ptb:{wsj}").trees("test")]
     output = tmp_path / "greedy.tst"
-    code, stderr = run_main(parse.main, ["--model_dir", parser_dir, "--data", f"ptb:{wsj}",
-                                         "--split", "test", "--output", output, "--beam_size",
-                                         "1"], capsys)
-    assert code == 0, stderr
+    result = run_main(parse.main, "--model_dir", parser_dir, "--data", f"ptb:{wsj}", "--split",
+                      "test", "--output", output, "--beam_size", "1")
+    assert result.returncode == 0, result.stderr
+    stderr = result.stderr
     parsed = [next(trees.parse_trees([line]))[1] for line in output.read_text().splitlines()]
     assert [t.words() for t in parsed] == [t.words() for t in gold]
     assert [t.tags() for t in parsed] == [t.tags() for t in gold]  # tags from the gold
@@ -159,13 +159,13 @@ def test_beam_21_finds_parses_the_model_prefers_to_greedys(parser_dir, wsj):
     assert higher >= 0.98 * len(gold)
 
 
-def test_kt_parse_reads_sentences_and_gold_files(parser_dir, wsj, tmp_path, capsys):
+def test_kt_parse_reads_sentences_and_gold_files(parser_dir, wsj, tmp_path):
     def kt_parse(*argv):
         output = tmp_path / "out.tst"
-        code, stderr = run_main(parse.main, ["--model_dir", parser_dir, "--output", output,
-                                             "--overwrite", *argv], capsys)
-        assert code == 0, stderr
-        return output.read_text(), stderr
+        result = run_main(parse.main, "--model_dir", parser_dir, "--output", output,
+                          "--overwrite", *argv)
+        assert result.returncode == 0, result.stderr
+        return output.read_text(), result.stderr
 
     sentences = tmp_path / "sentences.txt"
     sentences.write_text("John saw the dog with a telescope .\n\nthe cat is f(x) .\n")
@@ -183,11 +183,11 @@ def test_kt_parse_reads_sentences_and_gold_files(parser_dir, wsj, tmp_path, caps
     assert f1_of(by_gold[1]) == f1_of(by_split[1])
 
 
-def test_kt_parse_refuses_bad_input_naming_it(parser_dir, trained_model_dir, tmp_path, capsys):
+def test_kt_parse_refuses_bad_input_naming_it(parser_dir, trained_model_dir, tmp_path):
     def refusal(*argv):
-        code, stderr = run_main(parse.main, argv, capsys)
-        assert code == 2, stderr
-        return stderr
+        result = run_main(parse.main, *argv)
+        assert result.returncode == 2, result.stderr
+        return result.stderr
 
     sentences = tmp_path / "s.txt"
     sentences.write_text("the dog\n" + " ".join(["the old dog"] * 10) + "\n")
@@ -206,19 +206,17 @@ def test_kt_parse_refuses_bad_input_naming_it(parser_dir, trained_model_dir, tmp
         "--model_dir", parser_dir, "--data", "bible_en_es")
 
 
-def test_kt_train_refuses_keep_best_f1_on_a_translation_corpus(tmp_path, bible_vocab_path,
-                                                               capsys):
-    code, stderr = run_main(task.main, [
-        "--model_dir", tmp_path / "m", "--data", "bible_en_es", "--vocab", bible_vocab_path,
-        "--hparams", "transformer_tiny", "--keep_best", "f1"], capsys)
-    assert code == 2
-    assert "--keep_best f1 scores parses: --data bible_en_es is not a treebank" in stderr
+def test_kt_train_refuses_keep_best_f1_on_a_translation_corpus(tmp_path, bible_vocab_path):
+    result = run_main(task.main, "--model_dir", tmp_path / "m", "--data", "bible_en_es",
+                      "--vocab", bible_vocab_path, "--hparams", "transformer_tiny",
+                      "--keep_best", "f1")
+    assert result.returncode == 2
+    assert "--keep_best f1 scores parses: --data bible_en_es is not a treebank" in result.stderr
 
 
-def test_kt_train_refuses_a_treebank_without_training_trees(tmp_path, capsys):
+def test_kt_train_refuses_a_treebank_without_training_trees(tmp_path):
     (tmp_path / "tb").mkdir()
     (tmp_path / "tb" / "dev.trees").write_text("(S (NN a))\n")
-    code, stderr = run_main(task.main, [
-        "--model_dir", tmp_path / "m", "--data", f"ptb:{tmp_path / 'tb'}", "--hparams",
-        "transformer_tiny"], capsys)
-    assert code == 2 and "found no training trees" in stderr
+    result = run_main(task.main, "--model_dir", tmp_path / "m", "--data",
+                      f"ptb:{tmp_path / 'tb'}", "--hparams", "transformer_tiny")
+    assert result.returncode == 2 and "found no training trees" in result.stderr

@@ -1,13 +1,13 @@
 import gzip
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import run_main
 
 import keras_transformer as kt
 from keras_transformer import data
+from keras_transformer.data import vocab
 
 HARD_STRINGS = [
     "", " ", "  leading and trailing  ", "a  b   c", "tab\tinside", "Ñandú, café, naïve, Ærø",
@@ -123,9 +123,7 @@ def test_build_refuses_to_overwrite_and_leaves_no_partial_file(tmp_path):
 
 
 def run_kt_vocab(*args):
-    return subprocess.run([sys.executable, "-m", "keras_transformer.data.vocab", *args],
-                          capture_output=True,
-                          text=True, timeout=300)
+    return run_main(vocab.main, *args)
 
 
 def test_kt_vocab_command(tmp_path):
