@@ -8,11 +8,6 @@ import sys
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
-    # One thread for each worker's TensorFlow and the commands it starts: the tests' models are
-    # small, a second thread gains them little, and two workers' threads fight over the cores
-    # (the test parser's kt-train alone: 77 s on one thread, 88 s on two).
-    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
