@@ -24,20 +24,6 @@ settings.register_profile("campaign", max_examples=1000, database=None, **_SLOW_
 settings.load_profile("ci")
 
 
-# The test files that take longest, longest first (pyproject.toml turns off pytest-xdist's
-# order by number of tests): the workers start them first, so that none is left running alone
-# at the end. test_demo.py first makes the trained model most other files share.
-SLOWEST_FILES = ("test_parsing.py", "test_demo.py", "test_trainer.py", "test_notebook.py",
-                 "test_fine_tuning.py", "test_training.py", "test_keep_best.py",
-                 "test_accumulation.py", "test_distributed.py", "test_ema.py",
-                 "test_input_pipeline.py", "test_hparams.py")
-
-
-def pytest_collection_modifyitems(items):
-    rank = {name: index for index, name in enumerate(SLOWEST_FILES)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
-
-
 @pytest.fixture(autouse=True)
 def _seeded():
     keras.utils.set_random_seed(1234)
