@@ -38,6 +38,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.data import Vocabulary
+from keras_transformer.decoding import EXTRA_LENGTH
 from keras_transformer.export.translator import source_ids_of
 from keras_transformer.model_dir import config
 from keras_transformer.token_ids import EOS_ID, PAD_ID
@@ -230,8 +231,8 @@ class Ctranslate2Translator:
         self.ids = {piece: index for index, piece in enumerate(self.pieces)}
         self.beam_size = beam_size or self.settings.get("beam_size", 4)
         self.alpha = self.settings.get("alpha", 0.6) if alpha is None else alpha
-        self.extra_length = self.settings.get("extra_length", 50) if extra_length is None \
-            else extra_length
+        self.extra_length = (self.settings.get("extra_length", EXTRA_LENGTH)
+                             if extra_length is None else extra_length)
         self.max_input_length = max_input_length or self.settings.get("max_input_length", 256)
         self.max_output_length = min(
             max_output_length or self.max_input_length + self.extra_length, POSITIONS)
