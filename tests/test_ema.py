@@ -8,11 +8,13 @@ import sys
 import keras
 import numpy as np
 import tensorflow as tf
+from conftest import run_main
 from test_accumulation import VOCAB, batch_of_unequal_rows
 from test_trainer import kt_train, small_corpus  # noqa: F401  (a fixture)
 
 import keras_transformer as kt
 from keras_transformer import model_dir
+from keras_transformer.export import saved_model
 from keras_transformer.export.translator import Translator
 from keras_transformer.trainer.evaluation import averaged_weights
 
@@ -51,10 +53,8 @@ def test_an_export_of_the_averages_loads_and_translates_in_a_fresh_process(
     assert averages.ema and not raw.ema
     assert any(not np.allclose(a, b) for a, b in zip(averages.model.get_weights(),
                                                        raw.model.get_weights()))
-    exported = subprocess.run(
-        [sys.executable, "-m", "keras_transformer.export.saved_model", "--model_dir", str(run),
-         "--output", str(tmp_path / "export"), "--beam_size", "1"], capture_output=True,
-        text=True, timeout=600)
+    exported = run_main(saved_model.main, "--model_dir", run, "--output", tmp_path / "export",
+                        "--beam_size", "1")
     assert exported.returncode == 0, exported.stderr
     assert "(moving averages)" in exported.stdout
     version = next((tmp_path / "export").iterdir())

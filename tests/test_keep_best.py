@@ -1,16 +1,18 @@
 """kt-train --keep_best / --early_stopping: the best checkpoint outlives the rotation, a run
 stops when its metric stops improving, and `--checkpoint best` loads what was kept."""
 
+import io
 import json
-import subprocess
 import sys
 
 import numpy as np
 import pytest
+from conftest import run_main
 from test_trainer import kt_train, kt_train_command, small_corpus  # noqa: F401  (a fixture)
 
 import keras_transformer as kt
 from keras_transformer import model_dir
+from keras_transformer.export import translate
 from keras_transformer.model_dir import checkpoints, config
 from keras_transformer.trainer import average, evaluation, keep_best, task
 
@@ -63,7 +65,7 @@ def test_a_damaged_state_file_is_named(tmp_path):
 
 
 def test_kt_train_keeps_the_best_after_the_rotation_stops_early_and_translates_with_it(
-        tmp_path, small_corpus, capsys):  # noqa: F811
+        tmp_path, small_corpus, capsys, monkeypatch):  # noqa: F811
     # A learning rate too small to move a float32 weight: every dev loss after the first equals
     # it, so the first evaluation stays the best and the next two do not improve on it.
     flags = ("--hparams", "transformer_tiny", "--hparams_override",
@@ -84,10 +86,9 @@ def test_kt_train_keeps_the_best_after_the_rotation_stops_early_and_translates_w
     assert again.returncode == 0, again.stderr
     assert "nothing to do: early stopping ended this run" in again.stdout
 
-    translated = subprocess.run(
-        [sys.executable, "-m", "keras_transformer.export.translate", "--model_dir", str(run),
-         "--checkpoint", "best", "--beam_size", "1"], input="In the beginning.\n",
-        capture_output=True, text=True, timeout=300)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"In the beginning.\n")))
+    translated = run_main(translate.main, "--model_dir", run, "--checkpoint", "best",
+                          "--beam_size", "1")
     assert translated.returncode == 0, translated.stderr
     assert str(run / "best" / "ckpt-2") in translated.stderr
 
