@@ -39,6 +39,7 @@ from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.masks import causal_mask, padding_mask
 from keras_transformer.metrics import Perplexity, TargetTokens, TokenAccuracy
 from keras_transformer.model import Transformer
+from keras_transformer.mt_lstm import MTLSTM, CoVe
 from keras_transformer.positional import (
     LearnedPositionEmbedding,
     SinusoidalPositionEncoding,
@@ -63,8 +64,9 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
-    "DecoderLayer", "EOS_ID", "EncoderLayer", "FusedAdam", "HParams", "HParamsError",
-    "LabelSmoothedCrossEntropy", "LearnedPositionEmbedding", "MultiHeadAttention", "PAD_ID",
+    "CoVe", "DecoderLayer", "EOS_ID", "EncoderLayer", "FusedAdam", "HParams", "HParamsError",
+    "LabelSmoothedCrossEntropy", "LearnedPositionEmbedding", "MTLSTM", "MultiHeadAttention",
+    "PAD_ID",
     "Perplexity", "PositionwiseFeedForward", "SharedEmbedding", "SinusoidalPositionEncoding",
     "TargetTokens", "TokenAccuracy", "Transformer", "TransformerSchedule", "beam_decode",
     "beam_search", "build_loss", "build_model", "build_optimizer", "causal_mask",

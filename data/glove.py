@@ -1,0 +1,169 @@
+"""GloVe vectors and the word vocabulary over them: CoVe's input side (McCann et al. 2017).
+
+CoVe's MT-LSTM reads an English sentence as fixed GloVe vectors of its words, not as subwords:
+"CoVe(w) = MT-LSTM(GloVe(w))". This module reads a GloVe text file (`word v1 ... vd` a line, as
+Stanford distributes them; plain, .gz or .bz2) and turns texts into word ids over its words, in
+the TF graph, so the same object serves tf.data pipelines and exported models.
+
+Words are found as GloVe's corpora were tokenized, approximately: lower-cased, punctuation split
+off, English clitics split as the Penn Treebank does ("don't" -> "do n't", "it's" -> "it 's").
+
+Ids follow the package's convention: 0 pads, 1 ends a sentence, 2 is a word GloVe does not have;
+GloVe's words follow from 3 in the file's order (most frequent first, as GloVe writes them). The
+embedding matrix has zero rows for the three.
+"""
+
+import bz2
+import gzip
+import pathlib
+
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer.token_ids import EOS_ID, PAD_ID
+
+UNK_ID = 2
+FIRST_WORD_ID = 3
+WORDS_FILE = "words.txt"
+
+
+class GloveError(ValueError):
+    """A vectors file or words file that cannot be read; the message names the file and line."""
+
+
+def _open_text(path):
+    opener = {".gz": gzip.open, ".bz2": bz2.open}.get(path.suffix, open)
+    return opener(path, "rt", encoding="utf-8", newline="\n")
+
+
+def read_glove(path, max_words=None):
+    """Reads a GloVe text file: (words: list of str, vectors: float32 [words, dimensions]).
+
+    Args:
+        path: a `word v1 ... vd` file; .gz and .bz2 are decompressed as they are read.
+        max_words: keep the first this many words (GloVe files list the most frequent first).
+
+    Raises:
+        GloveError: an empty file, or a line whose numbers are not the first line's count of
+            numbers (naming the file and line).
+    """
+    path = pathlib.Path(path)
+    words, numbers, seen, dimensions = [], [], set(), None
+    try:
+        with _open_text(path) as lines:
+            for number, line in enumerate(lines, 1):
+                if max_words is not None and len(words) >= max_words:
+                    break
+                # Split from the right: a few GloVe words (840B's) contain spaces themselves.
+                fields = line.rstrip("\n").rstrip(" ").split(" ")
+                if dimensions is None:
+                    dimensions = len(fields) - 1
+                    if dimensions < 1:
+                        raise GloveError(f"{path}, line {number}: expected a word and its "
+                                         f"vector, got {line[:80]!r}")
+                word, values = " ".join(fields[:-dimensions]), fields[-dimensions:]
+                if not word or len(fields) <= dimensions:
+                    raise GloveError(f"{path}, line {number}: expected a word and {dimensions} "
+                                     f"numbers (as line 1 has), got {len(fields) - 1} field(s) "
+                                     f"after the first")
+                try:
+                    vector = np.asarray(values, dtype=np.float32)
+                except ValueError:
+                    raise GloveError(f"{path}, line {number}: the {dimensions} fields after "
+                                     f"{word!r} are not all numbers") from None
+                if word in seen:  # keep the first (the more frequent) of a repeated word
+                    continue
+                seen.add(word)
+                words.append(word)
+                numbers.append(vector)
+    except (UnicodeDecodeError, OSError, EOFError) as error:
+        raise GloveError(f"{path}: cannot read it as GloVe text: {error}") from None
+    if not words:
+        raise GloveError(f"{path}: no vectors in it")
+    return words, np.stack(numbers)
+
+
+# Private-use stand-ins for the characters punctuation splitting must leave alone.
+_KEPT = {"\ue000": ".", "\ue001": ",", "\ue002": "'"}
+
+
+def tokenize_words(texts):
+    """tf.string [batch] -> the words of each, lower-cased: tf.string RaggedTensor [batch, (n)].
+
+    "Don't stop, it's 5.30!" -> [do, n't, stop, ",", it, 's, 5.30, !]: punctuation is its own
+    word unless it is a number's "." or ",", and clitics split as in the Penn Treebank.
+    """
+    texts = tf.strings.lower(tf.convert_to_tensor(texts, tf.string), encoding="utf-8")
+    texts = tf.strings.regex_replace(texts, "[\u2019`]", "'")
+    texts = tf.strings.regex_replace(texts, r"n't\b", " n\ue002t")
+    texts = tf.strings.regex_replace(texts, r"'(s|re|ve|ll|d|m)\b", " \ue002\\1")
+    texts = tf.strings.regex_replace(texts, r"(\d)\.(\d)", "\\1\ue000\\2")
+    texts = tf.strings.regex_replace(texts, r"(\d),(\d)", "\\1\ue001\\2")
+    texts = tf.strings.regex_replace(texts, "([^\\p{L}\\p{N}\\p{M}_\\s\ue000-\ue002])", " \\1 ")
+    for stand_in, character in _KEPT.items():
+        texts = tf.strings.regex_replace(texts, stand_in, character)
+    return tf.strings.split(texts)
+
+
+class WordVocabulary(tf.Module):
+    """GloVe's words as ids, in the graph: `encode` is the one text -> ids path.
+
+    Example:
+    >>> vocabulary = WordVocabulary(*read_glove("glove.6B.50d.txt.bz2", max_words=100_000))
+    >>> vocabulary.encode(tf.constant(["The cat sat."]))  # [[the, cat, sat, ., </s>]]
+    >>> matrix = vocabulary.embedding_matrix()  # [100_003, 50]: rows 0-2 zero
+    """
+
+    def __init__(self, words, vectors=None):
+        super().__init__(name="word_vocabulary")
+        self.words = list(words)
+        if vectors is not None and len(vectors) != len(self.words):
+            raise GloveError(f"{len(self.words)} words but {len(vectors)} vectors")
+        self.vectors = vectors
+        self.vocab_size = len(self.words) + FIRST_WORD_ID
+        self._table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(
+                tf.constant(self.words, tf.string),
+                tf.range(FIRST_WORD_ID, self.vocab_size, dtype=tf.int32)),
+            default_value=UNK_ID)
+
+    def encode(self, texts, max_length=None):
+        """tf.string [batch] -> int32 RaggedTensor [batch, (length)]: each text's word ids, cut
+        to `max_length - 1` if longer, then end of sentence; an empty text stays an empty row
+        (the contract of `Vocabulary.encode`, so the pipelines take either)."""
+        ids = tf.ragged.map_flat_values(self._table.lookup, tokenize_words(texts))
+        if max_length is not None:
+            ids = ids[:, :max_length - 1]
+        ends = tf.cast(ids.row_lengths() > 0, tf.int64)
+        eos = tf.RaggedTensor.from_row_lengths(tf.fill([tf.reduce_sum(ends)], EOS_ID), ends)
+        return tf.concat([ids, eos], axis=1)
+
+    def embedding_matrix(self):
+        """float32 [vocab_size, dimensions]: zero rows for padding, end and unknown words."""
+        if self.vectors is None:
+            raise GloveError("this vocabulary was loaded without vectors (a words file)")
+        special = np.zeros((FIRST_WORD_ID, self.vectors.shape[1]), np.float32)
+        return np.concatenate([special, self.vectors.astype(np.float32)])
+
+    def save(self, path):
+        """Writes the words, one a line (the vectors live in the model that uses them)."""
+        pathlib.Path(path).write_text("".join(word + "\n" for word in self.words),
+                                      encoding="utf-8")
+
+    @classmethod
+    def load(cls, path):
+        """A vocabulary from `save`'s words file (without vectors)."""
+        path = pathlib.Path(path)
+        try:
+            words = path.read_text(encoding="utf-8").split("\n")[:-1]
+        except (UnicodeDecodeError, OSError) as error:
+            raise GloveError(f"{path}: cannot read the words file: {error}") from None
+        for number, word in enumerate(words, 1):
+            if not word or word != word.strip():
+                raise GloveError(f"{path}, line {number}: a word cannot be empty or start or end "
+                                 f"with white space: {word!r}")
+        return cls(words)
+
+
+__all__ = ["FIRST_WORD_ID", "GloveError", "PAD_ID", "UNK_ID", "WORDS_FILE", "WordVocabulary",
+           "read_glove", "tokenize_words"]
