@@ -28,6 +28,7 @@ if keras.backend.backend() != "tensorflow":
 
 from keras_transformer import hparams
 from keras_transformer.attention import MultiHeadAttention, scaled_dot_product_attention
+from keras_transformer.bcn import BiattentiveClassificationNetwork, Maxout
 from keras_transformer.beam_search import beam_search, length_penalty
 from keras_transformer.builders import build_loss, build_model, build_optimizer
 from keras_transformer.decoding import beam_decode, greedy_decode, sample_decode
@@ -64,12 +65,12 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
-    "CoVe", "DecoderLayer", "EOS_ID", "EncoderLayer", "FusedAdam", "HParams", "HParamsError",
-    "LabelSmoothedCrossEntropy", "LearnedPositionEmbedding", "MTLSTM", "MultiHeadAttention",
-    "PAD_ID",
-    "Perplexity", "PositionwiseFeedForward", "SharedEmbedding", "SinusoidalPositionEncoding",
-    "TargetTokens", "TokenAccuracy", "Transformer", "TransformerSchedule", "beam_decode",
-    "beam_search", "build_loss", "build_model", "build_optimizer", "causal_mask",
-    "greedy_decode", "hparams", "length_penalty", "padding_mask", "paper_adam",
-    "sample_decode", "sampling_search", "scaled_dot_product_attention", "score",
+    "BiattentiveClassificationNetwork", "CoVe", "DecoderLayer", "EOS_ID", "EncoderLayer",
+    "FusedAdam", "HParams", "HParamsError", "LabelSmoothedCrossEntropy",
+    "LearnedPositionEmbedding", "MTLSTM", "Maxout", "MultiHeadAttention", "PAD_ID", "Perplexity",
+    "PositionwiseFeedForward", "SharedEmbedding", "SinusoidalPositionEncoding", "TargetTokens",
+    "TokenAccuracy", "Transformer", "TransformerSchedule", "beam_decode", "beam_search",
+    "build_loss", "build_model", "build_optimizer", "causal_mask", "greedy_decode", "hparams",
+    "length_penalty", "padding_mask", "paper_adam", "sample_decode", "sampling_search",
+    "scaled_dot_product_attention", "score",
 ]
