@@ -86,7 +86,10 @@ class BiattentiveClassificationNetwork(keras.layers.Layer):
             keras.layers.LSTM(hidden_size, return_sequences=True), name="integrator")
         self.self_attention = keras.layers.Dense(1, name="self_attention")  # v, b
         self.maxout = [Maxout(maxout_units, maxout_pieces, name=f"maxout_{i}") for i in range(2)]
-        self.batch_norms = [keras.layers.BatchNormalization(name=f"batch_norm_{i}")
+        # Momentum 0.9, not Keras's 0.99: the paper's tasks train for a few hundred steps an
+        # epoch, and slower moving statistics leave evaluation with the initial ones.
+        self.batch_norms = [keras.layers.BatchNormalization(momentum=0.9,
+                                                            name=f"batch_norm_{i}")
                             for i in range(3)]
         self.classifier = keras.layers.Dense(num_classes, name="classifier")
         self.dropout_layer = keras.layers.Dropout(dropout)

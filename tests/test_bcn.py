@@ -50,15 +50,15 @@ def test_padding_changes_no_score_of_a_sentence_or_a_pair():
 def test_the_bcn_learns_which_sentences_hold_a_word():
     """Class 1 when a marker vector occurs anywhere in the sentence, class 0 otherwise."""
     rng = np.random.default_rng(2)
-    vectors = rng.normal(size=(600, 7, 6)).astype("float32")
-    labels = rng.integers(0, 2, size=600)
-    where = rng.integers(0, 7, size=600)
+    vectors = rng.normal(size=(900, 7, 6)).astype("float32")
+    labels = rng.integers(0, 2, size=900)
+    where = rng.integers(0, 7, size=900)
     vectors[labels == 1, where[labels == 1]] = 3.0
     words = keras.Input((None, 6))
     model = keras.Model(words, small_bcn()(words))
     model.compile(optimizer=keras.optimizers.Adam(1e-2), metrics=["accuracy"],
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    model.fit(vectors[:500], labels[:500], batch_size=50, epochs=6, verbose=0)
-    accuracy = model.evaluate(vectors[500:], labels[500:], verbose=0)[1]
+    model.fit(vectors[:800], labels[:800], batch_size=50, epochs=5, verbose=0)
+    accuracy = model.evaluate(vectors[800:], labels[800:], verbose=0)[1]
     print(f"\nheld-out accuracy {accuracy:.3f}")
     assert accuracy > 0.9
