@@ -70,6 +70,7 @@ setup(
         "kt-attention=keras_transformer.export.attention:main",
         "kt-score=keras_transformer.export.score:main",
         "kt-parse=keras_transformer.export.parse:main",
+        "kt-classify=keras_transformer.trainer.classify:main",
         "kt-demo=keras_transformer.demo.demo:main",
     ]},
     install_requires=INSTALL_REQUIRES,

@@ -1,0 +1,132 @@
+"""kt-classify: the biattentive classification network on a CoVe downstream task.
+
+    kt-classify --task trec6 --inputs glove --glove glove.6B.50d.txt.bz2 --seed 1
+
+McCann et al. (2017) compare the inputs of one classifier, the BCN (section 5), on the same
+tasks: random word vectors (trained with the classifier), fixed GloVe vectors, and [GloVe; CoVe].
+This command trains the BCN on a task's training split with one of them and prints its accuracy
+on the task's evaluation split (TREC: test, polarity: dev) after a fixed number of epochs, with
+the seed, so that runs over seeds and inputs make a table like the paper's Table 2. Words are
+found as data/glove.py finds them; the random vectors' vocabulary is the training split's words.
+"""
+
+import argparse
+import json
+import pathlib
+import sys
+
+from keras_transformer import cli
+
+INPUTS = ("random", "glove")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(prog="kt-classify", description=__doc__.split("\n\n")[0],
+                                     epilog=__doc__.split("\n\n", 2)[2],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add = parser.add_argument
+    add("--task", required=True,
+        help="trec6, trec50 or polarity (bundled), or name:DIR for the same files in DIR")
+    add("--inputs", choices=INPUTS, default="glove",
+        help="word vectors the BCN reads: random (trained with it) or glove (fixed) "
+             "(default %(default)s)")
+    add("--glove", help="a GloVe text file (.txt, .gz, .bz2); needed by --inputs glove")
+    add("--glove_words", type=cli.at_least(1), default=None,
+        help="keep GloVe's first (most frequent) words only (default: all)")
+    add("--embedding_dim", type=cli.at_least(1), default=50,
+        help="dimensions of --inputs random (default %(default)s, GloVe 6B's smallest)")
+    add("--hidden_size", type=cli.at_least(1), default=100,
+        help="BCN feed-forward and LSTM width (default %(default)s)")
+    add("--dropout", type=float, default=0.2, help="BCN dropout (default %(default)s)")
+    add("--epochs", type=cli.at_least(1), default=5, help="default %(default)s")
+    add("--batch_size", type=cli.at_least(1), default=64, help="default %(default)s")
+    add("--learning_rate", type=float, default=1e-3, help="Adam's (default %(default)s)")
+    add("--seed", type=int, default=1, help="default %(default)s")
+    add("--output", help="a directory to write the trained classifier (classifier.keras) and "
+                         "results.json to")
+    cli.add_verbose_flag(parser)
+    args = parser.parse_args(argv)
+    if args.inputs == "glove" and not args.glove:
+        parser.error("--inputs glove needs --glove PATH (a GloVe text file)")
+    return args
+
+
+def word_vocabulary(args, texts):
+    """(the WordVocabulary, the embedding layer) for `args.inputs`."""
+    import keras
+    import tensorflow as tf
+
+    from keras_transformer.data import glove
+
+    if args.inputs == "glove":
+        vocabulary = glove.WordVocabulary(*glove.read_glove(args.glove, args.glove_words))
+        matrix = vocabulary.embedding_matrix()
+        return vocabulary, keras.layers.Embedding(
+            *matrix.shape, embeddings_initializer=keras.initializers.Constant(matrix),
+            trainable=False, mask_zero=True, name="glove")
+    seen = {}  # the training words, in order of first use
+    for row in glove.tokenize_words(tf.constant(texts)).to_list():
+        for word in row:
+            seen[word.decode("utf-8")] = None
+    vocabulary = glove.WordVocabulary(list(seen))
+    return vocabulary, keras.layers.Embedding(vocabulary.vocab_size, args.embedding_dim,
+                                              mask_zero=True, name="random")
+
+
+def word_ids(vocabulary, texts):
+    """int32 [examples, longest]: each text's word ids without the end of sentence, 0-padded."""
+    import tensorflow as tf
+
+    ids = vocabulary.encode(tf.constant(texts))
+    return ids[:, :-1].to_tensor().numpy()
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    import keras
+    import numpy as np
+
+    from keras_transformer import BiattentiveClassificationNetwork
+    from keras_transformer.data import classification, glove
+
+    try:
+        task = classification.ClassificationTask(args.task)
+        train_texts, train_labels = task.examples("train")
+        eval_texts, eval_labels = task.examples(task.evaluation_split)
+        keras.utils.set_random_seed(args.seed)
+        vocabulary, embedding = word_vocabulary(args, train_texts)
+    except (classification.ClassificationError, glove.GloveError, OSError) as error:
+        print(f"kt-classify: error: {error}", file=sys.stderr)
+        return 2
+    words = keras.Input((None,), dtype="int32", name="word_ids")
+    bcn = BiattentiveClassificationNetwork(len(task.labels), hidden_size=args.hidden_size,
+                                           maxout_units=args.hidden_size, dropout=args.dropout)
+    model = keras.Model(words, bcn(embedding(words)))
+    model.compile(optimizer=keras.optimizers.Adam(args.learning_rate), metrics=["accuracy"],
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x_train, x_eval = word_ids(vocabulary, train_texts), word_ids(vocabulary, eval_texts)
+    y_train = np.asarray(task.label_ids(train_labels))
+    y_eval = np.asarray(task.label_ids(eval_labels))
+    unknown = float(np.mean(x_eval[x_eval > 0] == glove.UNK_ID))
+    print(f"{task.name}: {len(train_texts):,} training and {len(eval_texts):,} "
+          f"{task.evaluation_split} sentences, {len(task.labels)} labels; inputs {args.inputs} "
+          f"({vocabulary.vocab_size:,} ids, {unknown:.1%} of {task.evaluation_split} words "
+          f"unknown); seed {args.seed}", flush=True)
+    model.fit(x_train, y_train, batch_size=args.batch_size, epochs=args.epochs, verbose=0,
+              shuffle=True)
+    accuracy = float(model.evaluate(x_eval, y_eval, batch_size=256, verbose=0)[1])
+    print(f"{task.name} {task.evaluation_split} accuracy {accuracy:.4f} after {args.epochs} "
+          f"epoch(s): inputs {args.inputs}, seed {args.seed}", flush=True)
+    if args.output:
+        output = pathlib.Path(args.output)
+        output.mkdir(parents=True, exist_ok=True)
+        model.save(output / "classifier.keras")
+        results = {"task": task.spec, "split": task.evaluation_split, "accuracy": accuracy,
+                   "inputs": args.inputs, "seed": args.seed, "epochs": args.epochs,
+                   "labels": task.labels}
+        (output / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
