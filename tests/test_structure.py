@@ -39,7 +39,8 @@ MAY_IMPORT = {
                                "keras_transformer.export"},
 }
 DOCUMENTED_MODULES = ["keras_transformer.trainer", "keras_transformer.trainer.task",
-                      "keras_transformer.trainer.average", "keras_transformer.export",
+                      "keras_transformer.trainer.average", "keras_transformer.trainer.classify",
+                      "keras_transformer.export",
                       "keras_transformer.export.translate", "keras_transformer.export.score",
                       "keras_transformer.export.attention", "keras_transformer.export.parse",
                       "keras_transformer.demo", "keras_transformer.data.vocab",
@@ -161,7 +162,7 @@ def test_every_console_script_prints_its_help():
                if entry.value.startswith("keras_transformer.")]
     assert {entry.name for entry in scripts} == {
         "kt-vocab", "kt-train", "kt-average", "kt-translate", "kt-score", "kt-export",
-        "kt-attention", "kt-parse", "kt-demo"}
+        "kt-attention", "kt-parse", "kt-classify", "kt-demo"}
     for entry in scripts:
         assert "usage:" in _help_of(lambda: entry.load()(["--help"])), entry.name
 
