@@ -16,6 +16,7 @@ embedding matrix has zero rows for the three.
 import bz2
 import gzip
 import pathlib
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -87,22 +88,76 @@ def read_glove(path, max_words=None):
 _KEPT = {"\ue000": ".", "\ue001": ",", "\ue002": "'"}
 
 
-def tokenize_words(texts):
+def tokenize_words(texts, lowercase=True):
     """tf.string [batch] -> the words of each, lower-cased: tf.string RaggedTensor [batch, (n)].
 
     "Don't stop, it's 5.30!" -> [do, n't, stop, ",", it, 's, 5.30, !]: punctuation is its own
     word unless it is a number's "." or ",", and clitics split as in the Penn Treebank.
+    `lowercase=False` keeps the case and splits at the same places.
     """
-    texts = tf.strings.lower(tf.convert_to_tensor(texts, tf.string), encoding="utf-8")
+    texts = tf.convert_to_tensor(texts, tf.string)
+    if lowercase:
+        texts = tf.strings.lower(texts, encoding="utf-8")
     texts = tf.strings.regex_replace(texts, "[\u2019`]", "'")
-    texts = tf.strings.regex_replace(texts, r"n't\b", " n\ue002t")
-    texts = tf.strings.regex_replace(texts, r"'(s|re|ve|ll|d|m)\b", " \ue002\\1")
+    texts = tf.strings.regex_replace(texts, r"(?i)(n)'(t)\b", " \\1\ue002\\2")
+    texts = tf.strings.regex_replace(texts, r"(?i)'(s|re|ve|ll|d|m)\b", " \ue002\\1")
     texts = tf.strings.regex_replace(texts, r"(\d)\.(\d)", "\\1\ue000\\2")
     texts = tf.strings.regex_replace(texts, r"(\d),(\d)", "\\1\ue001\\2")
     texts = tf.strings.regex_replace(texts, "([^\\p{L}\\p{N}\\p{M}_\\s\ue000-\ue002])", " \\1 ")
     for stand_in, character in _KEPT.items():
         texts = tf.strings.regex_replace(texts, stand_in, character)
     return tf.strings.split(texts)
+
+
+# What an apostrophe of `tokenize_words`' words was in the text, as a bytes pattern.
+_APOSTROPHES = "(?:'|\u2019|`)".encode()
+
+
+def _first_owner(owner_of_byte, start, end):
+    """The word of the first byte of [start, end) that is in one, or -1 (a piece of white
+    space; a zero-byte piece, part of a character, takes its byte's)."""
+    owners = owner_of_byte[start:max(end, start + 1)]
+    owned = owners[owners >= 0]
+    return int(owned[0]) if len(owned) else -1
+
+
+def word_pieces(vocabulary, texts):
+    """How a subword model reads each text, and which of `tokenize_words`' words each of its
+    pieces is part of.
+
+    The text is encoded whole, as the model was trained to read it (`Vocabulary.encode`); a
+    piece belongs to the word its first byte outside white space lies in, found by looking the
+    words up in the text in order (they are its substrings, up to the apostrophes
+    `tokenize_words` unifies). A word inside another's piece ("Don't" read as "Don" "'t" is
+    the words "do" "n't") has no piece of its own.
+
+    Args:
+        vocabulary: a subword `Vocabulary` (data/vocab.py).
+        texts: str sentences.
+
+    Returns:
+        (piece_ids, piece_words): int32 arrays [len(texts), longest] of each text's subword ids
+        and end of sentence, 0-padded; and the word (0, 1, ... as `tokenize_words` counts them)
+        each piece belongs to, -1 for pieces of white space only, the end of sentence and
+        padding (`keras_transformer.TransformerCoVe`'s inputs).
+    """
+    ids, starts, ends, normalized = vocabulary.tokenize_with_offsets(tf.constant(list(texts)))
+    words = tokenize_words(normalized, lowercase=False).to_list()
+    rows_ids, rows_owners = [], []
+    for text, row_words, row_ids, row_starts, row_ends in zip(
+            normalized.numpy(), words, ids.to_list(), starts.to_list(), ends.to_list()):
+        owner_of_byte = np.full(len(text), -1, np.int32)
+        cursor = 0
+        for number, word in enumerate(row_words):
+            found = re.compile(re.escape(word).replace(b"'", _APOSTROPHES)).search(text, cursor)
+            owner_of_byte[found.start():found.end()] = number
+            cursor = found.end()
+        rows_ids.append(row_ids + [EOS_ID])
+        rows_owners.append([_first_owner(owner_of_byte, start, end)
+                            for start, end in zip(row_starts, row_ends)] + [-1])
+    longest = max(map(len, rows_ids), default=0)
+    return (np.array([row + [PAD_ID] * (longest - len(row)) for row in rows_ids], np.int32),
+            np.array([row + [-1] * (longest - len(row)) for row in rows_owners], np.int32))
 
 
 class WordVocabulary(tf.Module):
@@ -166,4 +221,4 @@ class WordVocabulary(tf.Module):
 
 
 __all__ = ["FIRST_WORD_ID", "GloveError", "PAD_ID", "UNK_ID", "WORDS_FILE", "WordVocabulary",
-           "read_glove", "tokenize_words"]
+           "read_glove", "tokenize_words", "word_pieces"]

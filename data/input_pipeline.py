@@ -37,21 +37,25 @@ def _resolve(source, vocabulary):
 
 
 def tokenized_pairs(source, vocabulary, split, shuffle_files=False, seed=None, shard=None,
-                    max_length=None):
+                    max_length=None, source_vocabulary=None):
     """(source_ids [n], target_ids [m]) int32 per pair, as `Vocabulary.encode` makes them: end of
     sentence included, an empty side empty; none dropped.
 
     Args:
+        source_vocabulary: encodes the source side instead of `vocabulary` (e.g. the GloVe
+            words of an MT-LSTM, `glove.WordVocabulary`, which keeps `encode`'s contract).
         shuffle_files: let the source read its files in a shuffled order (TFDS).
         shard: optional (count, index): keep every count-th pair, starting at index.
         max_length: cut longer sides to this many ids, end of sentence kept (None: no cut).
     """
     source, vocabulary = _resolve(source, vocabulary)
+    source_vocabulary = source_vocabulary or vocabulary
     pairs = source.pairs(split, shuffle_files=shuffle_files, seed=seed)
     if shard is not None:
         pairs = pairs.shard(*shard)
     return (pairs.batch(_TOKENIZE_BATCH)
-            .map(lambda s, t: (vocabulary.encode(s, max_length), vocabulary.encode(t, max_length)),
+            .map(lambda s, t: (source_vocabulary.encode(s, max_length),
+                               vocabulary.encode(t, max_length)),
                  num_parallel_calls=tf.data.AUTOTUNE)
             .unbatch()
             # A ragged batch unbatches into ragged_rank-0 RaggedTensors, which padded_batch
@@ -87,7 +91,8 @@ def _shuffled_epochs(pairs, buffer_size, seed):
                                     reshuffle_each_iteration=False))
 
 
-def _cache_prefix(directory, source, vocabulary, split, max_length, overlong, shard):
+def _cache_prefix(directory, source, vocabulary, split, max_length, overlong, shard,
+                  source_vocabulary=None):
     """A cache file prefix that changes whenever what would be cached changes.
 
     A cache left half-written by a killed process (no index file yet) is removed, so a restart
@@ -95,6 +100,8 @@ def _cache_prefix(directory, source, vocabulary, split, max_length, overlong, sh
     """
     key = hashlib.sha256(vocabulary.model_proto)
     key.update(repr((repr(source), split, max_length, overlong, shard)).encode())
+    if source_vocabulary is not None:
+        key.update("\n".join(source_vocabulary.words).encode())
     prefix = pathlib.Path(directory) / f"{split}-{key.hexdigest()[:16]}"
     prefix.parent.mkdir(parents=True, exist_ok=True)
     if not os.path.exists(f"{prefix}.index"):
@@ -112,7 +119,8 @@ def counted(batches):
 
 def pipeline(source, vocabulary, split="train", batch_tokens=25_000, max_length=256,
              overlong="drop", training=None, shuffle_buffer=SHUFFLE_BUFFER, cache=None, seed=None,
-             deterministic=False, batch_size_multiple=1, input_context=None):
+             deterministic=False, batch_size_multiple=1, input_context=None,
+             source_vocabulary=None):
     """The batches of one split, ready for `model.fit` / `model.evaluate`.
 
     Args:
@@ -135,6 +143,7 @@ def pipeline(source, vocabulary, split="train", batch_tokens=25_000, max_length=
             carry no loss.
         input_context: `tf.distribute.InputContext` from `distribute_datasets_from_function`:
             this pipeline reads its own shard of the pairs, in per-replica batches.
+        source_vocabulary: encodes the source side instead of `vocabulary` (`tokenized_pairs`).
 
     Returns:
         tf.data.Dataset of ((source_ids [b, L], target_input_ids [b, L]), target_output_ids
@@ -157,7 +166,8 @@ def pipeline(source, vocabulary, split="train", batch_tokens=25_000, max_length=
         raise ValueError(f"overlong must be one of {OVERLONG_MODES}, got {overlong!r}")
     cut = max_length if overlong == "truncate" else None
     pairs = limit_length(tokenized_pairs(source, vocabulary, split, shuffle_files=training,
-                                         seed=seed, shard=shard, max_length=cut), max_length)
+                                         seed=seed, shard=shard, max_length=cut,
+                                         source_vocabulary=source_vocabulary), max_length)
     if not any(True for _ in pairs.take(1)):
         raise sources.CorpusError(
             f"split {split!r} of {source!r} has no pair with both sides non-empty and at most "
@@ -166,7 +176,7 @@ def pipeline(source, vocabulary, split="train", batch_tokens=25_000, max_length=
         pairs = pairs.cache()
     elif cache is not None:
         pairs = pairs.cache(_cache_prefix(cache, source, vocabulary, split, max_length, overlong,
-                                          shard))
+                                          shard, source_vocabulary))
     if training:
         pairs = _shuffled_epochs(pairs, shuffle_buffer, seed)
     batches = batching.batch_by_length(pairs, batch_tokens, max_length, batch_size_multiple)

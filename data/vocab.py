@@ -129,6 +129,13 @@ class Vocabulary(tf.Module):
         """
         return self._live_tokenizer().tokenize(_normalize(texts))
 
+    def tokenize_with_offsets(self, texts):
+        """(ids, starts, ends, normalized): `tokenize`'s ids, int64 RaggedTensors [batch,
+        (tokens)] of each token's byte span in its normalized text, and those texts
+        (tf.string [batch]) themselves."""
+        normalized = _normalize(texts)
+        return (*self._live_tokenizer().tokenize_with_offsets(normalized), normalized)
+
     def encode(self, texts, max_length=None):
         """tf.string [batch] -> the model's input: int32 RaggedTensor [batch, (length)].
 

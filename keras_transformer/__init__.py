@@ -31,6 +31,7 @@ from keras_transformer.attention import MultiHeadAttention, scaled_dot_product_a
 from keras_transformer.bcn import BiattentiveClassificationNetwork, Maxout
 from keras_transformer.beam_search import beam_search, length_penalty
 from keras_transformer.builders import build_loss, build_model, build_optimizer
+from keras_transformer.cove import CoVe, TransformerCoVe
 from keras_transformer.decoding import beam_decode, greedy_decode, sample_decode
 from keras_transformer.embedding import SharedEmbedding
 from keras_transformer.feed_forward import PositionwiseFeedForward
@@ -40,7 +41,7 @@ from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.masks import causal_mask, padding_mask
 from keras_transformer.metrics import Perplexity, TargetTokens, TokenAccuracy
 from keras_transformer.model import Transformer
-from keras_transformer.mt_lstm import MTLSTM, CoVe
+from keras_transformer.mt_lstm import MTLSTM
 from keras_transformer.positional import (
     LearnedPositionEmbedding,
     SinusoidalPositionEncoding,
@@ -69,7 +70,8 @@ __all__ = [
     "FusedAdam", "HParams", "HParamsError", "LabelSmoothedCrossEntropy",
     "LearnedPositionEmbedding", "MTLSTM", "Maxout", "MultiHeadAttention", "PAD_ID", "Perplexity",
     "PositionwiseFeedForward", "SharedEmbedding", "SinusoidalPositionEncoding", "TargetTokens",
-    "TokenAccuracy", "Transformer", "TransformerSchedule", "beam_decode", "beam_search",
+    "TokenAccuracy", "Transformer", "TransformerCoVe", "TransformerSchedule", "beam_decode",
+    "beam_search",
     "build_loss", "build_model", "build_optimizer", "causal_mask", "greedy_decode", "hparams",
     "length_penalty", "padding_mask", "paper_adam", "sample_decode", "sampling_search",
     "scaled_dot_product_attention", "score",

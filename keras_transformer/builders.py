@@ -3,30 +3,52 @@
 from keras_transformer import hparams as hparams_lib
 from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.model import Transformer
+from keras_transformer.mt_lstm import MTLSTM
 from keras_transformer.schedules import cooldown_window, paper_adam
 
 # HParams fields that are Transformer constructor arguments (the rest are about training).
 MODEL_FIELDS = ("num_layers", "d_model", "d_ff", "num_heads", "d_k", "d_v", "dropout",
                 "attention_dropout", "relu_dropout", "position_encoding", "max_length",
                 "layer_norm_epsilon")
+# The fields two runs must share to be the same model (which model, then its shape).
+ARCHITECTURE_FIELDS = ("model", *MODEL_FIELDS)
 
 
 def _resolve(hparams):
     return hparams_lib.get(hparams) if isinstance(hparams, str) else hparams
 
 
-def build_model(hparams, vocab_size, **kwargs):
-    """A `Transformer` for `hparams` (an `HParams` or a registered name) and a vocabulary size.
+def build_model(hparams, vocab_size, source_vocab_size=None, embedding_dim=None,
+                source_embedding=None, **kwargs):
+    """A `Transformer` (or, for `hparams.model == "mt_lstm"`, an `MTLSTM`) for `hparams` (an
+    `HParams` or a registered name) and a vocabulary size.
 
     The model is built (its weights exist), so `count_params()` and `summary()` work at once.
     `kwargs` go to the `keras.Model` constructor (e.g. `name`, `dtype`).
+
+    Args:
+        vocab_size: ids of the (shared, or for the MT-LSTM target) vocabulary.
+        source_vocab_size, embedding_dim: the MT-LSTM's source words and GloVe dimensions.
+        source_embedding: the MT-LSTM's GloVe matrix [source_vocab_size, embedding_dim] (gives
+            both sizes; without it the fixed vectors start at zero, for a checkpoint to fill).
 
     Example:
     >>> model = build_model("transformer_tiny", vocab_size=100)
     """
     hp = _resolve(hparams)
-    model = Transformer(vocab_size=vocab_size, **{f: getattr(hp, f) for f in MODEL_FIELDS},
-                        **kwargs)
+    if hp.model == "mt_lstm":
+        if source_embedding is not None:
+            source_vocab_size, embedding_dim = source_embedding.shape
+        if source_vocab_size is None or embedding_dim is None:
+            raise hparams_lib.HParamsError(
+                "an mt_lstm model reads GloVe vectors: build_model needs source_embedding, or "
+                "source_vocab_size and embedding_dim")
+        model = MTLSTM(source_vocab_size, vocab_size, embedding_dim, hidden_size=hp.d_model,
+                       num_layers=hp.num_layers, dropout=hp.dropout,
+                       source_embedding=source_embedding, **kwargs)
+    else:
+        model = Transformer(vocab_size=vocab_size, **{f: getattr(hp, f) for f in MODEL_FIELDS},
+                            **kwargs)
     model.build()
     return model
 

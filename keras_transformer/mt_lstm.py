@@ -11,10 +11,11 @@ The MT-LSTM is an attentional sequence-to-sequence translation model:
     output    p(w^z_t | X, w^z_<t) = softmax(W_out h~_t + b_out)
 
 and CoVe(w) = MT-LSTM(GloVe(w)), the top encoder layer's outputs, which downstream models read
-as [GloVe(w); CoVe(w)]. Ids follow the package's convention on both sides (0 pads, 1 ends a
-sentence; the source side's are word ids over GloVe's words, data/glove.py; the target side's a
-subword vocabulary); the decoder input is the target shifted right with 0 in front, as for the
-Transformer, so the same pipelines, loss and `fit` serve both models.
+as [GloVe(w); CoVe(w)] (keras_transformer/cove.py). Ids follow the package's convention on both
+sides (0 pads, 1 ends a sentence; the source side's are word ids over GloVe's words,
+data/glove.py; the target side's a subword vocabulary); the decoder input is the target
+shifted right with 0 in front, as for the Transformer, so the same pipelines, loss and `fit`
+serve both models.
 
 The decoder starts from zero states and a zero attentional state (the paper does not say how it
 is initialized).
@@ -164,50 +165,4 @@ class MTLSTM(TokenLevelTraining, keras.Model):
                       target_vocab_size=self.target_vocab_size,
                       embedding_dim=self.embedding_dim, hidden_size=self.hidden_size,
                       num_layers=self.num_layers, dropout=self.dropout)
-        return config
-
-
-@keras.saving.register_keras_serializable(package="keras_transformer")
-class CoVe(keras.layers.Layer):
-    """Context vectors from a trained MT-LSTM's encoder, frozen: CoVe(w) = MT-LSTM(GloVe(w)).
-
-    Call arguments:
-        word_ids: int [batch, n], word ids of the MT-LSTM's source vocabulary, 0-padded.
-
-    Returns:
-        float32 [batch, n, 2 hidden_size], zero at padding; the mask (ids != 0) travels with it
-        as its Keras mask. With `with_glove=True`, [GloVe(w); CoVe(w)]: [batch, n, dimensions +
-        2 hidden_size], the input the paper gives downstream models.
-
-    Example:
-    >>> cove = CoVe(mt_lstm)            # shares (and freezes) mt_lstm's weights
-    >>> vectors = cove(word_ids)        # [batch, n, 2 * mt_lstm.hidden_size]
-    """
-
-    def __init__(self, mt_lstm, with_glove=False, **kwargs):
-        super().__init__(**kwargs)
-        if isinstance(mt_lstm, dict):  # from get_config
-            mt_lstm = keras.saving.deserialize_keras_object(mt_lstm)
-        self.mt_lstm = mt_lstm
-        self.mt_lstm.trainable = False
-        self.with_glove = with_glove
-        self.supports_masking = True
-
-    def build(self, input_shape=None):
-        if not self.mt_lstm.built:
-            self.mt_lstm.build()
-
-    def call(self, word_ids):
-        vectors, mask = self.mt_lstm.encode(word_ids, training=False)
-        if self.with_glove:
-            vectors = ops.concatenate([self.mt_lstm.glove(word_ids), vectors], axis=-1)
-        return vectors
-
-    def compute_mask(self, word_ids, mask=None):
-        return ops.not_equal(word_ids, 0)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(mt_lstm=keras.saving.serialize_keras_object(self.mt_lstm),
-                      with_glove=self.with_glove)
         return config

@@ -4,6 +4,7 @@ kt-translate, kt-export, kt-average and kt-demo read.
     model_dir/
       config.json                the run's configuration (config.py: RunConfig)
       vocab.model                the shared SentencePiece vocabulary (data.Vocabulary)
+      words.txt                  an MT-LSTM's source words, GloVe's (data.glove.WordVocabulary)
       checkpoints/ckpt-<step>/   model.weights.h5, rng.npz, manifest.json (checkpoints.py)
       averaged/ckpt-<step>/      averages (kt-average, kt-train --average_last), same format
       best/ckpt-<step>/          the best by a dev metric (kt-train --keep_best), same format
@@ -12,6 +13,7 @@ kt-translate, kt-export, kt-average and kt-demo read.
 
     from keras_transformer import model_dir
     loaded = model_dir.load("runs/demo")       # (model, vocabulary, run, checkpoint)
+    cove = model_dir.load_cove("runs/mt_lstm")  # CoVe (cove.py), also load_transformer_cove
 """
 
 from keras_transformer._layout import require_installed_name
@@ -33,9 +35,11 @@ from keras_transformer.model_dir.config import (
     CONFIG_FILE,
     LOG_DIR,
     VOCAB_FILE,
+    WORDS_FILE,
     ConfigError,
     RunConfig,
 )
+from keras_transformer.model_dir.cove import LoadedCoVe, load_cove, load_transformer_cove
 from keras_transformer.model_dir.loading import (
     DTYPES,
     Loaded,
@@ -47,7 +51,8 @@ from keras_transformer.model_dir.loading import (
 
 __all__ = [
     "AVERAGED_DIR", "BEST_DIR", "CHECKPOINT_DIR", "CONFIG_FILE", "CheckpointDirectory",
-    "CheckpointError", "ConfigError", "DTYPES", "LOG_DIR", "Loaded", "ModelDirError", "RunConfig",
-    "VOCAB_FILE",
-    "best_checkpoint", "final_average", "load", "restore", "step_in_name", "step_of", "verify",
+    "CheckpointError", "ConfigError", "DTYPES", "LOG_DIR", "Loaded", "LoadedCoVe", "ModelDirError",
+    "RunConfig", "VOCAB_FILE", "WORDS_FILE",
+    "best_checkpoint", "final_average", "load", "load_cove", "load_transformer_cove", "restore",
+    "step_in_name", "step_of", "verify",
 ]

@@ -10,7 +10,6 @@ import pathlib
 
 import numpy as np
 
-import keras_transformer as kt
 from keras_transformer.model_dir import checkpoints, config, loading
 
 
@@ -75,6 +74,6 @@ def _average_into(model_dir, run, chosen, overwrite):
         raise checkpoints.CheckpointError(
             f"{output.directory / chosen[-1].name} exists (an earlier average); pass "
             f"--overwrite to replace it")
-    model = kt.build_model(kt.HParams(**run.hparams), run.vocab_size)
+    model = loading.build(run)
     average(model, chosen)
     return output.save(model, step), chosen

@@ -17,6 +17,7 @@ from keras_transformer import data
 
 CONFIG_FILE = "config.json"
 VOCAB_FILE = "vocab.model"
+WORDS_FILE = "words.txt"  # an mt_lstm run's source words (GloVe's), data.glove.WordVocabulary
 CHECKPOINT_DIR = "checkpoints"
 AVERAGED_DIR = "averaged"
 BEST_DIR = "best"  # kt-train --keep_best
@@ -41,6 +42,10 @@ class RunConfig:
     max_length: int = 256
     overlong: str = "drop"
     vocab_size: int = None  # the vocabulary's, known once it is built or loaded
+    glove: str = None  # an mt_lstm run's GloVe file (its source words and their fixed vectors)
+    glove_words: int = None  # ... of which it keeps the first (most frequent) N (None: all)
+    source_vocab_size: int = None  # an mt_lstm run's source word ids (WORDS_FILE's words + 3)
+    embedding_dim: int = None  # an mt_lstm run's GloVe dimensions
     batch_tokens: int = 25_000
     accumulate_steps: int = 1  # micro-batches of batch_tokens per update
     train_steps: int = None  # None: the hparams set's train_steps
@@ -64,9 +69,9 @@ class RunConfig:
     versions: dict = dataclasses.field(default_factory=dict)
 
     # Changing these would change the model or the data it learns from. Of "hparams", only the
-    # fields that shape the model count (builders.MODEL_FIELDS); the training ones may change.
+    # fields that shape the model count (builders.ARCHITECTURE_FIELDS); training ones may change.
     FIXED = ("hparams", "data", "source_lang", "target_lang", "max_length", "overlong",
-             "vocab_size", "init_from", "ema_decay")
+             "vocab_size", "init_from", "ema_decay", "glove", "glove_words")
 
     def to_json(self):
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
@@ -159,14 +164,17 @@ def save(config, model_dir):
 
 
 def _conflicts(saved, updated, given):
-    from keras_transformer.builders import MODEL_FIELDS
+    from keras_transformer.builders import ARCHITECTURE_FIELDS
+    from keras_transformer.hparams import HParams
 
     for name in RunConfig.FIXED:
         if name not in given:
             continue
         if name == "hparams":
-            for field in MODEL_FIELDS:
-                before, after = saved.hparams.get(field), updated.hparams.get(field)
+            # Through HParams: a field newer than the saved run takes its default.
+            before_hp, after_hp = (HParams(**h) for h in (saved.hparams, updated.hparams))
+            for field in ARCHITECTURE_FIELDS:
+                before, after = getattr(before_hp, field), getattr(after_hp, field)
                 if before != after:
                     yield f"hparams {field}: saved {before!r}, now {after!r}"
         elif getattr(updated, name) != getattr(saved, name):

@@ -15,7 +15,7 @@ class ModelDirError(ValueError):
 
 
 class Loaded(typing.NamedTuple):
-    model: kt.Transformer
+    model: kt.Transformer  # or an MTLSTM, from load(..., model="mt_lstm")
     vocabulary: data.Vocabulary
     run: config.RunConfig
     checkpoint: pathlib.Path
@@ -30,6 +30,12 @@ class Loaded(typing.NamedTuple):
 # Dtype policies a trained model can be loaded in: float32 (as trained), bfloat16 compute on
 # float32 weights, or bfloat16 weights (half the memory; no per-step weight casts in decoding).
 DTYPES = ("float32", "mixed_bfloat16", "bfloat16")
+
+
+def build(run, **kwargs):
+    """The untrained model of a run's configuration (`kt.build_model`'s `kwargs`, e.g. dtype)."""
+    return kt.build_model(kt.HParams(**run.hparams), run.vocab_size, run.source_vocab_size,
+                          run.embedding_dim, **kwargs)
 
 
 def final_average(model_dir):
@@ -60,8 +66,7 @@ def moving_averages(run, checkpoint):
     optimizer's state, as `model.get_weights()` would list them (float32)."""
     hp = kt.HParams(**run.hparams)
     # Under mixed_float16 the optimizer was a LossScaleOptimizer, whose state differs.
-    model = kt.build_model(hp, run.vocab_size, dtype="mixed_float16"
-                           if run.mixed_precision == "mixed_float16" else None)
+    model = build(run, dtype="mixed_float16" if run.mixed_precision == "mixed_float16" else None)
     model.compile(optimizer=kt.build_optimizer(hp, ema_decay=run.ema_decay),
                   loss=kt.build_loss(hp))
     checkpoints.restore(model, checkpoint)
@@ -85,7 +90,7 @@ def named_checkpoint(model_dir, checkpoint):
     return pathlib.Path(checkpoint)
 
 
-def load(model_dir, checkpoint=None, dtype="float32", ema=None):
+def load(model_dir, checkpoint=None, dtype="float32", ema=None, model="transformer"):
     """The model of `model_dir` with the weights of `checkpoint` (default: the average of its
     final checkpoints if there is one, `final_average`, else its newest readable checkpoint).
 
@@ -98,9 +103,12 @@ def load(model_dir, checkpoint=None, dtype="float32", ema=None):
         ema: for a run trained with --ema_decay, its moving averages of the weights (None: when
             the checkpoint holds them, as kt-train's own do; averaged checkpoints do not) or the
             trained weights (False).
+        model: the kind of model the caller reads (an `HParams.model`): "transformer" for the
+            commands that translate; "mt_lstm" for CoVe.
 
     Raises:
-        ModelDirError: no config.json, no vocabulary, no checkpoint, or an unreadable one.
+        ModelDirError: no config.json, no vocabulary, no checkpoint, an unreadable one, or a
+            model_dir of another kind of model.
         config.ConfigError: a config.json that is damaged or from a newer version.
         data.VocabularyError: a vocabulary that is not one, or not the model's size.
     """
@@ -117,7 +125,14 @@ def load(model_dir, checkpoint=None, dtype="float32", ema=None):
     vocabulary.check_size(run.vocab_size, f"{model_dir / config.CONFIG_FILE}")
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    model = kt.build_model(kt.HParams(**run.hparams), run.vocab_size, dtype=dtype)
+    kind = kt.HParams(**run.hparams).model
+    if kind != model:
+        raise ModelDirError(
+            f"{model_dir} holds a model of kind {kind!r} ({run.hparams_name}), not {model!r}: "
+            + ("an MT-LSTM's encoder is read as CoVe (keras_transformer.model_dir.cove), "
+               "it is not served by the Transformer's commands" if kind == "mt_lstm" else
+               "this reads the kind of model named"))
+    model = build(run, dtype=dtype)
     if checkpoint is not None:
         checkpoint = named_checkpoint(model_dir, checkpoint)
         if not (checkpoint / checkpoints.WEIGHTS_FILE).exists():

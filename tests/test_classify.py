@@ -67,8 +67,9 @@ def test_kt_classify_trains_and_reports_accuracy_with_its_seed(tmp_path):
     result = run_main(classify.main, *common, "--glove", tmp_path / "glove.txt", "--output",
                       tmp_path / "out")
     assert result.returncode == 0, result.stderr
+    # when, did, cat, sit: 4 of the 25 test words
     assert "trec50: 40 training and 4 test sentences, 4 labels; inputs glove (14 ids, " \
-        "16.0% of test words unknown); seed 3"  # when, did, cat, sit of 25 in result.stdout
+        "16.0% of test words unknown); seed 3" in result.stdout
     assert "trec50 test accuracy " in result.stdout and "inputs glove, seed 3" in result.stdout
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert results["labels"] == ["HUM:ind", "LOC:other", "NUM:count", "NUM:date"]

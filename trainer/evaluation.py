@@ -9,6 +9,7 @@ import keras
 import sacrebleu
 import tensorflow as tf
 
+import keras_transformer as kt
 from keras_transformer import data
 from keras_transformer.data import evalb, trees
 from keras_transformer.decoding import EXTRA_LENGTH, beam_decode, greedy_decode
@@ -19,10 +20,17 @@ from keras_transformer.trainer.callbacks import inner_optimizer, scalar
 def translate_ids(model, source_ids, extra_length=EXTRA_LENGTH, batch_size=64, beam_size=1,
                   alpha=0.6):
     """Translations of int [n, length] source ids, as a list of id arrays: greedy, or the best of
-    a beam search when `beam_size` > 1."""
+    a beam search when `beam_size` > 1 (a Transformer's; an MT-LSTM's are greedy)."""
     outputs = [None] * len(source_ids)
-    for rows, batch in data.length_sorted_batches(source_ids, batch_size):
+    mt_lstm_greedy = None
+    if isinstance(model, kt.MTLSTM):
         if beam_size > 1:
+            raise ValueError("an MT-LSTM translates greedily (beam_size 1)")
+        mt_lstm_greedy = tf.function(model.greedy_translate, reduce_retracing=True)
+    for rows, batch in data.length_sorted_batches(source_ids, batch_size):
+        if mt_lstm_greedy is not None:
+            ids = mt_lstm_greedy(batch, batch.shape[1] + extra_length)
+        elif beam_size > 1:
             ids, _ = beam_decode(model, batch, extra_length=extra_length, beam_size=beam_size,
                                  alpha=alpha)
             ids = ids[:, 0]
@@ -40,11 +48,12 @@ def source_ids(vocabulary, sources, max_length):
 
 
 def bleu(model, vocabulary, sources, references, max_length, extra_length=EXTRA_LENGTH, beam_size=1,
-         alpha=0.6):
+         alpha=0.6, source_vocabulary=None):
     """sacrebleu corpus BLEU of greedy (or beam-search) translations; returns (BLEUScore,
-    signature, hypotheses)."""
-    ids = translate_ids(model, source_ids(vocabulary, sources, max_length), extra_length,
-                        beam_size=beam_size, alpha=alpha)
+    signature, hypotheses). `source_vocabulary` encodes the sources instead of `vocabulary` (an
+    MT-LSTM's words)."""
+    ids = translate_ids(model, source_ids(source_vocabulary or vocabulary, sources, max_length),
+                        extra_length, beam_size=beam_size, alpha=alpha)
     hypotheses = [text.decode("utf-8")
                   for text in vocabulary.detokenize(tf.ragged.constant(ids)).numpy()]
     metric = sacrebleu.BLEU()
@@ -101,11 +110,12 @@ class Evaluation(keras.callbacks.Callback):
         predicts_tags: the run's trees have part-of-speech tags as leaves (ptb-tags:), scored
             as kt-parse scores them.
         extra_length: output tokens allowed beyond the source's (parsing: 300).
+        source_vocabulary: encodes the dev sources instead of `vocabulary` (an MT-LSTM's words).
     """
 
     def __init__(self, dev_batches, vocabulary, sources, references, every, max_length,
                  writer=None, beam_size=1, alpha=0.6, keep_best=None, gold_trees=None,
-                 extra_length=EXTRA_LENGTH, predicts_tags=False):
+                 extra_length=EXTRA_LENGTH, predicts_tags=False, source_vocabulary=None):
         super().__init__()
         self.dev_batches = dev_batches
         self.vocabulary = vocabulary
@@ -117,6 +127,7 @@ class Evaluation(keras.callbacks.Callback):
         self.keep_best = keep_best
         self.gold_trees, self.predicts_tags = gold_trees, predicts_tags
         self.extra_length = extra_length
+        self.source_vocabulary = source_vocabulary
         self._last_step = None
         self.history = []
 
@@ -150,7 +161,8 @@ class Evaluation(keras.callbacks.Callback):
             score, signature, hypotheses = bleu(self.model, self.vocabulary, self.sources,
                                                 self.references, self.max_length,
                                                 self.extra_length, beam_size=self.beam_size,
-                                                alpha=self.alpha)
+                                                alpha=self.alpha,
+                                                source_vocabulary=self.source_vocabulary)
             results["dev_bleu"] = score.score
             search = f"beam {self.beam_size}" if self.beam_size > 1 else "greedy"
             line += (f", dev BLEU {score.score:.2f} on {len(self.sources)} sentences "

@@ -6,16 +6,17 @@ start afresh (eq. 3's warmup again, and a fresh Adam, whose first steps move eve
 about the learning rate: fine-tuning wants a much lower rate, e.g. `--hparams_override
 learning_rate_multiplier=0.05,warmup_steps=100`), unless `--init_optimizer` also takes the
 optimizer's state and step, which continues the schedule where the other run left it. The hparams
-default to the other run's; the fields that make the model (builders.MODEL_FIELDS) must match
-theirs, except dropout rates, which only act in training. In Python the same is
+default to the other run's; the fields that make the model (builders.ARCHITECTURE_FIELDS) must
+match theirs, except dropout rates, which only act in training. In Python the same is
 `model.load_weights(checkpoint / "model.weights.h5")` on a model built with the other run's
 hparams and vocabulary size, before `compile` (docs/training.md).
 """
 
 import pathlib
 
+import keras_transformer as kt
 from keras_transformer import model_dir as model_dir_lib
-from keras_transformer.builders import MODEL_FIELDS
+from keras_transformer.builders import ARCHITECTURE_FIELDS
 from keras_transformer.model_dir import checkpoints, config
 
 # Model fields a fine-tuning run may change: they shape no weight and change no computation
@@ -51,9 +52,11 @@ def source_run(path):
 
 def check_compatible(path, source_hparams, hparams):
     """Refuses hparams whose model differs from the --init_from run's, naming the fields."""
-    differing = [f"{name}: {path} has {source_hparams.get(name)!r}, this run "
-                 f"{hparams.get(name)!r}" for name in MODEL_FIELDS
-                 if name not in FREE_FIELDS and source_hparams.get(name) != hparams.get(name)]
+    # Through HParams: a field newer than the other run takes its default.
+    theirs, ours = (kt.HParams(**h).to_dict() for h in (source_hparams, hparams))
+    differing = [f"{name}: {path} has {theirs[name]!r}, this run {ours[name]!r}"
+                 for name in ARCHITECTURE_FIELDS
+                 if name not in FREE_FIELDS and theirs[name] != ours[name]]
     if differing:
         raise config.ConfigError(f"--init_from: the model differs from the one it starts from "
                                  f"({'; '.join(differing)}); drop those hparams")

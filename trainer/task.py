@@ -6,6 +6,11 @@
 Steps count optimizer updates; with --accumulate_steps K each update is K micro-batches of
 --batch_tokens.
 
+CoVe's MT-LSTM trains the same way over fixed GloVe vectors of the source words:
+
+    kt-train --model_dir runs/mt_lstm --hparams cove_mt_lstm --data bible_en_es \
+        --glove glove.6B.50d.txt.bz2 --glove_words 100000 --batch_tokens 4096
+
 The run's configuration goes to model_dir/config.json, the vocabulary to model_dir/vocab.model,
 checkpoints to model_dir/checkpoints/, TensorBoard logs to model_dir/logs/. Running the same
 command again resumes from the last checkpoint with the same step count and learning rate;
@@ -27,6 +32,7 @@ import tensorflow as tf
 import keras_transformer as kt
 from keras_transformer import cli, data
 from keras_transformer.cli import at_least
+from keras_transformer.data import glove
 from keras_transformer.decoding import EXTRA_LENGTH
 from keras_transformer.model_dir import averaging, checkpoints, config
 from keras_transformer.trainer import callbacks, distribute, evaluation, init_from, keep_best
@@ -70,6 +76,11 @@ def parse_args(argv=None):
     add("--vocab_size", dest="build_vocab_size", type=at_least(260),
         help="ids in a vocabulary built by this run (default 8000, or the paper's 16000 for a "
              "treebank; the paper's WMT en-de: ~37000)")
+    add("--glove", help="an mt_lstm run (--hparams cove_mt_lstm): the GloVe text file (.txt, .gz, "
+                        ".bz2) of the source words and their fixed vectors; the words go to "
+                        f"model_dir/{config.WORDS_FILE}, the vectors into the checkpoints")
+    add("--glove_words", type=at_least(1),
+        help="with --glove: keep its first (most frequent) N words only (default: all)")
     add("--init_from",
         help="fine-tune: start this new run from another run's weights and vocabulary (its "
              "model_dir, for its default checkpoint, or a checkpoint directory); hparams default "
@@ -195,6 +206,48 @@ def prepare_vocabulary(args, run, source, write):
     return vocabulary
 
 
+def prepare_words(run, model_dir, restoring, write):
+    """An mt_lstm run's source words: (a `glove.WordVocabulary`, its GloVe matrix or None).
+
+    A run that starts reads --glove and writes its words to model_dir/words.txt (only the task
+    that writes model_dir, `write`); a run restoring a checkpoint reads the words back, the
+    vectors being in the checkpoint.
+    """
+    path = model_dir / config.WORDS_FILE
+    if restoring and path.exists():
+        return glove.WordVocabulary.load(path), None
+    if not run.glove:
+        raise config.ConfigError(
+            f"--hparams {run.hparams_name} trains an MT-LSTM over fixed GloVe vectors of the "
+            f"source words: give --glove PATH (a GloVe text file such as glove.6B.50d.txt.bz2)")
+    print(f"reading {run.glove}"
+          f"{f' (its first {run.glove_words:,} words)' if run.glove_words else ''}", flush=True)
+    words = glove.WordVocabulary(*glove.read_glove(run.glove, run.glove_words))
+    if write:
+        partial = path.with_name(path.name + ".partial")
+        words.save(partial)
+        os.replace(partial, path)
+    return words, words.embedding_matrix()
+
+
+def check_mt_lstm(run, hp):
+    """Refuses what an mt_lstm run cannot do, naming the flag."""
+    if hp.model != "mt_lstm":
+        if run.glove:
+            raise config.ConfigError(f"--glove: {run.hparams_name} is a Transformer, which "
+                                     f"learns its own embeddings; --glove is for cove_mt_lstm")
+        return
+    if data.is_treebank(run.data):
+        raise config.ConfigError(f"--data {run.data}: an MT-LSTM translates; parsing is the "
+                                 f"Transformer's")
+    if run.eval_beam_size > 1:
+        raise config.ConfigError("--eval_beam_size: an MT-LSTM's dev BLEU is of greedy "
+                                 "translations (1)")
+    if run.init_from:
+        raise config.ConfigError("--init_from: an MT-LSTM starts from GloVe, not from "
+                                 "another run")
+
+
 def train(args):
     model_dir = pathlib.Path(args.model_dir)
     run = run_config(args)
@@ -213,6 +266,7 @@ def train(args):
         init_from.check_compatible(run.init_from, init_from.source_run(run.init_from).hparams,
                                    run.hparams)
         args.vocab = init_from.check_vocabulary(run.init_from, args.vocab)
+    check_mt_lstm(run, hp)
     if run.early_stopping and not run.keep_best:
         raise config.ConfigError("--early_stopping needs --keep_best bleu|loss: the metric whose "
                                  "improvement it waits for")
@@ -229,6 +283,13 @@ def train(args):
     source = run.source(bool(args.download))
     model_dir.mkdir(parents=True, exist_ok=True)
     vocabulary = prepare_vocabulary(args, run, source, write=chief)
+    words, glove_matrix = None, None
+    if hp.model == "mt_lstm":
+        words, glove_matrix = prepare_words(run, model_dir, restoring=bool(
+            checkpoints.CheckpointDirectory(checkpoints.default_directory(model_dir)).paths()),
+            write=chief)
+        run = dataclasses.replace(run, source_vocab_size=words.vocab_size, embedding_dim=(
+            run.embedding_dim if glove_matrix is None else glove_matrix.shape[1]))
     run = dataclasses.replace(run, vocab_size=vocabulary.vocab_size,
                               source_lang=source.source_lang, target_lang=source.target_lang,
                               versions=config.versions())
@@ -237,7 +298,8 @@ def train(args):
 
     train_steps = run.train_steps or hp.train_steps
     with distribution.scope():
-        model = kt.build_model(hp, vocabulary.vocab_size)
+        model = kt.build_model(hp, vocabulary.vocab_size, run.source_vocab_size,
+                               run.embedding_dim, source_embedding=glove_matrix)
         model.report_batch_shape = True  # named in the message of a non-finite loss
         optimizer = kt.build_optimizer(hp, train_steps, run.ema_decay)
         model.compile(optimizer=optimizer, loss=kt.build_loss(hp),
@@ -289,7 +351,7 @@ def train(args):
                              run.max_length, run.overlong, training=training, seed=seed,
                              deterministic=run.deterministic,
                              batch_size_multiple=replicas * micro_batches,
-                             input_context=input_context)
+                             input_context=input_context, source_vocabulary=words)
 
     if run.deterministic:  # exactly the batches an uninterrupted run would see next
         def train_batches(context=None):
@@ -330,7 +392,7 @@ def train(args):
             [tree for _, _, tree in data.spread(source.trees("dev"), len(sources))]
             if parsing else None,
             data.treebank.EXTRA_LENGTH if parsing else EXTRA_LENGTH,
-            parsing and data.treebank.leaves_of(run.data) == "tags")
+            parsing and data.treebank.leaves_of(run.data) == "tags", words)
         fit_callbacks.append(evaluator)
         if initialized:  # where fine-tuning starts from, on the new data
             evaluator.set_model(model)
@@ -365,7 +427,7 @@ def train(args):
 
 
 ERRORS = (config.ConfigError, kt.HParamsError, data.CorpusError, data.VocabularyError,
-          checkpoints.CheckpointError, callbacks.TrainingError)
+          checkpoints.CheckpointError, callbacks.TrainingError, glove.GloveError)
 
 
 def main(argv=None):

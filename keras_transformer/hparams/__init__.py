@@ -25,6 +25,9 @@ class HParamsError(ValueError):
 
 
 POSITION_ENCODINGS = ("sinusoidal", "learned")
+# "mt_lstm": CoVe's MT-LSTM (McCann et al. 2017; keras_transformer/mt_lstm.py), trained by the
+# same kt-train on the same pipelines.
+MODELS = ("transformer", "mt_lstm")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +35,9 @@ class HParams:
     """Hyper-parameters of one Transformer and its training (defaults: the paper's base model).
 
     Model (section 3; Table 3's columns):
+        model: "transformer", or "mt_lstm" for CoVe's MT-LSTM, which reads num_layers (of its
+            encoder and of its decoder), d_model (the width of every LSTM) and dropout, and no
+            other model field.
         num_layers: N, layers in the encoder and in the decoder.
         d_model: width of every sub-layer output and of the embeddings.
         d_ff: inner width of the position-wise feed-forward network.
@@ -59,6 +65,7 @@ class HParams:
             --alpha is not given (the paper: 0.6).
     """
 
+    model: str = "transformer"
     num_layers: int = 6
     d_model: int = 512
     d_ff: int = 2048
@@ -107,6 +114,9 @@ class HParams:
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise HParamsError(
                     f"hparams field '{name}' must be in [0, 1), got {getattr(self, name)}")
+        if self.model not in MODELS:
+            raise HParamsError(f"hparams field 'model' must be one of {MODELS}, got "
+                               f"{self.model!r}")
         if self.position_encoding not in POSITION_ENCODINGS:
             raise HParamsError(
                 f"hparams field 'position_encoding' must be one of {POSITION_ENCODINGS}, "
@@ -229,6 +239,15 @@ register("transformer_small", BASE.override(
 register("transformer_parsing_wsj", BASE.override(
     num_layers=4, d_model=1024, dropout=0.2, attention_dropout=0.2, max_length=512,
     decode_alpha=0.3))
+# CoVe's MT-LSTM (McCann et al. 2017, section 3): a two-layer biLSTM encoder over fixed GloVe
+# vectors (kt-train --glove) and a two-layer attentional LSTM decoder, 300 wide (CoVe vectors:
+# 600), dropout 0.2 on the inputs and outputs of every layer. The paper trains it with SGD at a
+# rate of 1 halved when the dev perplexity rises; here it takes kt-train's Adam on eq. 3 (peak
+# rate 300^-0.5 * 1000^-0.5 = 1.8e-3) with the cooldown of runs cut by a time budget, and no
+# label smoothing (the paper uses none). num_heads only keeps the unused attention fields valid.
+register("cove_mt_lstm", BASE.override(
+    model="mt_lstm", num_layers=2, d_model=300, num_heads=4, dropout=0.2, label_smoothing=0.0,
+    warmup_steps=1000, cooldown_fraction=0.2, train_steps=20_000))
 # Small enough for unit tests to build and train in seconds.
 register("transformer_tiny", BASE.override(
     num_layers=2, d_model=32, d_ff=64, num_heads=4, max_length=64, warmup_steps=100))
