@@ -21,6 +21,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
+from keras_transformer.data.vocab import normalize_texts
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 
 UNK_ID = 2
@@ -92,12 +93,12 @@ def tokenize_words(texts, lowercase=True):
     """tf.string [batch] -> the words of each, lower-cased: tf.string RaggedTensor [batch, (n)].
 
     "Don't stop, it's 5.30!" -> [do, n't, stop, ",", it, 's, 5.30, !]: punctuation is its own
-    word unless it is a number's "." or ",", and clitics split as in the Penn Treebank.
-    `lowercase=False` keeps the case and splits at the same places.
+    word unless it is a number's "." or ",", and clitics split as in the Penn Treebank. Texts are
+    normalized as a subword `Vocabulary` reads them (`vocab.normalize_texts`). `lowercase=False`
+    keeps the case: the same words, split before lower-casing.
     """
-    texts = tf.convert_to_tensor(texts, tf.string)
-    if lowercase:
-        texts = tf.strings.lower(texts, encoding="utf-8")
+    texts = tf.strings.regex_replace(normalize_texts(tf.convert_to_tensor(texts, tf.string)),
+                                     "[\ue000-\ue002]", " ")  # the stand-ins below
     texts = tf.strings.regex_replace(texts, "[\u2019`]", "'")
     texts = tf.strings.regex_replace(texts, r"(?i)(n)'(t)\b", " \\1\ue002\\2")
     texts = tf.strings.regex_replace(texts, r"(?i)'(s|re|ve|ll|d|m)\b", " \ue002\\1")
@@ -106,58 +107,58 @@ def tokenize_words(texts, lowercase=True):
     texts = tf.strings.regex_replace(texts, "([^\\p{L}\\p{N}\\p{M}_\\s\ue000-\ue002])", " \\1 ")
     for stand_in, character in _KEPT.items():
         texts = tf.strings.regex_replace(texts, stand_in, character)
-    return tf.strings.split(texts)
+    words = tf.strings.split(texts)
+    if lowercase:
+        words = tf.ragged.map_flat_values(tf.strings.lower, words, encoding="utf-8")
+    return words
 
 
 # What an apostrophe of `tokenize_words`' words was in the text, as a bytes pattern.
 _APOSTROPHES = "(?:'|\u2019|`)".encode()
 
 
-def _first_owner(owner_of_byte, start, end):
-    """The word of the first byte of [start, end) that is in one, or -1 (a piece of white
-    space; a zero-byte piece, part of a character, takes its byte's)."""
-    owners = owner_of_byte[start:max(end, start + 1)]
-    owned = owners[owners >= 0]
-    return int(owned[0]) if len(owned) else -1
-
-
-def word_pieces(vocabulary, texts):
-    """How a subword model reads each text, and which of `tokenize_words`' words each of its
-    pieces is part of.
+def word_pieces(vocabulary, texts, max_length=None):
+    """How a subword model reads each text, and which of its pieces make each of
+    `tokenize_words`' words.
 
     The text is encoded whole, as the model was trained to read it (`Vocabulary.encode`); a
-    piece belongs to the word its first byte outside white space lies in, found by looking the
-    words up in the text in order (they are its substrings, up to the apostrophes
-    `tokenize_words` unifies). A word inside another's piece ("Don't" read as "Don" "'t" is
-    the words "do" "n't") has no piece of its own.
+    word's pieces are those that share a byte with it, found by looking the words up in the
+    text in order (they are its substrings, up to the apostrophes `tokenize_words` unifies). A
+    piece may belong to two words (`."` to "." and to the quote).
 
     Args:
         vocabulary: a subword `Vocabulary` (data/vocab.py).
         texts: str sentences.
+        max_length: at most this many pieces a text, end of sentence included (a model's
+            learned position table); the words after the cut have no pieces.
 
     Returns:
-        (piece_ids, piece_words): int32 arrays [len(texts), longest] of each text's subword ids
-        and end of sentence, 0-padded; and the word (0, 1, ... as `tokenize_words` counts them)
-        each piece belongs to, -1 for pieces of white space only, the end of sentence and
-        padding (`keras_transformer.TransformerCoVe`'s inputs).
+        (piece_ids, word_spans): int32 [len(texts), longest] each text's subword ids and end of
+        sentence, 0-padded; and int32 [len(texts), most words, 2] each word's pieces as
+        [first, last + 1), [0, 0) for padding (`keras_transformer.TransformerCoVe`'s inputs).
     """
     ids, starts, ends, normalized = vocabulary.tokenize_with_offsets(tf.constant(list(texts)))
     words = tokenize_words(normalized, lowercase=False).to_list()
-    rows_ids, rows_owners = [], []
+    rows_ids, rows_spans = [], []
     for text, row_words, row_ids, row_starts, row_ends in zip(
             normalized.numpy(), words, ids.to_list(), starts.to_list(), ends.to_list()):
-        owner_of_byte = np.full(len(text), -1, np.int32)
-        cursor = 0
-        for number, word in enumerate(row_words):
+        if max_length is not None:
+            row_ids = row_ids[:max_length - 1]
+        row_starts = np.array(row_starts[:len(row_ids)])
+        row_ends = np.array(row_ends[:len(row_ids)])
+        spans, cursor = [], 0
+        for word in row_words:
             found = re.compile(re.escape(word).replace(b"'", _APOSTROPHES)).search(text, cursor)
-            owner_of_byte[found.start():found.end()] = number
             cursor = found.end()
+            shared = np.flatnonzero((row_starts < found.end()) & (row_ends > found.start()))
+            spans.append([int(shared[0]), int(shared[-1]) + 1] if len(shared) else [0, 0])
         rows_ids.append(row_ids + [EOS_ID])
-        rows_owners.append([_first_owner(owner_of_byte, start, end)
-                            for start, end in zip(row_starts, row_ends)] + [-1])
+        rows_spans.append(spans)
     longest = max(map(len, rows_ids), default=0)
+    most = max(map(len, rows_spans), default=0)
     return (np.array([row + [PAD_ID] * (longest - len(row)) for row in rows_ids], np.int32),
-            np.array([row + [-1] * (longest - len(row)) for row in rows_owners], np.int32))
+            np.array([row + [[0, 0]] * (most - len(row)) for row in rows_spans],
+                     np.int32).reshape(len(rows_spans), most, 2))
 
 
 class WordVocabulary(tf.Module):

@@ -59,7 +59,7 @@ def normalize_whitespace(text):
     return re.sub(" +", " ", text.strip(_ASCII_WHITESPACE)).strip(" ")
 
 
-def _normalize(texts):
+def normalize_texts(texts):
     """The in-graph part of `normalize_whitespace`; SentencePiece does the rest."""
     texts = tf.strings.regex_replace(texts, "^" + _BYTE_ORDER_MARK, "")
     texts = tf.strings.regex_replace(texts, _SPACE_SYMBOL, " ")
@@ -127,13 +127,13 @@ class Vocabulary(tf.Module):
 
         Texts are normalized first as `normalize_whitespace` describes.
         """
-        return self._live_tokenizer().tokenize(_normalize(texts))
+        return self._live_tokenizer().tokenize(normalize_texts(texts))
 
     def tokenize_with_offsets(self, texts):
         """(ids, starts, ends, normalized): `tokenize`'s ids, int64 RaggedTensors [batch,
         (tokens)] of each token's byte span in its normalized text, and those texts
         (tf.string [batch]) themselves."""
-        normalized = _normalize(texts)
+        normalized = normalize_texts(texts)
         return (*self._live_tokenizer().tokenize_with_offsets(normalized), normalized)
 
     def encode(self, texts, max_length=None):

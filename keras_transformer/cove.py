@@ -75,17 +75,17 @@ class TransformerCoVe(keras.layers.Layer):
     outputs over each word's subword pieces.
 
     The encoder reads a sentence as it was trained to, as subword pieces ending with the end of
-    sentence, here each word's pieces one after the other (`data.glove.word_pieces` makes them
-    from text); a word's vector is the mean of its pieces' outputs.
+    sentence; `data.glove.word_pieces` makes them from text, with the pieces of each word.
 
     Call arguments:
-        inputs: (word_ids [batch, n], piece_ids [batch, p], piece_words [batch, p]), int:
+        inputs: (word_ids [batch, n], piece_ids [batch, p], word_spans [batch, n', 2]), int:
             the words' ids in any word vocabulary, 0-padded, which give the output its length
-            and mask; the sentence's subword ids with the end of sentence, 0-padded; and the word
-            (0 to n - 1) each piece belongs to, -1 for the end of sentence and padding.
+            and mask; the sentence's subword ids with the end of sentence, 0-padded; and each
+            word's pieces [first, last + 1) ([0, 0) for none; words past n' have none).
 
     Returns:
-        float32 [batch, n, d_model], zero at padding, with the mask word_ids != 0.
+        float32 [batch, n, d_model], zero at padding and for words without pieces, with the
+        mask word_ids != 0.
     """
 
     def __init__(self, transformer, **kwargs):
@@ -102,19 +102,16 @@ class TransformerCoVe(keras.layers.Layer):
         _freeze(self.transformer)
 
     def call(self, inputs):
-        word_ids, piece_ids, piece_words = inputs
+        word_ids, piece_ids, word_spans = inputs
         outputs = self.transformer.encode(piece_ids, training=False)
-        batch, words = tf.shape(word_ids)[0], tf.shape(word_ids)[1]
-        piece_words = tf.cast(piece_words, tf.int32)
-        counted = (piece_words >= 0) & (piece_words < words)
-        # One segment per (row, word), and one more that takes the pieces no word counts.
-        segments = tf.where(counted, tf.range(batch)[:, None] * words + piece_words,
-                            batch * words)
-        sums = tf.math.unsorted_segment_sum(outputs, segments, batch * words + 1)[:-1]
-        counts = tf.math.unsorted_segment_sum(tf.cast(counted, outputs.dtype), segments,
-                                              batch * words + 1)[:-1]
-        means = sums / tf.maximum(counts, 1.0)[:, None]
-        means = tf.reshape(means, (batch, words, -1))
+        # Sums over [first, last + 1) as differences of running sums, zero before the first.
+        running = tf.pad(tf.cumsum(outputs, axis=1), [[0, 0], [1, 0], [0, 0]])
+        words = tf.shape(word_ids)[1]
+        spans = tf.cast(word_spans[:, :words], tf.int32)
+        spans = tf.pad(spans, [[0, 0], [0, words - tf.shape(spans)[1]], [0, 0]])
+        first, end = spans[..., 0], tf.maximum(spans[..., 1], spans[..., 0])
+        sums = tf.gather(running, end, batch_dims=1) - tf.gather(running, first, batch_dims=1)
+        means = sums / tf.cast(tf.maximum(end - first, 1), sums.dtype)[..., None]
         return means * ops.cast(ops.not_equal(word_ids, 0), means.dtype)[..., None]
 
     def compute_mask(self, inputs, mask=None):

@@ -14,10 +14,11 @@ import pathlib
 import platform
 
 from keras_transformer import data
+from keras_transformer.data import glove
 
 CONFIG_FILE = "config.json"
 VOCAB_FILE = "vocab.model"
-WORDS_FILE = "words.txt"  # an mt_lstm run's source words (GloVe's), data.glove.WordVocabulary
+WORDS_FILE = glove.WORDS_FILE  # an mt_lstm run's source words, data.glove.WordVocabulary's
 CHECKPOINT_DIR = "checkpoints"
 AVERAGED_DIR = "averaged"
 BEST_DIR = "best"  # kt-train --keep_best

@@ -32,6 +32,15 @@ class Loaded(typing.NamedTuple):
 DTYPES = ("float32", "mixed_bfloat16", "bfloat16")
 
 
+# Where a model_dir of each kind is read, for the refusal of one read as another kind.
+_WHAT_READS = {
+    "mt_lstm": "an MT-LSTM is read as CoVe (kt-classify --inputs glove+cove, "
+               "model_dir.load_cove); kt-translate and kt-export serve Transformers",
+    "transformer": "a Transformer translates (kt-translate, kt-export), and its encoder is read "
+                   "by kt-classify --inputs glove+transformer (model_dir.load_transformer_cove)",
+}
+
+
 def build(run, **kwargs):
     """The untrained model of a run's configuration (`kt.build_model`'s `kwargs`, e.g. dtype)."""
     return kt.build_model(kt.HParams(**run.hparams), run.vocab_size, run.source_vocab_size,
@@ -127,11 +136,8 @@ def load(model_dir, checkpoint=None, dtype="float32", ema=None, model="transform
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     kind = kt.HParams(**run.hparams).model
     if kind != model:
-        raise ModelDirError(
-            f"{model_dir} holds a model of kind {kind!r} ({run.hparams_name}), not {model!r}: "
-            + ("an MT-LSTM's encoder is read as CoVe (keras_transformer.model_dir.cove), "
-               "it is not served by the Transformer's commands" if kind == "mt_lstm" else
-               "this reads the kind of model named"))
+        raise ModelDirError(f"{model_dir} holds a model of kind {kind!r} ({run.hparams_name}), "
+                            f"not {model!r}: {_WHAT_READS[kind]}")
     model = build(run, dtype=dtype)
     if checkpoint is not None:
         checkpoint = named_checkpoint(model_dir, checkpoint)

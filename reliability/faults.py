@@ -33,9 +33,8 @@ import time
 
 import numpy as np
 
-import keras_transformer as kt
 from bench.common import append_results, markdown_table
-from keras_transformer.model_dir import checkpoints, config
+from keras_transformer.model_dir import checkpoints, config, loading
 
 RESULTS = pathlib.Path(__file__).parent / "RESULTS.md"
 
@@ -67,7 +66,7 @@ def partials(model_dir):
 
 def final_weights(model_dir, name):
     run_config = config.load(model_dir)
-    model = kt.build_model(kt.HParams(**run_config.hparams), run_config.vocab_size)
+    model = loading.build(run_config)
     checkpoints.restore(model, model_dir / config.CHECKPOINT_DIR / name)
     return model.get_weights()
 
@@ -280,7 +279,7 @@ def full_disk(work, reference, steps, vocab):
 # Run inside the mount namespace after kt-train: lists the checkpoints and verifies the newest.
 VERIFY = """
 import sys, pathlib
-from keras_transformer.model_dir import checkpoints, config
+from keras_transformer.model_dir import checkpoints, config, loading
 directory = checkpoints.CheckpointDirectory(pathlib.Path(sys.argv[1]) / config.CHECKPOINT_DIR)
 names = sorted(p.name for p in directory.directory.iterdir())
 checkpoints.verify(directory.paths()[-1])

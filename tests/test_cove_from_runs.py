@@ -107,7 +107,8 @@ def test_runs_of_the_wrong_kind_are_refused_naming_the_model_dir(mt_lstm_run, tr
                                                                  corpus_and_glove, tmp_path):
     model_dir = mt_lstm_run[0]
     with pytest.raises(loading.ModelDirError, match="holds a model of kind 'mt_lstm' "
-                                                    r"\(cove_mt_lstm\), not 'transformer'"):
+                                                    r"\(cove_mt_lstm\), not 'transformer': an "
+                                                    "MT-LSTM is read as CoVe"):
         loading.load(model_dir)
     result = run_main(translate.main, "--model_dir", model_dir)
     assert result.returncode == 2 and "kind 'mt_lstm'" in result.stderr
@@ -120,47 +121,69 @@ def test_runs_of_the_wrong_kind_are_refused_naming_the_model_dir(mt_lstm_run, tr
     beam = kt_train(tmp_path / "beam", corpus_and_glove[0], *MT_LSTM, "--glove",
                     corpus_and_glove[1], "--eval_beam_size", "4")
     assert beam.returncode == 2 and "--eval_beam_size: an MT-LSTM's dev BLEU" in beam.stderr
+    words_alone = kt_train(tmp_path / "w", corpus_and_glove[0], *MT_LSTM, "--glove_words", "9")
+    assert words_alone.returncode == 2 and "--glove_words keeps the first words of --glove" \
+        in words_alone.stderr
     glove_for_a_transformer = kt_train(tmp_path / "t", corpus_and_glove[0], "--hparams",
                                        "transformer_tiny", "--glove", corpus_and_glove[1])
     assert glove_for_a_transformer.returncode == 2
     assert "--glove is for cove_mt_lstm" in glove_for_a_transformer.stderr
 
 
-def test_word_pieces_are_the_sentence_as_encoded_each_piece_owned_by_a_word(bible_vocab):
+def test_word_pieces_are_the_sentence_as_encoded_with_each_words_pieces(bible_vocab):
     texts = ["Don't stop, it\u2019s 5.30!", "In the beginning God created the heaven.",
-             "  And  the  earth was without form  ", "Tom"]
-    pieces, owners = glove.word_pieces(bible_vocab, texts)
+             "  And  the  earth was without form  ", 'Tom said "Hi."', "5 apples"]
+    pieces, spans = glove.word_pieces(bible_vocab, texts)
     encoded = bible_vocab.encode(tf.constant(texts)).to_list()
-    for text, row, row_owners, expected in zip(texts, pieces, owners, encoded):
+    for text, row, row_spans, expected in zip(texts, pieces, spans, encoded):
         assert row[:len(expected)].tolist() == expected and not row[len(expected):].any()
         words = [w.decode() for w in glove.tokenize_words(tf.constant([text]), False)[0].numpy()]
-        owned = row_owners[row_owners >= 0]
-        assert np.all(np.diff(owned) >= 0) and owned.max() == len(words) - 1
-        # Every piece but white space and the end belongs to a word, the words in order.
-        assert row_owners[len(expected) - 1] == -1
-        text_of = bible_vocab.detokenize(tf.constant(row[row_owners >= 0])).numpy().decode()
-        assert text_of.replace(" ", "").replace("\u2019", "'") == "".join(words)
-    assert [glove.tokenize_words(tf.constant(texts[:1]), False)[0].numpy().tolist()] == [
-        [b"Do", b"n't", b"stop", b",", b"it", b"'s", b"5.30", b"!"]]
+        assert np.all(row_spans[len(words):] == 0)
+        covered = set()
+        for word, (first, end) in zip(words, row_spans):
+            assert 0 <= first < end < len(expected)  # never the end of sentence
+            covered.update(range(first, end))
+            # The word is inside its pieces' text (in its case; ' for the text's \u2019).
+            text_of = bible_vocab.detokenize(tf.constant(row[first:end])).numpy().decode()
+            assert word in text_of.replace(" ", "").replace("\u2019", "'"), (word, text_of)
+        # Pieces of no word are white space.
+        for index in set(range(len(expected) - 1)) - covered:
+            assert not bible_vocab.detokenize(tf.constant(row[index:index + 1])).numpy().strip()
+    assert glove.tokenize_words(tf.constant(texts[:1]), False)[0].numpy().tolist() == [
+        b"Do", b"n't", b"stop", b",", b"it", b"'s", b"5.30", b"!"]
+    cut_pieces, cut_spans = glove.word_pieces(bible_vocab, texts[1:2], max_length=4)
+    assert cut_pieces.tolist() == [encoded[1][:3] + [1]] and np.all(cut_spans[0, 3:] == 0)
 
 
-def test_transformer_cove_is_the_mean_of_a_words_piece_vectors():
+@pytest.mark.parametrize("text", ["DON'T\u0130K stop", "\ufeffThe \u2581cat's", "x\ue000y z",
+                                  "It\u2019S 3,000 CAN'T"])
+def test_words_are_the_same_in_either_case(text):
+    lower, kept = (glove.tokenize_words(tf.constant([text]), lowercase)[0].numpy().tolist()
+                   for lowercase in (True, False))
+    assert len(lower) == len(kept)
+    assert lower == [tf.strings.lower(word, encoding="utf-8").numpy() for word in kept]
+
+
+def test_transformer_cove_is_the_mean_of_each_words_piece_vectors():
     keras.utils.set_random_seed(2)
     transformer = kt.build_model("transformer_tiny", vocab_size=40)
     layer = kt.TransformerCoVe(transformer)
     word_ids = np.array([[7, 8, 9, 0], [5, 6, 0, 0]], "int32")
     pieces = np.array([[11, 12, 13, 14, 15, 1], [21, 22, 23, 1, 0, 0]], "int32")
-    owners = np.array([[0, 0, 1, -1, 2, -1], [0, 1, 1, -1, -1, -1]], "int32")
-    vectors = layer([word_ids, pieces, owners]).numpy()
+    # Row 0: a word of two pieces, a piece shared by two words, a piece of none (3).
+    spans = np.array([[[0, 2], [2, 3], [2, 3], [0, 0]], [[0, 1], [1, 3], [0, 0], [0, 0]]],
+                     "int32")
+    vectors = layer([word_ids, pieces, spans]).numpy()
     encoded = transformer.encode(pieces).numpy()
     expected = np.zeros((2, 4, 32), np.float32)
     for row in range(2):
         for word in range(4):
             if word_ids[row, word]:
-                expected[row, word] = encoded[row][owners[row] == word].mean(axis=0)
+                first, end = spans[row, word]
+                expected[row, word] = encoded[row, first:end].mean(axis=0)
     np.testing.assert_allclose(vectors, expected, atol=1e-5)
-    np.testing.assert_array_equal(layer.compute_mask([word_ids, pieces, owners]), word_ids != 0)
-    alone = layer([word_ids[1:, :2], pieces[1:, :4], owners[1:, :4]]).numpy()
+    np.testing.assert_array_equal(layer.compute_mask([word_ids, pieces, spans]), word_ids != 0)
+    alone = layer([word_ids[1:, :2], pieces[1:, :4], spans[1:, :2]]).numpy()
     np.testing.assert_allclose(alone[0], vectors[1, :2], atol=1e-5)
     assert not layer.trainable_weights
 
@@ -205,6 +228,10 @@ def test_kt_classify_reads_cove_or_a_transformer_encoder_and_the_classifier_relo
 
     wrong = run_main(classify.main, *common, "--inputs", "glove+cove", "--cove_model_dir",
                      trained_model_dir)
-    assert wrong.returncode == 2 and "kind 'transformer'" in wrong.stderr
+    assert wrong.returncode == 2 and "--cove_model_dir: " in wrong.stderr
+    assert "kind 'transformer'" in wrong.stderr and "glove+transformer" in wrong.stderr
     no_dir = run_main(classify.main, *common, "--inputs", "glove+cove")
     assert no_dir.returncode == 2 and "needs --cove_model_dir" in no_dir.stderr
+    unread = run_main(classify.main, *common, "--inputs", "random", "--cove_model_dir",
+                      mt_lstm_run[0])
+    assert unread.returncode == 2 and "--inputs random reads no trained encoder" in unread.stderr

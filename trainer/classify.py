@@ -61,6 +61,8 @@ def parse_args(argv=None):
         parser.error(f"--inputs {args.inputs} needs --glove PATH (a GloVe text file)")
     if args.inputs.startswith("glove+") and not args.cove_model_dir:
         parser.error(f"--inputs {args.inputs} needs --cove_model_dir (a kt-train run)")
+    if args.cove_model_dir and not args.inputs.startswith("glove+"):
+        parser.error(f"--cove_model_dir: --inputs {args.inputs} reads no trained encoder")
     if args.inputs == "glove+cove" and (args.glove or args.glove_words):
         parser.error("--inputs glove+cove reads the GloVe vectors and words the MT-LSTM was "
                      "trained with; drop --glove and --glove_words")
@@ -88,7 +90,7 @@ class Inputs:
         words = keras.Input((None,), dtype="int32", name="word_ids")
         self.inputs, self.source, self.encoder = [words], None, None
         if args.inputs == "glove+cove":
-            self.encoder = cove.load_cove(args.cove_model_dir)
+            self.encoder = _encoder(cove.load_cove, args.cove_model_dir)
             self.vocabulary = self.encoder.words
             self.vectors = self.encoder.layer(words)
             self.source = self.encoder.describe()
@@ -96,9 +98,9 @@ class Inputs:
         self.vocabulary, embedding = word_vocabulary(args, train_texts)
         self.vectors = embedding(words)
         if args.inputs == "glove+transformer":
-            self.encoder = cove.load_transformer_cove(args.cove_model_dir)
-            pieces = [keras.Input((None,), dtype="int32", name=name)
-                      for name in ("piece_ids", "piece_words")]
+            self.encoder = _encoder(cove.load_transformer_cove, args.cove_model_dir)
+            pieces = [keras.Input((None,), dtype="int32", name="piece_ids"),
+                      keras.Input((None, 2), dtype="int32", name="word_spans")]
             self.inputs += pieces
             self.vectors = keras.layers.Concatenate()(
                 [self.vectors, self.encoder.layer([words, *pieces])])
@@ -110,8 +112,20 @@ class Inputs:
 
         arrays = [word_ids(self.vocabulary, texts)]
         if self.name == "glove+transformer":
-            arrays += glove.word_pieces(self.encoder.vocabulary, texts)
+            transformer = self.encoder.layer.transformer
+            arrays += glove.word_pieces(self.encoder.vocabulary, texts, max_length=(
+                transformer.max_length if transformer.position_encoding == "learned" else None))
         return arrays
+
+
+def _encoder(load, model_dir):
+    """`load(model_dir)`, its refusal naming the flag."""
+    from keras_transformer.model_dir import loading
+
+    try:
+        return load(model_dir)
+    except loading.ModelDirError as error:
+        raise loading.ModelDirError(f"--cove_model_dir: {error}") from None
 
 
 def word_vocabulary(args, texts):
@@ -193,7 +207,9 @@ def main(argv=None):
         model.save(output / "classifier.keras")
         results = {"task": task.spec, "split": task.evaluation_split, "accuracy": accuracy,
                    "inputs": args.inputs, "encoder": inputs.source, "seed": args.seed,
-                   "epochs": args.epochs, "glove_words": args.glove_words,
+                   "epochs": args.epochs, "glove_words": (
+                       inputs.encoder.run.glove_words if args.inputs == "glove+cove"
+                       else args.glove_words),
                    "labels": task.labels}
         (output / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     return 0

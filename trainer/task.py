@@ -232,6 +232,9 @@ def prepare_words(run, model_dir, restoring, write):
 
 def check_mt_lstm(run, hp):
     """Refuses what an mt_lstm run cannot do, naming the flag."""
+    if run.glove_words and not run.glove:
+        raise config.ConfigError("--glove_words keeps the first words of --glove, which is not "
+                                 "given")
     if hp.model != "mt_lstm":
         if run.glove:
             raise config.ConfigError(f"--glove: {run.hparams_name} is a Transformer, which "
@@ -261,12 +264,12 @@ def train(args):
         raise config.ConfigError(f"--ema_decay must be below 1, got {run.ema_decay}")
     if run.init_optimizer and not run.init_from:
         raise config.ConfigError("--init_optimizer needs --init_from")
+    check_mt_lstm(run, hp)
     if run.init_from and not checkpoints.CheckpointDirectory(
             checkpoints.default_directory(model_dir)).paths():  # a resumed run needs it no more
         init_from.check_compatible(run.init_from, init_from.source_run(run.init_from).hparams,
                                    run.hparams)
         args.vocab = init_from.check_vocabulary(run.init_from, args.vocab)
-    check_mt_lstm(run, hp)
     if run.early_stopping and not run.keep_best:
         raise config.ConfigError("--early_stopping needs --keep_best bleu|loss: the metric whose "
                                  "improvement it waits for")
