@@ -140,9 +140,15 @@ class MTLSTM(TokenLevelTraining, keras.Model):
                          initializer=self.initial_state(tf.shape(target_ids)[0]))
         return self.output_projection(tf.transpose(states[0], (1, 0, 2)))
 
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32),
+                                  tf.TensorSpec([], tf.int32)])
     def greedy_translate(self, source_ids, max_length):
         """int32 [batch, max_length]: each source's most likely next token at each step, fed
-        back; after the end of sentence (1), padding (0)."""
+        back; after the end of sentence (1), padding (0). Compiled once for every shape.
+
+        Args:
+            source_ids: int32 [batch, n], 0-padded.
+            max_length: int32 scalar, the output length."""
         memory, memory_mask = self.encode(source_ids)
         batch = tf.shape(source_ids)[0]
 

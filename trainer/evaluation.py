@@ -22,14 +22,12 @@ def translate_ids(model, source_ids, extra_length=EXTRA_LENGTH, batch_size=64, b
     """Translations of int [n, length] source ids, as a list of id arrays: greedy, or the best of
     a beam search when `beam_size` > 1 (a Transformer's; an MT-LSTM's are greedy)."""
     outputs = [None] * len(source_ids)
-    mt_lstm_greedy = None
-    if isinstance(model, kt.MTLSTM):
-        if beam_size > 1:
-            raise ValueError("an MT-LSTM translates greedily (beam_size 1)")
-        mt_lstm_greedy = tf.function(model.greedy_translate, reduce_retracing=True)
+    mt_lstm = isinstance(model, kt.MTLSTM)
+    if mt_lstm and beam_size > 1:
+        raise ValueError("an MT-LSTM translates greedily (beam_size 1)")
     for rows, batch in data.length_sorted_batches(source_ids, batch_size):
-        if mt_lstm_greedy is not None:
-            ids = mt_lstm_greedy(batch, batch.shape[1] + extra_length)
+        if mt_lstm:
+            ids = model.greedy_translate(batch, batch.shape[1] + extra_length)
         elif beam_size > 1:
             ids, _ = beam_decode(model, batch, extra_length=extra_length, beam_size=beam_size,
                                  alpha=alpha)
