@@ -21,6 +21,21 @@ def _freeze(model):
         weight.trainable = False
 
 
+def _frozen(model):
+    """`model`, or the model its config describes (from get_config), frozen."""
+    if isinstance(model, dict):
+        model = keras.saving.deserialize_keras_object(model)
+    _freeze(model)
+    return model
+
+
+def _built_frozen(model):
+    """Builds `model` if it is not, then freezes the weights building made."""
+    if not model.built:
+        model.build()
+    _freeze(model)
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class CoVe(keras.layers.Layer):
     """Context vectors from a trained MT-LSTM's encoder, frozen: CoVe(w) = MT-LSTM(GloVe(w)).
@@ -41,17 +56,12 @@ class CoVe(keras.layers.Layer):
 
     def __init__(self, mt_lstm, with_glove=False, **kwargs):
         super().__init__(**kwargs)
-        if isinstance(mt_lstm, dict):  # from get_config
-            mt_lstm = keras.saving.deserialize_keras_object(mt_lstm)
-        self.mt_lstm = mt_lstm
-        _freeze(self.mt_lstm)
+        self.mt_lstm = _frozen(mt_lstm)
         self.with_glove = with_glove
         self.supports_masking = True
 
     def build(self, input_shape=None):
-        if not self.mt_lstm.built:
-            self.mt_lstm.build()
-        _freeze(self.mt_lstm)
+        _built_frozen(self.mt_lstm)
 
     def call(self, word_ids):
         vectors, mask = self.mt_lstm.encode(word_ids, training=False)
@@ -90,16 +100,11 @@ class TransformerCoVe(keras.layers.Layer):
 
     def __init__(self, transformer, **kwargs):
         super().__init__(**kwargs)
-        if isinstance(transformer, dict):  # from get_config
-            transformer = keras.saving.deserialize_keras_object(transformer)
-        self.transformer = transformer
-        _freeze(self.transformer)
+        self.transformer = _frozen(transformer)
         self.supports_masking = True
 
     def build(self, input_shape=None):
-        if not self.transformer.built:
-            self.transformer.build()
-        _freeze(self.transformer)
+        _built_frozen(self.transformer)
 
     def call(self, inputs):
         word_ids, piece_ids, word_spans = inputs

@@ -1,6 +1,8 @@
 import contextlib
 import fcntl
+import gzip
 import io
+import itertools
 import os
 import pathlib
 import subprocess
@@ -110,6 +112,25 @@ def trained(trained_model_dir):
     from keras_transformer import export
 
     return export.load(trained_model_dir)
+
+
+def bundled_lines(split, lang, count=None):
+    """The first `count` lines (all without it) of the bundled corpus's split, newlines kept."""
+    from keras_transformer import data
+
+    path = pathlib.Path(data.__file__).parent / "corpora" / "bible_en_es" / f"{split}.{lang}.gz"
+    with gzip.open(path, "rt", encoding="utf-8") as lines:
+        return list(itertools.islice(lines, count))
+
+
+def write_corpus_subset(directory, **counts):
+    """`directory` as a directory source (split.en, split.es) holding the first counts[split]
+    verses of each bundled split, e.g. `write_corpus_subset(d, train=400, dev=40)`."""
+    for split, count in counts.items():
+        for lang in ("en", "es"):
+            (directory / f"{split}.{lang}").write_text(
+                "".join(bundled_lines(split, lang, count)), encoding="utf-8")
+    return directory
 
 
 @pytest.fixture(scope="session")

@@ -2,24 +2,20 @@
 loads as CoVe, a Transformer's encoder reads words through their subword pieces, and kt-classify
 trains the BCN over either; with the refusals of runs of the wrong kind."""
 
-import gzip
 import json
-import pathlib
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import run_main
+from conftest import run_main, write_corpus_subset
 
 import keras_transformer as kt
-from keras_transformer import data
 from keras_transformer.data import glove
 from keras_transformer.export import translate
 from keras_transformer.model_dir import cove, loading
 from keras_transformer.trainer import classify, task
 
-CORPUS = pathlib.Path(data.__file__).parent / "corpora" / "bible_en_es"
 QUESTIONS = [("NUM:count", "How many sons did Jacob have ?"),
              ("HUM:ind", "Who is the king of Israel ?"),
              ("LOC:other", "Where did the people go ?"),
@@ -30,12 +26,7 @@ QUESTIONS = [("NUM:count", "How many sons did Jacob have ?"),
 def corpus_and_glove(tmp_path_factory):
     """300 train and 20 dev verses of the bundled corpus as a directory source, and a 6-d GloVe
     file of the 400 most frequent words of its English side."""
-    directory = tmp_path_factory.mktemp("corpus")
-    for split, count in (("train", 300), ("dev", 20)):
-        for lang in ("en", "es"):
-            with gzip.open(CORPUS / f"{split}.{lang}.gz", "rt", encoding="utf-8") as lines:
-                text = "".join(line for _, line in zip(range(count), lines))
-            (directory / f"{split}.{lang}").write_text(text, encoding="utf-8")
+    directory = write_corpus_subset(tmp_path_factory.mktemp("corpus"), train=300, dev=20)
     counts = {}
     english = (directory / "train.en").read_text(encoding="utf-8").splitlines()
     for row in glove.tokenize_words(tf.constant(english)).to_list():

@@ -1,12 +1,12 @@
 """kt-train --init_from: a trained model fine-tuned on new pairs starts from what it knows and
 improves on them; a different model or vocabulary is refused by name."""
 
-import gzip
 import math
 import re
 
 import pytest
-from test_trainer import CORPUS, kt_train, kt_train_command
+from conftest import bundled_lines
+from test_trainer import kt_train, kt_train_command
 
 from keras_transformer import model_dir
 from keras_transformer.trainer import task
@@ -20,8 +20,7 @@ def new_pairs(tmp_path_factory):
     100 to evaluate, as a directory source."""
     directory = tmp_path_factory.mktemp("new_pairs")
     for lang in ("en", "es"):
-        with gzip.open(CORPUS / f"dev.{lang}.gz", "rt", encoding="utf-8") as lines:
-            verses = lines.readlines()
+        verses = bundled_lines("dev", lang)
         (directory / f"train.{lang}").write_text("".join(verses[:392]), encoding="utf-8")
         (directory / f"dev.{lang}").write_text("".join(verses[392:]), encoding="utf-8")
     return directory

@@ -1,9 +1,7 @@
 """kt-train end to end on a small corpus: files, resume, refusals; and the pieces it is made of."""
 
-import gzip
 import json
 import os
-import pathlib
 import re
 import shutil
 import signal
@@ -14,26 +12,17 @@ import time
 import keras
 import numpy as np
 import pytest
-from conftest import run_main
+from conftest import run_main, write_corpus_subset
 
 import keras_transformer as kt
-from keras_transformer import data
 from keras_transformer.model_dir import averaging, checkpoints, config, loading
 from keras_transformer.trainer import average, callbacks, task
-
-CORPUS = pathlib.Path(data.__file__).parent / "corpora" / "bible_en_es"
 
 
 @pytest.fixture(scope="module")
 def small_corpus(tmp_path_factory):
     """400 train and 40 dev verses of the bundled corpus, as a directory source."""
-    directory = tmp_path_factory.mktemp("corpus")
-    for split, count in (("train", 400), ("dev", 40)):
-        for lang in ("en", "es"):
-            with gzip.open(CORPUS / f"{split}.{lang}.gz", "rt", encoding="utf-8") as lines:
-                text = "".join(line for _, line in zip(range(count), lines))
-            (directory / f"{split}.{lang}").write_text(text, encoding="utf-8")
-    return directory
+    return write_corpus_subset(tmp_path_factory.mktemp("corpus"), train=400, dev=40)
 
 
 def kt_train_command(model_dir, corpus, *flags):
