@@ -34,22 +34,6 @@ settings.register_profile("campaign", max_examples=1000, database=None, **_SLOW_
 settings.load_profile("ci")
 
 
-# The files that take longest, started first (xdist gives a worker the next file in collection
-# order when it runs out: pyproject's --dist loadfile --no-loadscope-reorder), so the short ones
-# fill in at the end and the workers finish together. The first trains the demo run the others
-# share; the second needs nothing trained, so neither waits for it.
-LONGEST_FIRST = ["test_ctranslate2.py", "test_trainer.py", "test_parsing.py",
-                 "test_translation_tools.py", "test_export.py", "test_notebook.py",
-                 "test_distributed.py", "test_cove_from_runs.py", "test_training.py",
-                 "test_input_pipeline.py", "test_docs.py", "test_ema.py", "test_fine_tuning.py",
-                 "test_accumulation.py"]
-
-
-def pytest_collection_modifyitems(items):
-    rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: others keep order
-
-
 @pytest.fixture(autouse=True)
 def _seeded():
     keras.utils.set_random_seed(1234)
