@@ -99,6 +99,11 @@ def parse_args(argv=None):
     parser.add_argument("--ctranslate2_dir",
                         help="--engine ctranslate2: the export (its directory of versions, or "
                              "one version)")
+    parser.add_argument("--ctranslate2_patience", type=at_least(1.0, float),
+                        help="--engine ctranslate2: its beam stops once beam_size x this many "
+                             "hypotheses have ended (default 1, CTranslate2's; 2 brought a "
+                             "trained model's results closer to --engine tensorflow's, see "
+                             "docs/serving.md)")
     parser.add_argument("--input", help="file of sentences, one a line (default: stdin)")
     parser.add_argument("--output", help="file for the translations (default: stdout)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
@@ -148,8 +153,9 @@ def parse_args(argv=None):
         if tensorflow_only:
             parser.error(f"{tensorflow_only[0]} is for --engine tensorflow; the CTranslate2 "
                          f"export has its own weights and does beam search only")
-    elif args.ctranslate2_dir:
-        parser.error("--ctranslate2_dir needs --engine ctranslate2")
+    elif args.ctranslate2_dir or args.ctranslate2_patience:
+        parser.error(f"--ctranslate2_{'dir' if args.ctranslate2_dir else 'patience'} needs "
+                     f"--engine ctranslate2")
     elif not args.model_dir:
         parser.error("the following arguments are required: --model_dir")
     if not args.sampling_temperature and (args.seed is not None or args.sampling_top_k):
@@ -180,7 +186,7 @@ def engine_from_flags(args):
             apply_decode_preset(args, None)
         translator = Ctranslate2Translator(
             args.ctranslate2_dir, args.beam_size, args.alpha, args.extra_length,
-            args.max_input_length, args.max_output_length)
+            args.max_input_length, args.max_output_length, patience=args.ctranslate2_patience)
         args.alpha, args.beam_size = translator.alpha, translator.beam_size
         return (translator, translator.settings["run"],
                 f"CTranslate2 {translator.directory} ({translator.settings['quantization']})")

@@ -126,16 +126,19 @@ def test_the_engine_decodes_as_the_export_recorded_unless_told(exported, tmp_pat
         args = translate.parse_args(["--engine", "ctranslate2", "--ctranslate2_dir", str(copy),
                                      *argv])
         engine = translate.engine_from_flags(args)[0]
-        return engine.beam_size, engine.alpha, engine.extra_length
+        return engine.beam_size, engine.alpha, engine.extra_length, engine.patience
 
-    assert decoding() == (2, 0.25, 9)
-    assert decoding("--beam_size", "3") == (3, 0.25, 9)
-    assert decoding("--decode_preset", "parsing") == (21, 0.3, 300)
+    assert decoding() == (2, 0.25, 9, 1)
+    assert decoding("--beam_size", "3", "--ctranslate2_patience", "2") == (3, 0.25, 9, 2)
+    assert decoding("--decode_preset", "parsing") == (21, 0.3, 300, 1)
 
 
 @pytest.mark.parametrize("argv, message", [
     (["--engine", "ctranslate2"], "--engine ctranslate2 needs --ctranslate2_dir"),
     (["--ctranslate2_dir", "x"], "--ctranslate2_dir needs --engine ctranslate2"),
+    (["--ctranslate2_patience", "2"], "--ctranslate2_patience needs --engine ctranslate2"),
+    (["--engine", "ctranslate2", "--ctranslate2_dir", "x", "--ctranslate2_patience", "0.5"],
+     "--ctranslate2_patience: must be at least 1.0, got 0.5"),
     (["--engine", "ctranslate2", "--ctranslate2_dir", "x", "--model_dir", "m"],
      "--model_dir is for --engine tensorflow"),
     (["--engine", "ctranslate2", "--ctranslate2_dir", "x", "--sampling_temperature", "1"],
