@@ -184,9 +184,10 @@ def pipeline(source, vocabulary, split="train", batch_tokens=25_000, max_length=
                           num_parallel_calls=tf.data.AUTOTUNE)
     options = tf.data.Options()
     options.deterministic = deterministic
-    # tf.data's fused ShuffleAndRepeat filled the buffer 3x slower than shuffle then repeat: the
-    # first batch over the bundled corpus (29k pairs, one thread) came after 9.8 s, 3.8 s unfused
-    # (medians of 3, 2026-11-25).
+    # For unseeded shuffling (`_shuffled_epochs` without a seed: shuffle, then repeat; a seed
+    # takes a flat_map, as kt-train's runs do), tf.data's fused ShuffleAndRepeat filled the
+    # buffer 2.6-3.2x slower: the first batch over the bundled corpus (29k pairs, one thread)
+    # came after 9.8 s fused, 3.1-3.8 s unfused (medians of 3 in two runs, 2026-11-25).
     options.experimental_optimization.shuffle_and_repeat_fusion = False
     if shard is not None:  # Sharded above; tf.distribute must not shard again.
         options.experimental_distribute.auto_shard_policy = (

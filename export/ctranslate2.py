@@ -207,11 +207,11 @@ def resolve(directory):
 
 # CTranslate2's beam stops once beam_size * patience hypotheses have ended; the model's goes on
 # while an open one could still outrank the ended ones. Waiting longer (patience 2) helped a
-# trained model and hurt a weak one, so CTranslate2's own default stays: at beam 4, alpha 1.0,
-# transformer_small on tatoeba_en_es dev (2,766 sentences) had its best hypothesis differ from
-# the TensorFlow engine's on 38 sentences at patience 1 and 16 at 2 (BLEU 37.43 and 37.51; the
-# TensorFlow engine 37.47), but the tests' 300-step tiny model on 200 bible dev sentences
-# agreed on 191 at patience 1 and 124 at 2, patience 2 choosing long repetitions that its
+# trained model and hurt a weak one, so CTranslate2's own default stays. Beam 4, alpha 1.0, the
+# best hypothesis differing from the TensorFlow engine's: transformer_small on tatoeba_en_es dev
+# (2,766 sentences), 38 sentences at patience 1 and 16 at 2 (BLEU 37.43 and 37.51; the
+# TensorFlow engine 37.47); the tests' 300-step transformer_tiny on the first 200 bible dev
+# sentences, 9 at patience 1 and 76 at 2, patience 2 choosing long repetitions that its
 # length ** alpha ranking favours and the model's GNMT penalty does not (2026-11-25).
 PATIENCE = 1
 
@@ -230,7 +230,7 @@ class Ctranslate2Translator:
         compute_type: CTranslate2's ("default": the type the weights were saved in).
         intra_threads: threads of one translation (0: CTranslate2's default).
         patience: CTranslate2's beam stops once beam_size * patience hypotheses have ended
-            (`PATIENCE`).
+            (default `PATIENCE`, 1 as CTranslate2's).
     """
 
     def __init__(self, directory, beam_size=None, alpha=None, extra_length=None,
@@ -251,7 +251,7 @@ class Ctranslate2Translator:
             max_output_length or self.max_input_length + self.extra_length, POSITIONS)
         self.max_input_bytes = 16 * self.max_input_length
         self.patience = PATIENCE if patience is None else patience
-        if self.patience < 1:
+        if not 1 <= self.patience < float("inf"):
             raise ValueError(f"patience must be >= 1, got {self.patience}")
         self.engine = ctranslate2.Translator(str(self.directory), device="cpu",
                                              compute_type=compute_type,

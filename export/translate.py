@@ -154,8 +154,8 @@ def parse_args(argv=None):
             parser.error(f"{tensorflow_only[0]} is for --engine tensorflow; the CTranslate2 "
                          f"export has its own weights and does beam search only")
     elif args.ctranslate2_dir or args.ctranslate2_patience:
-        parser.error(f"--ctranslate2_{'dir' if args.ctranslate2_dir else 'patience'} needs "
-                     f"--engine ctranslate2")
+        flag = "--ctranslate2_dir" if args.ctranslate2_dir else "--ctranslate2_patience"
+        parser.error(f"{flag} needs --engine ctranslate2")
     elif not args.model_dir:
         parser.error("the following arguments are required: --model_dir")
     if not args.sampling_temperature and (args.seed is not None or args.sampling_top_k):
@@ -254,6 +254,8 @@ def main(argv=None):
     search = (f"sampling at temperature {args.sampling_temperature}, top-k "
               f"{args.sampling_top_k or 'all'}, --seed {args.seed}" if args.sampling_temperature
               else f"beam {args.beam_size}, alpha {args.alpha}")
+    if args.engine == "ctranslate2" and translator.patience != 1:
+        search += f", patience {translator.patience}"
     print(f"translated {len(lines)} sentence(s) in {seconds:.1f} s "
           f"({len(lines) / max(seconds, 1e-9):.1f}/s) with {used}, {search}",
           file=sys.stderr)

@@ -133,6 +133,16 @@ def test_the_engine_decodes_as_the_export_recorded_unless_told(exported, tmp_pat
     assert decoding("--decode_preset", "parsing") == (21, 0.3, 300, 1)
 
 
+def test_patience_reaches_ctranslate2(exported, monkeypatch):
+    engine = ct2.Ctranslate2Translator(exported / "1", patience=2)
+    calls = []
+    search = engine.engine.translate_batch
+    monkeypatch.setattr(engine, "engine", type("Recorder", (), {"translate_batch": staticmethod(
+        lambda *args, **kwargs: calls.append(kwargs) or search(*args, **kwargs))})())
+    engine.translate_n_best_ids(engine.tokenize(["Jesus wept."])["source_ids"])
+    assert [kwargs["patience"] for kwargs in calls] == [2]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--engine", "ctranslate2"], "--engine ctranslate2 needs --ctranslate2_dir"),
     (["--ctranslate2_dir", "x"], "--ctranslate2_dir needs --engine ctranslate2"),
