@@ -141,7 +141,7 @@ class MTLSTM(TokenLevelTraining, keras.Model):
         return self.output_projection(tf.transpose(states[0], (1, 0, 2)))
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32),
-                                  tf.TensorSpec([], tf.int32)])
+                                  tf.TensorSpec([], tf.int32)], autograph=False)
     def greedy_translate(self, source_ids, max_length):
         """int32 [batch, max_length]: each source's most likely next token at each step, fed
         back; after the end of sentence (1), padding (0). Compiled once for every shape.
