@@ -85,7 +85,13 @@ def _shuffled_epochs(pairs, buffer_size, seed):
     create a different number of iterators, such as a resumed run.)
     """
     if seed is None:
-        return pairs.shuffle(buffer_size, reshuffle_each_iteration=True).repeat()
+        # tf.data's fused ShuffleAndRepeat filled the buffer 2.6-3.2x slower: the first batch
+        # over the bundled corpus (29k pairs, one thread) came after 9.8 s fused, 3.1-3.8 s
+        # unfused (medians of 3 in two runs, 2026-11-25). The seeded flat_map is never fused.
+        unfused = tf.data.Options()
+        unfused.experimental_optimization.shuffle_and_repeat_fusion = False
+        return pairs.shuffle(buffer_size, reshuffle_each_iteration=True).repeat().with_options(
+            unfused)
     return tf.data.Dataset.range(2**62).flat_map(
         lambda epoch: pairs.shuffle(buffer_size, seed=seed * 1_000_003 + epoch,
                                     reshuffle_each_iteration=False))
@@ -184,11 +190,6 @@ def pipeline(source, vocabulary, split="train", batch_tokens=25_000, max_length=
                           num_parallel_calls=tf.data.AUTOTUNE)
     options = tf.data.Options()
     options.deterministic = deterministic
-    # For unseeded shuffling (`_shuffled_epochs` without a seed: shuffle, then repeat; a seed
-    # takes a flat_map, as kt-train's runs do), tf.data's fused ShuffleAndRepeat filled the
-    # buffer 2.6-3.2x slower: the first batch over the bundled corpus (29k pairs, one thread)
-    # came after 9.8 s fused, 3.1-3.8 s unfused (medians of 3 in two runs, 2026-11-25).
-    options.experimental_optimization.shuffle_and_repeat_fusion = False
     if shard is not None:  # Sharded above; tf.distribute must not shard again.
         options.experimental_distribute.auto_shard_policy = (
             tf.data.experimental.AutoShardPolicy.OFF)

@@ -23,7 +23,7 @@ import time
 
 from keras_transformer import cli, data
 from keras_transformer.cli import at_least
-from keras_transformer.export.ctranslate2 import Ctranslate2Translator
+from keras_transformer.export.ctranslate2 import PATIENCE, Ctranslate2Translator
 from keras_transformer.export.flags import (
     add_decoding_flags,
     apply_decode_preset,
@@ -254,7 +254,7 @@ def main(argv=None):
     search = (f"sampling at temperature {args.sampling_temperature}, top-k "
               f"{args.sampling_top_k or 'all'}, --seed {args.seed}" if args.sampling_temperature
               else f"beam {args.beam_size}, alpha {args.alpha}")
-    if args.engine == "ctranslate2" and translator.patience != 1:
+    if args.engine == "ctranslate2" and translator.patience != PATIENCE:
         search += f", patience {translator.patience}"
     print(f"translated {len(lines)} sentence(s) in {seconds:.1f} s "
           f"({len(lines) / max(seconds, 1e-9):.1f}/s) with {used}, {search}",
