@@ -86,7 +86,7 @@ def _shuffled_epochs(pairs, buffer_size, seed):
     """
     if seed is None:
         # tf.data's fused ShuffleAndRepeat filled the buffer 2.6-3.2x slower: the first batch
-        # over the bundled corpus (29k pairs, one thread) came after 9.8 s fused, 3.1-3.8 s
+        # over bible_en_es (29k pairs, one thread) came after 9.8 s fused, 3.1-3.8 s
         # unfused (medians of 3 in two runs, 2026-11-25). The seeded flat_map is never fused.
         unfused = tf.data.Options()
         unfused.experimental_optimization.shuffle_and_repeat_fusion = False

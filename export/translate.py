@@ -100,9 +100,10 @@ def parse_args(argv=None):
                         help="--engine ctranslate2: the export (its directory of versions, or "
                              "one version)")
     parser.add_argument("--ctranslate2_patience", type=at_least(1.0, float),
-                        help="--engine ctranslate2: its beam stops once beam_size x this many "
-                             "hypotheses have ended (default 1, CTranslate2's; 2 brought a "
-                             "trained model's results closer to --engine tensorflow's, see "
+                        help=f"--engine ctranslate2: its beam stops once beam_size x this many "
+                             f"hypotheses have ended (default {PATIENCE}, CTranslate2's; 2 "
+                             "brought a trained model's results closer to --engine "
+                             "tensorflow's, see "
                              "docs/serving.md)")
     parser.add_argument("--input", help="file of sentences, one a line (default: stdin)")
     parser.add_argument("--output", help="file for the translations (default: stdout)")

@@ -180,7 +180,9 @@ def _beam_decode(model, source_ids, max_length, extra_length, beam_size, alpha, 
 
 # autograph=False here and on every decoding function: the searches are written as
 # tf.while_loop, and autograph's conversion of the model's code (Keras does not convert it either)
-# was 1.6 s of a 2.4 s first trace of greedy decoding on transformer_tiny, in every process.
+# was 1.6 s of a 2.4 s first trace of greedy decoding on transformer_tiny, in every process. So
+# the code these reach (the searches, the step functions, Transformer.encode / init_cache /
+# decode_cached) must not branch on tensors in Python: such an `if` fails at trace time.
 _beam_decode_graph = tf.function(_beam_decode, reduce_retracing=True, autograph=False)
 # XLA compiles once per [batch, source_length]; the buffers' length follows from that shape.
 _beam_decode_xla = tf.function(_beam_decode, jit_compile=True, autograph=False)

@@ -140,6 +140,7 @@ class MTLSTM(TokenLevelTraining, keras.Model):
                          initializer=self.initial_state(tf.shape(target_ids)[0]))
         return self.output_projection(tf.transpose(states[0], (1, 0, 2)))
 
+    # Without autograph, as keras_transformer.decoding's searches (see there).
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32),
                                   tf.TensorSpec([], tf.int32)], autograph=False)
     def greedy_translate(self, source_ids, max_length):

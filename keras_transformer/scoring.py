@@ -22,7 +22,7 @@ def target_mask(target_ids, eos_id=EOS_ID):
     return before_end & (target_ids != PAD_ID)
 
 
-@tf.function(reduce_retracing=True, autograph=False)
+@tf.function(reduce_retracing=True, autograph=False)  # autograph: see decoding.py
 def score(model, source_ids, target_ids, alpha=0.6, start_id=PAD_ID):
     """The log-probability a `Transformer` gives each target given its source.
 
