@@ -103,8 +103,7 @@ def parse_args(argv=None):
                         help=f"--engine ctranslate2: its beam stops once beam_size x this many "
                              f"hypotheses have ended (default {PATIENCE}, CTranslate2's; 2 "
                              "brought a trained model's results closer to --engine "
-                             "tensorflow's, see "
-                             "docs/serving.md)")
+                             "tensorflow's, see docs/serving.md)")
     parser.add_argument("--input", help="file of sentences, one a line (default: stdin)")
     parser.add_argument("--output", help="file for the translations (default: stdout)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")

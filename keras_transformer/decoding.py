@@ -16,6 +16,8 @@ positions): the reference the cache must agree with, and the baseline it beats.
 The searches themselves are in `beam_search.py` and `sampling.py`.
 """
 
+import functools
+
 import tensorflow as tf
 
 from keras_transformer.beam_search import beam_search
@@ -23,6 +25,14 @@ from keras_transformer.masks import padding_mask
 from keras_transformer.sampling import sampling_search
 from keras_transformer.search import NEG_INF, longest, write_position
 from keras_transformer.token_ids import EOS_ID, PAD_ID
+
+# tf.function without autograph, for every decoding function (here, in scoring, the MT-LSTM and
+# the Translator): the searches are written as tf.while_loop, and autograph's conversion of the
+# model's code (Keras does not convert it either) was 1.6 s of a 2.4 s first trace of greedy
+# decoding on transformer_tiny, in every process. So the code these reach (the searches, the
+# step functions, Transformer.encode / init_cache / decode_cached) must not branch on tensors in
+# Python: such an `if` fails at trace time.
+graph_function = functools.partial(tf.function, autograph=False)
 
 # Section 6.1: "maximum output length to input length + 50".
 EXTRA_LENGTH = 50
@@ -178,14 +188,9 @@ def _beam_decode(model, source_ids, max_length, extra_length, beam_size, alpha, 
                        prefix_ids=prefix_ids)
 
 
-# autograph=False here and on every decoding function: the searches are written as
-# tf.while_loop, and autograph's conversion of the model's code (Keras does not convert it either)
-# was 1.6 s of a 2.4 s first trace of greedy decoding on transformer_tiny, in every process. So
-# the code these reach (the searches, the step functions, Transformer.encode / init_cache /
-# decode_cached) must not branch on tensors in Python: such an `if` fails at trace time.
-_beam_decode_graph = tf.function(_beam_decode, reduce_retracing=True, autograph=False)
+_beam_decode_graph = graph_function(_beam_decode, reduce_retracing=True)
 # XLA compiles once per [batch, source_length]; the buffers' length follows from that shape.
-_beam_decode_xla = tf.function(_beam_decode, jit_compile=True, autograph=False)
+_beam_decode_xla = graph_function(_beam_decode, jit_compile=True)
 
 
 def beam_decode(model, source_ids, max_length=None, extra_length=EXTRA_LENGTH, beam_size=4,
@@ -216,7 +221,7 @@ def beam_decode(model, source_ids, max_length=None, extra_length=EXTRA_LENGTH, b
                   jit_compile, prefix_ids)
 
 
-@tf.function(reduce_retracing=True, autograph=False)
+@graph_function(reduce_retracing=True)
 def sample_decode(model, source_ids, max_length=None, extra_length=EXTRA_LENGTH,
                   temperature=1.0, top_k=0, seed=None, prefix_ids=None):
     """Sampling (temperature, top-k) or, at temperature 0, greedy decoding, through the cache.

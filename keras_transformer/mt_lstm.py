@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from keras_transformer.decoding import graph_function
 from keras_transformer.training import TokenLevelTraining
 
 
@@ -140,9 +141,8 @@ class MTLSTM(TokenLevelTraining, keras.Model):
                          initializer=self.initial_state(tf.shape(target_ids)[0]))
         return self.output_projection(tf.transpose(states[0], (1, 0, 2)))
 
-    # Without autograph, as keras_transformer.decoding's searches (see there).
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32),
-                                  tf.TensorSpec([], tf.int32)], autograph=False)
+    @graph_function(input_signature=[tf.TensorSpec([None, None], tf.int32),
+                                     tf.TensorSpec([], tf.int32)])
     def greedy_translate(self, source_ids, max_length):
         """int32 [batch, max_length]: each source's most likely next token at each step, fed
         back; after the end of sentence (1), padding (0). Compiled once for every shape.

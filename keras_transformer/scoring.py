@@ -10,7 +10,7 @@ reranking n-best lists, filtering noisy corpora, quality estimation.
 import tensorflow as tf
 
 from keras_transformer.beam_search import length_penalty
-from keras_transformer.decoding import members, without_padding
+from keras_transformer.decoding import graph_function, members, without_padding
 from keras_transformer.masks import padding_mask
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 
@@ -22,7 +22,7 @@ def target_mask(target_ids, eos_id=EOS_ID):
     return before_end & (target_ids != PAD_ID)
 
 
-@tf.function(reduce_retracing=True, autograph=False)  # autograph: see decoding.py
+@graph_function(reduce_retracing=True)
 def score(model, source_ids, target_ids, alpha=0.6, start_id=PAD_ID):
     """The log-probability a `Transformer` gives each target given its source.
 
