@@ -22,6 +22,8 @@ import tensorflow as tf
 
 from keras_transformer.data import trees
 from keras_transformer.data.errors import CorpusError
+from keras_transformer.token_ids import PAD_ID
+from keras_transformer.tree_constraint import ANY_LEAF, TreeConstraint, bracket_tables
 
 PREFIX = "ptb:"
 PREFIXES = {PREFIX: "words", "ptb-tags:": "tags", "ptb-xx:": "XX"}  # -> trees.linearize leaves
@@ -29,6 +31,54 @@ PREFIXES = {PREFIX: "words", "ptb-tags:": "tags", "ptb-xx:": "XX"}  # -> trees.l
 EXTRA_LENGTH = 300
 WSJ_SECTIONS = {"train": tuple(range(2, 22)), "dev": (22,), "test": (23,)}
 WSJ_UNDER_TREEBANK_3 = pathlib.Path("parsed", "mrg", "wsj")
+
+
+def leaf_texts(sentences, leaves):
+    """What the leaves of sentences' linearized trees spell (`trees.linearize`), for a parser
+    that must write them (`keras_transformer.tree_constraint`).
+
+    Args:
+        sentences: tf.string [batch], words separated by spaces.
+        leaves: "words" (each word, brackets in it written as the PTB writes a bracket word) or
+            "XX" (XX for each word). Not "tags": a sentence does not say its tags.
+
+    Returns:
+        tf.string [batch], the leaves separated by spaces.
+    """
+    if leaves not in ("words", "XX"):
+        raise ValueError(f"leaves={leaves!r}: a sentence gives its leaves for words or XX, "
+                         f"not {leaves}")
+    words = tf.strings.split(sentences)
+    if leaves == "XX":
+        words = tf.ragged.map_flat_values(lambda flat: tf.fill(tf.shape(flat), trees.TAG), words)
+    for bracket, written in trees.ESCAPES.items():
+        words = tf.ragged.map_flat_values(tf.strings.regex_replace, words, "\\" + bracket,
+                                          written)
+    return tf.strings.reduce_join(words, axis=1, separator=" ")
+
+
+def tree_constraints(vocabulary, leaves):
+    """For a parser trained with `vocabulary` on trees with `leaves` (`trees.LEAVES`): a
+    function int32 source ids [batch, length] -> the `keras_transformer.tree_constraint.
+    TreeConstraint` that holds its outputs to trees over those sentences. The leaves are the
+    words the ids spell as the linearization writes them, or XX for each; part-of-speech tags,
+    which a sentence does not give, are the model's to choose, one a word (`ANY_LEAF`). It runs
+    in a graph; the vocabulary's bracket tables are made once, here."""
+    if leaves not in trees.LEAVES:
+        raise ValueError(f"leaves={leaves!r}: expected one of {', '.join(trees.LEAVES)}")
+    tables = bracket_tables(vocabulary.pieces(list(range(vocabulary.vocab_size))))
+
+    def constraint(source_ids):
+        sentences = vocabulary.detokenize(source_ids)
+        if leaves == "tags":
+            words = tf.strings.split(sentences)
+            leaf_ids = tf.ragged.map_flat_values(
+                lambda flat: tf.fill(tf.shape(flat), ANY_LEAF), words)
+        else:
+            leaf_ids = tf.cast(vocabulary.tokenize(leaf_texts(sentences, leaves)), tf.int32)
+        return TreeConstraint(leaf_ids.to_tensor(PAD_ID), *tables)
+
+    return constraint
 
 
 def is_treebank(spec):

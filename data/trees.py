@@ -48,7 +48,8 @@ EMPTY_ELEMENT = "-NONE-"
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
 # Brackets in words are written as the PTB writes a bracket word, so that no word reads back
 # as a bracket: "(" -> "-LRB-", "f(x)" -> "f-LRB-x-RRB-".
-_ESCAPES = str.maketrans({"(": "-LRB-", ")": "-RRB-"})
+ESCAPES = {"(": "-LRB-", ")": "-RRB-"}
+_ESCAPES = str.maketrans(ESCAPES)
 
 
 class TreeError(CorpusError):

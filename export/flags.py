@@ -45,6 +45,12 @@ def add_decoding_flags(parser, beam=True, preset=None, model_dir_required=True):
     parser.add_argument("--extra_length", type=at_least(0),
                         help=f"output tokens allowed beyond the input's (default: the "
                              f"preset's, {EXTRA_LENGTH} for translation)")
+    parser.add_argument("--tree_constraint", action=argparse.BooleanOptionalAction,
+                        default=None,
+                        help="for a parser (a model trained on ptb: data): decode only "
+                             "well-formed trees over the sentence's words (the default for a "
+                             "parser); --no-tree_constraint decodes as the paper did, any "
+                             "sequence, repaired when read back")
     parser.add_argument("--max_input_length", type=at_least(2),
                         help="longest input in tokens; longer ones are truncated (default: the "
                              "model_dir's training --max_length)")
@@ -99,10 +105,26 @@ def load_members(args):
     return members
 
 
+def tree_leaves_of(args, run_data):
+    """The Translator's tree_leaves for --tree_constraint and a model trained on --data
+    `run_data`: its trees' leaves for a parser unless --no-tree_constraint, else None.
+
+    Raises:
+        ConfigError: --tree_constraint for a translation model.
+    """
+    leaves = treebank.leaves_of(run_data) if treebank.is_treebank(run_data) else None
+    wanted = getattr(args, "tree_constraint", None)
+    if wanted and leaves is None:
+        raise model_dir.ConfigError(
+            f"--tree_constraint: {args.model_dir} was trained on --data {run_data}, a "
+            f"translation corpus; only a parser (trained on ptb: data) writes trees")
+    return None if wanted is False else leaves
+
+
 def translator_from_flags(args, max_batch_size):
     """(a `Translator` of the model or ensemble the flags name, the list of its members'
     `model_dir.Loaded`); the first member's run decides the defaults (the decode preset, alpha,
-    input length)."""
+    input length, the tree constraint)."""
     members = load_members(args)
     loaded = members[0]
     apply_decode_preset(args, loaded.run.data)
@@ -114,7 +136,8 @@ def translator_from_flags(args, max_batch_size):
         beam_size=getattr(args, "beam_size", 1), alpha=args.alpha,
         extra_length=args.extra_length,
         max_input_length=args.max_input_length or loaded.run.max_length,
-        max_output_length=args.max_output_length, max_batch_size=max_batch_size)
+        max_output_length=args.max_output_length, max_batch_size=max_batch_size,
+        tree_leaves=tree_leaves_of(args, loaded.run.data))
     return translator, members
 
 

@@ -5,11 +5,13 @@
     kt-parse --model_dir runs/wsj --data ptb:treebank_3 --split test
 
 A sentence is its words separated by spaces (the treebank's tokenization). Each is decoded with
-section 6.3's settings (--decode_preset parsing: beam 21, alpha 0.3, input + 300 tokens) and the
-output sequence is read back into a tree (`data.trees.delinearize`: malformed output repaired,
-the sentence's words in order), written one tree a line as `(TOP ...)`; an empty line stays
-empty. With gold trees (--gold, or --data and --split), the trees are scored as EVALB scores them
-with COLLINS.prm (`data.evalb`) and its summary goes to stderr. A model trained on ptb-tags:
+section 6.3's settings (--decode_preset parsing: beam 21, alpha 0.3, input + 300 tokens), among
+well-formed trees over its words only (`keras_transformer.tree_constraint`; --no-tree_constraint
+decodes any sequence, as the paper did), and the output is read back into a tree
+(`data.trees.delinearize`: a malformed one repaired, the sentence's words in order), written one
+tree a line as `(TOP ...)`; an empty line stays empty. With gold trees (--gold, or --data and
+--split), the trees are scored as EVALB scores them with COLLINS.prm (`data.evalb`) and its
+summary goes to stderr. A model trained on ptb-tags:
 writes part-of-speech tags, and the trees carry them (EVALB's tagging accuracy is the model's);
 one trained on ptb: (words) or ptb-xx: predicts brackets only, and its trees carry `XX`, or with
 gold trees the gold tags, so that EVALB itself reads them as it reads the gold.
@@ -128,7 +130,8 @@ def main(argv=None):
         f"{tree}\n" if sentence.words else "\n" for sentence, tree in zip(sentences, parsed)))
     print(f"parsed {len(sentences)} sentence(s) in {seconds:.1f} s with {checkpoints(members)}, "
           f"beam {args.beam_size}, alpha {args.alpha}, output up to input + "
-          f"{args.extra_length} tokens", file=sys.stderr)
+          f"{args.extra_length} tokens, "
+          f"{'trees only' if translator.tree_leaves else 'unconstrained'}", file=sys.stderr)
     if sentences and sentences[0].gold:
         every, short, _ = evalb.evaluate([s.gold for s in sentences], parsed)
         print(every.format("All"), file=sys.stderr)

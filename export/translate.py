@@ -149,7 +149,8 @@ def parse_args(argv=None):
             ("--ensemble", args.ensemble), ("--ema/--no-ema", args.ema is not None),
             ("--dtype", args.dtype != "float32"),
             ("--sampling_temperature", args.sampling_temperature),
-            ("--target_prefix", args.target_prefix)) if given]
+            ("--target_prefix", args.target_prefix),
+            ("--tree_constraint", args.tree_constraint)) if given]
         if tensorflow_only:
             parser.error(f"{tensorflow_only[0]} is for --engine tensorflow; the CTranslate2 "
                          f"export has its own weights and does beam search only")

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from keras_transformer import scoring
 from keras_transformer.beam_search import length_penalty
+from keras_transformer.data import treebank
 from keras_transformer.decoding import (
     EXTRA_LENGTH,
     beam_decode,
@@ -55,11 +56,15 @@ class Translator(tf.Module):
         max_batch_size: most sentences a call may carry.
         max_input_bytes: bytes of a text read at most; default 16 per input token, far more
             than real text needs, so tokenizing a huge string costs no more than a long one.
+        tree_leaves: for a parser (a model trained on a treebank), what its trees' leaves are,
+            "words", "tags" or "XX" (`data.trees.LEAVES`): every output is then a well-formed
+            tree over the sentence's words (`data.treebank.tree_constraints`). None: any output
+            the model writes.
     """
 
     def __init__(self, model, vocabulary, beam_size=4, alpha=0.6, extra_length=EXTRA_LENGTH,
                  max_input_length=256, max_output_length=None, max_batch_size=64,
-                 max_input_bytes=None, name="translator"):
+                 max_input_bytes=None, tree_leaves=None, name="translator"):
         super().__init__(name=name)
         max_output_length = max_output_length or max_input_length + extra_length
         for member in members(model):
@@ -84,12 +89,15 @@ class Translator(tf.Module):
         self.max_output_length = max_output_length
         self.max_batch_size = max_batch_size
         self.max_input_bytes = max_input_bytes or 16 * max_input_length
+        self.tree_leaves = tree_leaves
+        self._tree_constraint = (treebank.tree_constraints(vocabulary, tree_leaves)
+                                 if tree_leaves else lambda source_ids: None)
 
     def settings(self):
         """The decoding settings and bounds, as a JSON-able dict."""
         return {name: getattr(self, name) for name in (
             "beam_size", "alpha", "extra_length", "max_input_length", "max_output_length",
-            "max_batch_size", "max_input_bytes")}
+            "max_batch_size", "max_input_bytes", "tree_leaves")}
 
     def _check_batch(self, batch_size):
         return tf.debugging.assert_less_equal(
@@ -151,7 +159,8 @@ class Translator(tf.Module):
         ids, scores = beam_decode(self.model, source_ids,
                                   tf.where(empty, 1, self._output_limits(source_ids)),
                                   beam_size=self.beam_size, alpha=self.alpha,
-                                  prefix_ids=prefix_ids)
+                                  prefix_ids=prefix_ids,
+                                  tree_constraint=self._tree_constraint(source_ids))
         first = tf.range(self.beam_size) == 0
         ids = tf.where(empty[:, None, None], PAD_ID, ids)
         scores = tf.where(empty[:, None], tf.where(first, 0.0, float("-inf")), scores)
@@ -182,7 +191,8 @@ class Translator(tf.Module):
                                        tf.where(empty, 1, self._output_limits(source_ids)),
                                        temperature=temperature, top_k=top_k,
                                        # a tensor: a new seed must not retrace the search
-                                       seed=tf.constant(seed, tf.int32), prefix_ids=prefix_ids)
+                                       seed=tf.constant(seed, tf.int32), prefix_ids=prefix_ids,
+                                       tree_constraint=self._tree_constraint(source_ids))
         ids = tf.where(empty[:, None], PAD_ID, ids)
         log_probs = tf.where(empty, 0.0, log_probs)
         lengths = tf.reduce_sum(tf.cast(scoring.target_mask(ids), tf.int32), axis=-1)

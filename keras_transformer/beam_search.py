@@ -14,6 +14,7 @@ from keras_transformer.search import (
     write_position,
 )
 from keras_transformer.token_ids import EOS_ID, PAD_ID
+from keras_transformer.tree_constraint import tree_masker
 
 
 def length_penalty(length, alpha):
@@ -22,7 +23,8 @@ def length_penalty(length, alpha):
 
 
 def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_length=None,
-                eos_id=EOS_ID, start_id=PAD_ID, early_stopping=True, prefix_ids=None):
+                eos_id=EOS_ID, start_id=PAD_ID, early_stopping=True, prefix_ids=None,
+                tree_constraint=None):
     """Beam search with the GNMT length penalty and early termination.
 
     Every step extends each of the `beam_size` alive hypotheses of a sentence by every token and
@@ -53,6 +55,8 @@ def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_leng
         prefix_ids: int [batch, prefix_length], 0-padded: every hypothesis of a sentence starts
             with its prefix (search.py); its tokens' log-probabilities count in the scores. A
             prefix as long as the limit leaves nothing to search.
+        tree_constraint: a `tree_constraint.TreeConstraint`: only well-formed trees over each
+            sentence's leaves (a parser's outputs); None: any sequence.
 
     Returns:
         (ids int32 [batch, beam_size, buffer_length], 0 after each hypothesis's end;
@@ -70,6 +74,7 @@ def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_leng
 
     cache = tf.nest.map_structure(lambda t: tf.repeat(t, beams, axis=0), cache)
     force = prefix_forcer(prefix_ids, batch, beams)
+    mask_trees = tree_masker(tree_constraint, max_lengths, beams)
     # Only the first beam is alive at the start, or the first step would pick one token K times;
     # a sentence with no room (limit <= 0) starts with none.
     alive_log_probs = tf.where(
@@ -88,6 +93,8 @@ def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_leng
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
         if force:
             log_probs = force(log_probs, step)
+        if mask_trees:
+            log_probs = mask_trees(log_probs, step, tf.reshape(alive_ids, [batch * beams, -1]))
         vocab = tf.shape(log_probs)[-1]
         totals = alive_log_probs[:, :, None] + tf.reshape(log_probs, [batch, beams, vocab])
         # 2K candidates leave K that do not end even if K of them end.

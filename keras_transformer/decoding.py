@@ -179,13 +179,13 @@ def _limits(model, source_ids, max_length, extra_length, static_buffer):
 
 
 def _beam_decode(model, source_ids, max_length, extra_length, beam_size, alpha, eos_id,
-                 static_buffer, prefix_ids):
+                 static_buffer, prefix_ids, tree_constraint):
     source_ids = tf.cast(source_ids, tf.int32)
     limits, buffer = _limits(model, source_ids, max_length, extra_length, static_buffer)
     step_fn, cache = ensemble_step(model, source_ids, buffer if static_buffer else None,
                                    beam_size)
     return beam_search(step_fn, cache, limits, beam_size, alpha, buffer, eos_id,
-                       prefix_ids=prefix_ids)
+                       prefix_ids=prefix_ids, tree_constraint=tree_constraint)
 
 
 _beam_decode_graph = graph_function(_beam_decode, reduce_retracing=True)
@@ -194,7 +194,8 @@ _beam_decode_xla = graph_function(_beam_decode, jit_compile=True)
 
 
 def beam_decode(model, source_ids, max_length=None, extra_length=EXTRA_LENGTH, beam_size=4,
-                alpha=0.6, eos_id=EOS_ID, jit_compile=False, prefix_ids=None):
+                alpha=0.6, eos_id=EOS_ID, jit_compile=False, prefix_ids=None,
+                tree_constraint=None):
     """Beam search through the key/value cache, compiled into one TensorFlow graph.
 
     Args:
@@ -211,6 +212,8 @@ def beam_decode(model, source_ids, max_length=None, extra_length=EXTRA_LENGTH, b
             input shape: pad to a few fixed shapes).
         prefix_ids: int [batch, prefix_length], 0-padded target subwords every hypothesis of
             a sentence starts with (see `beam_search`); None: no prefix.
+        tree_constraint: a `tree_constraint.TreeConstraint`: only well-formed trees over each
+            sentence's leaves (a parser); None: any output.
 
     Returns:
         (ids int32 [batch, beam_size, length], best first, 0 after end of sentence;
@@ -218,18 +221,18 @@ def beam_decode(model, source_ids, max_length=None, extra_length=EXTRA_LENGTH, b
     """
     decode = _beam_decode_xla if jit_compile else _beam_decode_graph
     return decode(model, source_ids, max_length, extra_length, beam_size, alpha, eos_id,
-                  jit_compile, prefix_ids)
+                  jit_compile, prefix_ids, tree_constraint)
 
 
 @graph_function(reduce_retracing=True)
 def sample_decode(model, source_ids, max_length=None, extra_length=EXTRA_LENGTH,
-                  temperature=1.0, top_k=0, seed=None, prefix_ids=None):
+                  temperature=1.0, top_k=0, seed=None, prefix_ids=None, tree_constraint=None):
     """Sampling (temperature, top-k) or, at temperature 0, greedy decoding, through the cache.
 
     Args:
         model, source_ids, max_length, extra_length: as for `beam_decode`.
         temperature, top_k, seed: see `sampling.sampling_search`.
-        prefix_ids: as for `beam_decode`.
+        prefix_ids, tree_constraint: as for `beam_decode`.
 
     Returns:
         (ids int32 [batch, length], 0 after each sentence's end of sentence; scores float32
@@ -239,10 +242,11 @@ def sample_decode(model, source_ids, max_length=None, extra_length=EXTRA_LENGTH,
     limits, buffer = _limits(model, source_ids, max_length, extra_length, static_buffer=False)
     step_fn, cache = ensemble_step(model, source_ids)
     return sampling_search(step_fn, cache, limits, temperature, top_k, seed, buffer,
-                           prefix_ids=prefix_ids)
+                           prefix_ids=prefix_ids, tree_constraint=tree_constraint)
 
 
-def greedy_decode(model, source_ids, max_length=None, extra_length=EXTRA_LENGTH, prefix_ids=None):
+def greedy_decode(model, source_ids, max_length=None, extra_length=EXTRA_LENGTH, prefix_ids=None,
+                  tree_constraint=None):
     """The most probable next token at every step: `sample_decode` at temperature 0."""
     return sample_decode(model, source_ids, max_length, extra_length, temperature=0.0,
-                         prefix_ids=prefix_ids)
+                         prefix_ids=prefix_ids, tree_constraint=tree_constraint)

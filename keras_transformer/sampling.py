@@ -13,15 +13,17 @@ from keras_transformer.search import (
     write_position,
 )
 from keras_transformer.token_ids import EOS_ID, PAD_ID
+from keras_transformer.tree_constraint import tree_masker
 
 
 def sampling_search(step_fn, cache, max_lengths, temperature=0.0, top_k=0, seed=None,
-                    buffer_length=None, eos_id=EOS_ID, start_id=PAD_ID, prefix_ids=None):
+                    buffer_length=None, eos_id=EOS_ID, start_id=PAD_ID, prefix_ids=None,
+                    tree_constraint=None):
     """One hypothesis a sentence, choosing each token greedily or by sampling.
 
     Args:
-        step_fn, cache, max_lengths, buffer_length, eos_id, start_id, prefix_ids: as for
-            `beam_search`.
+        step_fn, cache, max_lengths, buffer_length, eos_id, start_id, prefix_ids,
+            tree_constraint: as for `beam_search`.
         temperature: 0 takes the most probable token (greedy decoding); > 0 samples from
             softmax(logits / temperature).
         top_k: with sampling, draw only among the `top_k` most probable tokens (0: all).
@@ -39,6 +41,7 @@ def sampling_search(step_fn, cache, max_lengths, temperature=0.0, top_k=0, seed=
     batch = batch_size(cache)
     max_lengths, buffer_length = limits_and_buffer(max_lengths, batch, buffer_length)
     force = prefix_forcer(prefix_ids, batch)
+    mask_trees = tree_masker(tree_constraint, max_lengths)
     if temperature > 0:
         seed = (tf.random.uniform([2], maxval=tf.int32.max, dtype=tf.int32) if seed is None
                 else tf.cast(seed, tf.int32))
@@ -61,6 +64,8 @@ def sampling_search(step_fn, cache, max_lengths, temperature=0.0, top_k=0, seed=
             # Forcing after the log-softmax keeps the forced token's own probability as its
             # score, and leaves sampling nothing else to draw.
             log_probs = force(log_probs, step)
+        if mask_trees:
+            log_probs = mask_trees(log_probs, step, ids)
         chosen = tf.where(finished, PAD_ID, choose(log_probs, step))
         chosen_log_prob = tf.gather(log_probs, chosen, batch_dims=1)
         scores += tf.where(finished, 0.0, chosen_log_prob)

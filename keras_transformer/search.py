@@ -17,7 +17,8 @@ step, as `Transformer.init_cache(max_length=None)` makes); under `jit_compile=Tr
 A search may be given a target prefix per sentence, `prefix_ids` int32 [batch, prefix_length]
 (subwords, 0-padded): its first tokens are forced to the prefix's, each still scored by the
 model's log-probability, and the search goes on from there (CTranslate2's `target_prefix`,
-fairseq's `--prefix-size`).
+fairseq's `--prefix-size`). A parser's search may be held to well-formed trees over each sentence
+(`tree_constraint.TreeConstraint`).
 
 Each sentence has its own length limit `max_lengths[b]` (tokens produced, end of sentence
 included): its hypotheses end there whether or not they produced `eos_id`, so a sentence's result

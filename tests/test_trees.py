@@ -4,6 +4,7 @@ reader, and EVALB's scoring on hand-worked cases."""
 import gzip
 
 import pytest
+import tensorflow as tf
 import treebank_grammar
 from hypothesis import given
 from hypothesis import strategies as st
@@ -83,6 +84,22 @@ def test_leaves_that_would_read_as_brackets_are_escaped():
     assert tree(str(back)).words() == ["-LRB-", "-RRB-x", "f-LRB-x-RRB-"]
     with pytest.raises(ValueError, match="leaves='pos'"):
         trees.linearize(tree_, "pos")
+
+
+@given(st.lists(st.text(alphabet="ab()x", min_size=1, max_size=4), max_size=5),
+       st.sampled_from(["words", "XX"]))
+def test_leaf_texts_spell_the_linearized_leaves(words, leaves):
+    """What a parser held to trees must write (keras_transformer/tree_constraint.py) is what
+    the linearization writes for the sentence's words."""
+    tree_ = trees.Tree("TOP", [trees.Tree("X", [trees.Tree("A", [word]) for word in words])])
+    _, tokens = trees.linearize(tree_, leaves) if words else ([], [])
+    texts = treebank.leaf_texts(tf.constant([" ".join(words), ""]), leaves).numpy()
+    assert [text.decode() for text in texts] == [" ".join(tokens[1:-1]), ""]
+
+
+def test_leaf_texts_refuse_tags():
+    with pytest.raises(ValueError, match="not tags"):
+        treebank.leaf_texts(tf.constant(["a b"]), "tags")
 
 
 def test_a_parsers_tree_keeps_its_own_tags_or_takes_the_gold_ones():

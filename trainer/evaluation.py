@@ -18,22 +18,24 @@ from keras_transformer.trainer.callbacks import inner_optimizer, scalar
 
 
 def translate_ids(model, source_ids, extra_length=EXTRA_LENGTH, batch_size=64, beam_size=1,
-                  alpha=0.6):
+                  alpha=0.6, tree_constraints=None):
     """Translations of int [n, length] source ids, as a list of id arrays: greedy, or the best of
-    a beam search when `beam_size` > 1 (a Transformer's; an MT-LSTM's are greedy)."""
+    a beam search when `beam_size` > 1 (a Transformer's; an MT-LSTM's are greedy); for a
+    parser, `tree_constraints` (`data.treebank.tree_constraints`) holds them to trees."""
     outputs = [None] * len(source_ids)
     mt_lstm = isinstance(model, kt.MTLSTM)
-    if mt_lstm and beam_size > 1:
-        raise ValueError("an MT-LSTM translates greedily (beam_size 1)")
+    if mt_lstm and (beam_size > 1 or tree_constraints):
+        raise ValueError("an MT-LSTM translates greedily (beam_size 1), without constraint")
     for rows, batch in data.length_sorted_batches(source_ids, batch_size):
+        tree = tree_constraints(tf.constant(batch, tf.int32)) if tree_constraints else None
         if mt_lstm:
             ids = model.greedy_translate(batch, batch.shape[1] + extra_length)
         elif beam_size > 1:
             ids, _ = beam_decode(model, batch, extra_length=extra_length, beam_size=beam_size,
-                                 alpha=alpha)
+                                 alpha=alpha, tree_constraint=tree)
             ids = ids[:, 0]
         else:
-            ids, _ = greedy_decode(model, batch, extra_length=extra_length)
+            ids, _ = greedy_decode(model, batch, extra_length=extra_length, tree_constraint=tree)
         for row, row_ids in zip(rows, ids.numpy()):
             outputs[row] = row_ids
     return outputs
@@ -46,12 +48,13 @@ def source_ids(vocabulary, sources, max_length):
 
 
 def bleu(model, vocabulary, sources, references, max_length, extra_length=EXTRA_LENGTH, beam_size=1,
-         alpha=0.6, source_vocabulary=None):
+         alpha=0.6, source_vocabulary=None, tree_constraints=None):
     """sacrebleu corpus BLEU of greedy (or beam-search) translations; returns (BLEUScore,
     signature, hypotheses). `source_vocabulary` encodes the sources instead of `vocabulary` (an
-    MT-LSTM's words)."""
+    MT-LSTM's words); `tree_constraints` as for `translate_ids`."""
     ids = translate_ids(model, source_ids(source_vocabulary or vocabulary, sources, max_length),
-                        extra_length, beam_size=beam_size, alpha=alpha)
+                        extra_length, beam_size=beam_size, alpha=alpha,
+                        tree_constraints=tree_constraints)
     hypotheses = [text.decode("utf-8")
                   for text in vocabulary.detokenize(tf.ragged.constant(ids)).numpy()]
     metric = sacrebleu.BLEU()
@@ -109,11 +112,14 @@ class Evaluation(keras.callbacks.Callback):
             as kt-parse scores them.
         extra_length: output tokens allowed beyond the source's (parsing: 300).
         source_vocabulary: encodes the dev sources instead of `vocabulary` (an MT-LSTM's words).
+        tree_constraints: for a parser, decode only trees, as kt-parse does by default
+            (`data.treebank.tree_constraints`); None: any output.
     """
 
     def __init__(self, dev_batches, vocabulary, sources, references, every, max_length,
                  writer=None, beam_size=1, alpha=0.6, keep_best=None, gold_trees=None,
-                 extra_length=EXTRA_LENGTH, predicts_tags=False, source_vocabulary=None):
+                 extra_length=EXTRA_LENGTH, predicts_tags=False, source_vocabulary=None,
+                 tree_constraints=None):
         super().__init__()
         self.dev_batches = dev_batches
         self.vocabulary = vocabulary
@@ -126,6 +132,7 @@ class Evaluation(keras.callbacks.Callback):
         self.gold_trees, self.predicts_tags = gold_trees, predicts_tags
         self.extra_length = extra_length
         self.source_vocabulary = source_vocabulary
+        self.tree_constraints = tree_constraints
         self._last_step = None
         self.history = []
 
@@ -160,9 +167,11 @@ class Evaluation(keras.callbacks.Callback):
                                                 self.references, self.max_length,
                                                 self.extra_length, beam_size=self.beam_size,
                                                 alpha=self.alpha,
-                                                source_vocabulary=self.source_vocabulary)
+                                                source_vocabulary=self.source_vocabulary,
+                                                tree_constraints=self.tree_constraints)
             results["dev_bleu"] = score.score
             search = f"beam {self.beam_size}" if self.beam_size > 1 else "greedy"
+            search += ", trees only" if self.tree_constraints else ""
             line += (f", dev BLEU {score.score:.2f} on {len(self.sources)} sentences "
                      f"({search}; sacrebleu {signature})")
             if self.gold_trees:

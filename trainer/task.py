@@ -389,13 +389,15 @@ def train(args):
     evaluator = None
     if dev is not None:
         parsing = data.is_treebank(run.data)
+        leaves = data.treebank.leaves_of(run.data) if parsing else None
         evaluator = evaluation.Evaluation(
             dev, vocabulary, sources, references, run.eval_every, run.max_length, writer,
             run.eval_beam_size, hp.decode_alpha, best,
             [tree for _, _, tree in data.spread(source.trees("dev"), len(sources))]
             if parsing else None,
             data.treebank.EXTRA_LENGTH if parsing else EXTRA_LENGTH,
-            parsing and data.treebank.leaves_of(run.data) == "tags", words)
+            leaves == "tags", words,
+            data.treebank.tree_constraints(vocabulary, leaves) if leaves else None)
         fit_callbacks.append(evaluator)
         if initialized:  # where fine-tuning starts from, on the new data
             evaluator.set_model(model)
