@@ -3,6 +3,8 @@ EVALB F1; the paper's setup by name; bad input to the parsing commands."""
 
 import json
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -14,7 +16,7 @@ from conftest import run_module as run
 import keras_transformer as kt
 from keras_transformer import data, model_dir
 from keras_transformer.data import evalb, trees
-from keras_transformer.export import flags, parse, translate
+from keras_transformer.export import flags, parse, saved_model, translate
 from keras_transformer.export.translator import Translator
 from keras_transformer.model_dir import config
 from keras_transformer.trainer import task
@@ -191,6 +193,33 @@ def test_the_tree_constraint_holds_xx_and_tag_leaves_too(parser_dir, wsj, leaves
         tokens = text.decode().split()
         read = trees.delinearize(tokens, tree.words(), tags=leaves == "tags")
         assert trees.linearize(read, leaves)[1] == tokens, tokens
+
+
+def test_an_exported_parser_serves_trees_in_a_fresh_process(parser_dir, wsj, tmp_path):
+    """kt-export of a parser keeps the search among trees: its serving_default, loaded where
+    none of this package is imported, writes what the Translator writes (beam 21, trees only)."""
+    result = run_main(saved_model.main, "--model_dir", parser_dir, "--output", tmp_path / "p")
+    assert result.returncode == 0, result.stderr
+    export = json.loads((tmp_path / "p" / "1" / "assets" / "export.json").read_text())
+    assert (export["beam_size"], export["alpha"], export["tree_leaves"]) == (21, 0.3, "words")
+    gold = [tree for _, _, tree in data.get_source(f"ptb:{wsj}").trees("dev")][:20]
+    sentences = [" ".join(tree.words()) for tree in gold]
+    client = ("import json, sys, tensorflow as tf, tensorflow_text\n"
+              "serve = tf.saved_model.load(sys.argv[1]).signatures['serving_default']\n"
+              "out = serve(inputs=tf.constant(json.loads(sys.stdin.read())))\n"
+              "print(json.dumps([t.decode() for t in out['translations'].numpy()]))")
+    served = subprocess.run([sys.executable, "-c", client, str(tmp_path / "p" / "1")],
+                            input=json.dumps(sentences), capture_output=True, text=True)
+    assert served.returncode == 0, served.stderr
+    loaded = model_dir.load(parser_dir)
+    translator = Translator(loaded.model, loaded.vocabulary, beam_size=21, alpha=0.3,
+                            extra_length=300, max_input_length=loaded.run.max_length,
+                            tree_leaves="words")
+    expected = translator.translate(tf.constant(sentences))["translations"].numpy()
+    assert json.loads(served.stdout) == [text.decode() for text in expected]
+    for output, tree in zip(json.loads(served.stdout), gold):
+        tokens = output.split()
+        assert trees.linearize(trees.delinearize(tokens, tree.words()))[1] == tokens
 
 
 def test_kt_parse_reads_sentences_and_gold_files(parser_dir, wsj, tmp_path):
