@@ -32,7 +32,6 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from keras_transformer.search import NEG_INF
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 
 # Without a bound, a model that wants a token the tree forbids (a word it did not read, say) can
@@ -162,6 +161,6 @@ def tree_masker(constraint, max_lengths, copies=1):
         allowed = (named | chosen | opening
                    | (vocab[None, :] == closing[:, None]) & (between & ~just_opened)[:, None]
                    | (vocab[None, :] == EOS_ID) & (~remaining & (depth == 0))[:, None])
-        return tf.where(allowed, log_probs, NEG_INF)
+        return tf.where(allowed, log_probs, float("-inf"))
 
     return mask

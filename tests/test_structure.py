@@ -24,8 +24,10 @@ FOLDERS = {"keras_transformer": "keras_transformer", "data": "keras_transformer.
            "export": "keras_transformer.export", "demo": "keras_transformer.demo"}
 # What each floor may import besides itself: the model library and data on the ground floor,
 # the model_dir format above them, trainer and export side by side above it, the demo on top.
-# (cli, _layout and token_ids are the ground floor's shared, model-free modules.)
-SHARED = {"keras_transformer.cli", "keras_transformer._layout", "keras_transformer.token_ids"}
+# (cli, _layout, token_ids and tree_constraint, which reads token sequences as trees, are the
+# ground floor's shared, model-free modules.)
+SHARED = {"keras_transformer.cli", "keras_transformer._layout", "keras_transformer.token_ids",
+          "keras_transformer.tree_constraint"}
 MAY_IMPORT = {
     "keras_transformer": set(),
     "keras_transformer.data": SHARED,
