@@ -90,16 +90,23 @@ def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_leng
         previous = tf.gather(alive_ids, tf.maximum(step - 1, 0), axis=2)
         previous = tf.where(step == 0, start_id, previous)
         logits, cache = step_fn(tf.reshape(previous, [-1]), step, cache)
-        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
+        logits = tf.cast(logits, tf.float32)
+        # log-softmax = logits - normalizer: the best tokens of a row are its best logits, so
+        # only the candidates are normalized (not the whole vocabulary: 4% of a decode's time).
+        normalizer = tf.reduce_logsumexp(logits, axis=-1, keepdims=True)
         if force:
-            log_probs = force(log_probs, step)
+            logits = force(logits, step)
         if mask_trees:
-            log_probs = mask_trees(log_probs, step, tf.reshape(alive_ids, [batch * beams, -1]))
-        vocab = tf.shape(log_probs)[-1]
-        totals = alive_log_probs[:, :, None] + tf.reshape(log_probs, [batch, beams, vocab])
-        # 2K candidates leave K that do not end even if K of them end.
+            logits = mask_trees(logits, step, tf.reshape(alive_ids, [batch * beams, -1]))
+        # 2K candidates leave K that do not end even if K of them end; a sentence's best 2K
+        # are among the best 2K of each of its rows.
+        row_logits, row_token = tf.math.top_k(
+            logits, k=tf.minimum(2 * beams, tf.shape(logits)[-1]))
+        totals = alive_log_probs[:, :, None] + tf.reshape(row_logits - normalizer,
+                                                          [batch, beams, -1])
         top_log_probs, top_index = tf.math.top_k(tf.reshape(totals, [batch, -1]), k=2 * beams)
-        top_beam, top_token = top_index // vocab, top_index % vocab
+        top_beam = top_index // tf.shape(row_token)[-1]
+        top_token = tf.gather(tf.reshape(row_token, [batch, -1]), top_index, batch_dims=1)
         top_ids = write_position(tf.gather(alive_ids, top_beam, batch_dims=1), step, top_token)
         length = step + 1
         ends = (top_token == eos_id) | (length >= max_lengths[:, None])

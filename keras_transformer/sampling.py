@@ -46,10 +46,10 @@ def sampling_search(step_fn, cache, max_lengths, temperature=0.0, top_k=0, seed=
         seed = (tf.random.uniform([2], maxval=tf.int32.max, dtype=tf.int32) if seed is None
                 else tf.cast(seed, tf.int32))
 
-    def choose(log_probs, step):
+    def choose(logits, step):
         if temperature == 0:
-            return tf.argmax(log_probs, axis=-1, output_type=tf.int32)
-        logits = log_probs / temperature
+            return tf.argmax(logits, axis=-1, output_type=tf.int32)
+        logits = logits / temperature
         if top_k:
             kth_best = tf.math.top_k(logits, k=top_k).values[:, -1:]
             logits = tf.where(logits < kth_best, NEG_INF, logits)
@@ -59,15 +59,17 @@ def sampling_search(step_fn, cache, max_lengths, temperature=0.0, top_k=0, seed=
     def step_body(*state):
         step, previous, ids, finished, scores, cache = state
         logits, cache = step_fn(previous, step, cache)
-        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
+        logits = tf.cast(logits, tf.float32)
+        # The chosen token's log-probability is its logit - normalizer (beam_search's formula,
+        # so that beam 1 scores as greedy decoding does). Masking after the normalizer keeps a
+        # forced token's own probability as its score, and leaves sampling nothing else to draw.
+        normalizer = tf.reduce_logsumexp(logits, axis=-1)
         if force:
-            # Forcing after the log-softmax keeps the forced token's own probability as its
-            # score, and leaves sampling nothing else to draw.
-            log_probs = force(log_probs, step)
+            logits = force(logits, step)
         if mask_trees:
-            log_probs = mask_trees(log_probs, step, ids)
-        chosen = tf.where(finished, PAD_ID, choose(log_probs, step))
-        chosen_log_prob = tf.gather(log_probs, chosen, batch_dims=1)
+            logits = mask_trees(logits, step, ids)
+        chosen = tf.where(finished, PAD_ID, choose(logits, step))
+        chosen_log_prob = tf.gather(logits, chosen, batch_dims=1) - normalizer
         scores += tf.where(finished, 0.0, chosen_log_prob)
         ids = write_position(ids, step, chosen)
         finished |= (chosen == eos_id) | (step + 1 >= max_lengths)

@@ -72,7 +72,7 @@ def write_position(buffer, step, values):
 
 
 def prefix_forcer(prefix_ids, batch, copies=1):
-    """A function (log_probs [rows, vocab], step) -> log_probs with every token but the
+    """A function (logits [rows, vocab], step) -> logits with every token but the
     prefix's at `step` set to -inf, in the rows whose prefix reaches `step`; None without a
     prefix.
 
@@ -92,9 +92,9 @@ def prefix_forcer(prefix_ids, batch, copies=1):
     prefix_ids = tf.pad(prefix_ids, [[0, 0], [0, 1]])
     last = tf.shape(prefix_ids)[1] - 1
 
-    def force(log_probs, step):
+    def force(logits, step):
         forced = tf.gather(prefix_ids, tf.minimum(step, last), axis=1)
-        other = tf.range(tf.shape(log_probs)[-1])[None, :] != forced[:, None]
-        return tf.where((forced != PAD_ID)[:, None] & other, NEG_INF, log_probs)
+        other = tf.range(tf.shape(logits)[-1])[None, :] != forced[:, None]
+        return tf.where((forced != PAD_ID)[:, None] & other, NEG_INF, logits)
 
     return force

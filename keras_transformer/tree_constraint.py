@@ -6,7 +6,7 @@ data/trees.py), one subword at a time, and nothing in the model stops it from wr
 is not a tree: a closing bracket of the wrong label, a leaf too many or too few, a word it did
 not read. Reading such a sequence back repairs it, and the repair costs brackets; a wider beam
 finds the sequences the model prefers, and a small model may prefer malformed ones. A
-`TreeConstraint` sets every other token's log-probability to -inf at each step, so that a
+`TreeConstraint` sets every other token's logit to -inf at each step, so that a
 hypothesis may write only
 
 - the next subword of its leaves (the sentence's words, or `XX` for each, in order), or where
@@ -92,7 +92,7 @@ def bracket_tables(pieces, word_mark="\u2581"):
 
 
 def tree_masker(constraint, max_lengths, copies=1):
-    """A function (log_probs [rows, vocab], step, ids int32 [rows, length]) -> log_probs with
+    """A function (logits [rows, vocab], step, ids int32 [rows, length]) -> logits with
     every token a well-formed tree cannot take next set to -inf (the module docstring), where
     `ids` are the rows' tokens so far (positions before `step`); None without a constraint.
 
@@ -122,7 +122,7 @@ def tree_masker(constraint, max_lengths, copies=1):
     leaf_start = word_piece & constraint.starts_word
     leaf_more = word_piece & ~constraint.starts_word
 
-    def mask(log_probs, step, ids):
+    def mask(logits, step, ids):
         written = tf.range(tf.shape(ids)[1])[None, :] < step
         closes_to = tf.where(written, tf.gather(closing_of, ids), -1)
         opened = closes_to != -1
@@ -161,6 +161,6 @@ def tree_masker(constraint, max_lengths, copies=1):
         allowed = (named | chosen | opening
                    | (vocab[None, :] == closing[:, None]) & (between & ~just_opened)[:, None]
                    | (vocab[None, :] == EOS_ID) & (~remaining & (depth == 0))[:, None])
-        return tf.where(allowed, log_probs, float("-inf"))
+        return tf.where(allowed, logits, float("-inf"))
 
     return mask

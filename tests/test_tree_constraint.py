@@ -32,8 +32,8 @@ def allowed_after(prefix, leaves=LEAVES):
     ids = [ID[token] if isinstance(token, str) else token for token in prefix]
     mask = tree_masker(constraint([leaves]), tf.constant([100]))
     buffer = tf.constant([ids + [0] * 3], tf.int32)
-    log_probs = mask(tf.zeros([1, len(PIECES)]), tf.constant(len(ids)), buffer)
-    return set(np.flatnonzero(np.isfinite(log_probs.numpy()[0])).tolist())
+    logits = mask(tf.zeros([1, len(PIECES)]), tf.constant(len(ids)), buffer)
+    return set(np.flatnonzero(np.isfinite(logits.numpy()[0])).tolist())
 
 
 def test_the_tables_read_brackets_off_the_pieces():
