@@ -100,8 +100,9 @@ def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_leng
             logits = mask_trees(logits, step, tf.reshape(alive_ids, [batch * beams, -1]))
         # 2K candidates leave K that do not end even if K of them end; a sentence's best 2K
         # are among the best 2K of each of its rows.
-        row_logits, row_token = tf.math.top_k(
-            logits, k=tf.minimum(2 * beams, tf.shape(logits)[-1]))
+        vocab = logits.shape[-1]  # static where known: XLA needs k at compile time
+        row_logits, row_token = tf.math.top_k(logits, k=min(2 * beams, vocab) if vocab else
+                                              tf.minimum(2 * beams, tf.shape(logits)[-1]))
         totals = alive_log_probs[:, :, None] + tf.reshape(row_logits - normalizer,
                                                           [batch, beams, -1])
         top_log_probs, top_index = tf.math.top_k(tf.reshape(totals, [batch, -1]), k=2 * beams)
