@@ -15,9 +15,9 @@ as a sequence of tokens. The linearization here:
   writes a bracket word, `-LRB-`/`-RRB-`, as in the written trees); its part-of-speech tag, as
   tensor2tensor's parsing problems (the paper's code) wrote it; or `XX` for every tag, as Vinyals
   et al. normalized them. The words are the default because a model can find its place in the
-  sentence by copying them, where with tags or `XX` it must count the leaves it has written: the
-  test suite's small parser reaches a held-out F1 of ~94-97 with words and ~31 with either of the
-  others at the same budget (tests/test_parsing.py);
+  sentence by copying them, where with tags or `XX` it must count the leaves it has written: a
+  small parser on the test suite's grammar reached a held-out F1 of 97 with words and 31-32 with
+  either of the others at the same budget (docs/data.md);
 - the root that wraps a treebank tree (an unlabelled `( ... )` in the PTB's .mrg files, `TOP` or
   `ROOT` elsewhere) is not written; `delinearize` puts a `TOP` back.
 

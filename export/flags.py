@@ -17,8 +17,9 @@ MODELS_PRESET = "parsing for a model trained on a treebank, else translation"
 
 def add_decoding_flags(parser, beam=True, preset=None, model_dir_required=True):
     """The model_dir, beam search and request-bound flags of kt-translate, kt-export,
-    kt-attention, kt-parse and (without --beam_size: `beam` False) kt-score, and --verbose;
-    `preset` is the default --decode_preset (None: the model's, see `preset_of`)."""
+    kt-attention, kt-parse and (without --beam_size and --tree_constraint: `beam` False)
+    kt-score, and --verbose; `preset` is the default --decode_preset (None: the model's, see
+    `preset_of`)."""
     cli.add_verbose_flag(parser)
     parser.add_argument("--model_dir", required=model_dir_required,
                         help="a kt-train model_dir")
@@ -45,12 +46,13 @@ def add_decoding_flags(parser, beam=True, preset=None, model_dir_required=True):
     parser.add_argument("--extra_length", type=at_least(0),
                         help=f"output tokens allowed beyond the input's (default: the "
                              f"preset's, {EXTRA_LENGTH} for translation)")
-    parser.add_argument("--tree_constraint", action=argparse.BooleanOptionalAction,
-                        default=None,
-                        help="for a parser (a model trained on ptb: data): decode only "
-                             "well-formed trees over the sentence's words (the default for a "
-                             "parser); --no-tree_constraint decodes as the paper did, any "
-                             "sequence, repaired when read back")
+    if beam:
+        parser.add_argument("--tree_constraint", action=argparse.BooleanOptionalAction,
+                            default=None,
+                            help="for a parser (a model trained on ptb: data): decode only "
+                                 "well-formed trees over the sentence's words (the default for a "
+                                 "parser); --no-tree_constraint decodes as the paper did, any "
+                                 "sequence, repaired when read back")
     parser.add_argument("--max_input_length", type=at_least(2),
                         help="longest input in tokens; longer ones are truncated (default: the "
                              "model_dir's training --max_length)")

@@ -11,10 +11,10 @@ decodes any sequence, as the paper did), and the output is read back into a tree
 (`data.trees.delinearize`: a malformed one repaired, the sentence's words in order), written one
 tree a line as `(TOP ...)`; an empty line stays empty. With gold trees (--gold, or --data and
 --split), the trees are scored as EVALB scores them with COLLINS.prm (`data.evalb`) and its
-summary goes to stderr. A model trained on ptb-tags:
-writes part-of-speech tags, and the trees carry them (EVALB's tagging accuracy is the model's);
-one trained on ptb: (words) or ptb-xx: predicts brackets only, and its trees carry `XX`, or with
-gold trees the gold tags, so that EVALB itself reads them as it reads the gold.
+summary goes to stderr. A model trained on ptb-tags: writes part-of-speech tags, and the trees
+carry them (EVALB's tagging accuracy is the model's); one trained on ptb: (words) or ptb-xx:
+predicts brackets only, and its trees carry `XX`, or with gold trees the gold tags, so that
+EVALB itself reads them as it reads the gold.
 """
 
 import argparse

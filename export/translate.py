@@ -222,6 +222,10 @@ def main(argv=None):
                 raise InputError(f"--reference {args.reference} has {len(references)} lines "
                                  f"but {args.input or '<stdin>'} has {len(lines)}")
         prefixes = None
+        if args.target_prefix and getattr(translator, "tree_leaves", None):
+            raise ConfigError(f"--target_prefix: {args.model_dir} is a parser, decoded among "
+                              f"well-formed trees, which a prefix could leave no way to "
+                              f"finish; add --no-tree_constraint to force it")
         if args.target_prefix:
             prefixes = read_lines(args.target_prefix, "--target_prefix", "kt-translate")
             if len(prefixes) != len(lines):

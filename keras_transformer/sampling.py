@@ -68,11 +68,14 @@ def sampling_search(step_fn, cache, max_lengths, temperature=0.0, top_k=0, seed=
             logits = force(logits, step)
         if mask_trees:
             logits = mask_trees(logits, step, ids)
-        chosen = tf.where(finished, PAD_ID, choose(logits, step))
-        chosen_log_prob = tf.gather(logits, chosen, batch_dims=1) - normalizer
+        # A row the masks left no token (a prefix a tree cannot start with) ends here, -inf.
+        stuck = tf.reduce_all(logits == NEG_INF, axis=-1)
+        chosen = tf.where(finished | stuck, PAD_ID, choose(logits, step))
+        chosen_log_prob = tf.where(stuck, NEG_INF,
+                                   tf.gather(logits, chosen, batch_dims=1) - normalizer)
         scores += tf.where(finished, 0.0, chosen_log_prob)
         ids = write_position(ids, step, chosen)
-        finished |= (chosen == eos_id) | (step + 1 >= max_lengths)
+        finished |= stuck | (chosen == eos_id) | (step + 1 >= max_lengths)
         return same_shapes(invariants, (step + 1, chosen, ids, finished, scores, cache))
 
     def not_done(step, previous, ids, finished, scores, cache):

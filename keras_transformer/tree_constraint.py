@@ -57,6 +57,8 @@ class TreeConstraint(NamedTuple):
         is_bracket: bool [vocab]: whether a token is a bracket, opening or closing (every other
             token but padding and end of sentence is a piece of a leaf).
         starts_word: bool [vocab]: whether a token begins a word (SentencePiece's `▁`).
+        free_leaf: bool [vocab]: whether a token may be part of a leaf the model chooses
+            (`ANY_LEAF`): text that reads back as itself.
         max_opening_run: int (or int32 scalar), the most brackets opened one after the other (the
             constituents that begin at one word).
     """
@@ -64,11 +66,13 @@ class TreeConstraint(NamedTuple):
     closing_of: tf.Tensor
     is_bracket: tf.Tensor
     starts_word: tf.Tensor
+    free_leaf: tf.Tensor
     max_opening_run: int = MAX_OPENING_RUN
 
 
 def bracket_tables(pieces, word_mark="\u2581"):
-    """(closing_of, is_bracket, starts_word) of a vocabulary, as `TreeConstraint` holds them.
+    """(closing_of, is_bracket, starts_word, free_leaf) of a vocabulary, as `TreeConstraint`
+    holds them.
 
     Args:
         pieces: list of str, each id's subword (e.g. '▁(NP', '▁)NP', '▁the', 'ing', '</s>').
@@ -78,7 +82,9 @@ def bracket_tables(pieces, word_mark="\u2581"):
     whose closing one is not in the vocabulary could not be closed, so it is never allowed
     (closing_of -2). A piece that is the word mark then `(` or `)` and nothing, or part of a
     label, counts as a bracket too, never allowed: a leaf that began with it would read back as
-    one (`data.trees.delinearize`).
+    one (`data.trees.delinearize`). A free leaf's pieces are text: neither padding, end of
+    sentence nor any piece written `<...>` (unknown, byte fallback: `<0x29>` would read back as
+    a bracket, `<0x20>` split the leaf), nor the word mark alone (which reads back as nothing).
     """
     ids = {piece: index for index, piece in enumerate(pieces)}
     opening = word_mark + "("
@@ -87,8 +93,11 @@ def bracket_tables(pieces, word_mark="\u2581"):
                   and len(piece) > len(opening) else -1 for piece in pieces]
     is_bracket = [piece.startswith((opening, closing)) for piece in pieces]
     starts_word = [piece.startswith(word_mark) for piece in pieces]
+    free_leaf = [index not in (PAD_ID, EOS_ID) and not bracket and piece != word_mark
+                 and not (piece.startswith("<") and piece.endswith(">"))
+                 for index, (piece, bracket) in enumerate(zip(pieces, is_bracket))]
     return (tf.constant(closing_of, tf.int32), tf.constant(is_bracket),
-            tf.constant(starts_word))
+            tf.constant(starts_word), tf.constant(free_leaf))
 
 
 def tree_masker(constraint, max_lengths, copies=1):
@@ -118,9 +127,8 @@ def tree_masker(constraint, max_lengths, copies=1):
     opens = closing_of >= 0
     vocab = tf.range(tf.shape(closing_of)[0])
     # Pieces an ANY_LEAF leaf may begin with and continue with.
-    word_piece = ~constraint.is_bracket & (vocab != PAD_ID) & (vocab != EOS_ID)
-    leaf_start = word_piece & constraint.starts_word
-    leaf_more = word_piece & ~constraint.starts_word
+    leaf_start = constraint.free_leaf & constraint.starts_word
+    leaf_more = constraint.free_leaf & ~constraint.starts_word
 
     def mask(logits, step, ids):
         written = tf.range(tf.shape(ids)[1])[None, :] < step

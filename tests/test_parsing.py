@@ -249,6 +249,7 @@ def test_kt_parse_reads_sentences_and_gold_files(parser_dir, wsj, tmp_path):
     unconstrained = kt_parse("--data", f"ptb:{wsj}", "--split", "dev", "--beam_size", "1",
                              "--no-tree_constraint")
     assert "tokens, unconstrained" in unconstrained[1]
+    assert unconstrained[0] != by_split[0]  # about a third of its sequences were malformed
 
 
 def test_kt_parse_refuses_bad_input_naming_it(parser_dir, trained_model_dir, tmp_path):
@@ -278,6 +279,14 @@ def test_kt_parse_refuses_bad_input_naming_it(parser_dir, trained_model_dir, tmp
     assert "--tree_constraint: " in translated.stderr
     assert "a translation corpus; only a parser (trained on ptb: data) writes trees" in (
         translated.stderr)
+    # A prefix could leave a tree no way to finish; a CTranslate2 export decodes without trees.
+    prefixed = run_main(translate.main, "--model_dir", parser_dir, "--input", sentences,
+                        "--target_prefix", sentences)
+    assert prefixed.returncode == 2 and "add --no-tree_constraint to force it" in (
+        prefixed.stderr)
+    ct2 = run_main(saved_model.main, "--model_dir", parser_dir, "--format", "ctranslate2",
+                   "--tree_constraint", "--output", tmp_path / "ct2")
+    assert ct2.returncode == 2 and "CTranslate2 decodes any sequence" in ct2.stderr
 
 
 def test_kt_train_refuses_keep_best_f1_on_a_translation_corpus(tmp_path, bible_vocab_path):

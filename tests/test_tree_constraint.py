@@ -27,23 +27,29 @@ def constraint(leaf_ids):
     return TreeConstraint(tf.constant(leaf_ids, tf.int32), *bracket_tables(PIECES))
 
 
-def allowed_after(prefix, leaves=LEAVES):
+def allowed_after(prefix, leaves=LEAVES, limit=100):
     """The token ids the constraint allows after `prefix` (piece strings or ids)."""
     ids = [ID[token] if isinstance(token, str) else token for token in prefix]
-    mask = tree_masker(constraint([leaves]), tf.constant([100]))
+    mask = tree_masker(constraint([leaves]), tf.constant([limit]))
     buffer = tf.constant([ids + [0] * 3], tf.int32)
     logits = mask(tf.zeros([1, len(PIECES)]), tf.constant(len(ids)), buffer)
     return set(np.flatnonzero(np.isfinite(logits.numpy()[0])).tolist())
 
 
 def test_the_tables_read_brackets_off_the_pieces():
-    closing_of, is_bracket, starts_word = (t.numpy().tolist() for t in bracket_tables(PIECES))
+    closing_of, is_bracket, starts_word, free_leaf = (
+        t.numpy().tolist() for t in bracket_tables(PIECES))
     assert {i: c for i, c in enumerate(closing_of) if c != -1} == {**CLOSING, ID["▁(X"]: -2}
     # "▁(" alone is no leaf: one beginning with it would read back as a bracket.
     assert [PIECES[i] for i, b in enumerate(is_bracket) if b] == [
         "▁(S", "▁)S", "▁(NP", "▁)NP", "▁(VP", "▁)VP", "▁(X", "▁("]
     assert [PIECES[i] for i, s in enumerate(starts_word) if not s] == [
         "<pad>", "</s>", "<unk>", "s"]
+    # A leaf the model chooses is text: no special piece, bracket or bare word mark.
+    free = ["▁the", "▁dog", "▁bark", "s", "▁."]
+    assert [PIECES[i] for i, f in enumerate(free_leaf) if f] == free
+    tables = bracket_tables(["<pad>", "</s>", "▁", "<0x29>", "▁x", "y"])
+    assert tables[3].numpy().tolist() == [False, False, False, False, True, True]
 
 
 @pytest.mark.parametrize("prefix, expected", [
@@ -77,7 +83,7 @@ def test_brackets_opened_one_after_another_are_bounded():
 
 
 WORD_STARTS = {ID[piece] for piece in ["▁the", "▁dog", "▁bark", "▁."]}
-CONTINUATIONS = {ID["s"], ID["<unk>"]}
+CONTINUATIONS = {ID["s"]}
 
 
 @pytest.mark.parametrize("prefix, expected", [
@@ -109,10 +115,17 @@ def well_formed(tokens, leaves):
                 return False
         else:
             written.append(token)
-    if leaves and leaves[0] == ANY_LEAF:  # one leaf a word-beginning piece
+    if leaves and leaves[0] == ANY_LEAF:  # one leaf a word-beginning piece and its continuation
         return (not stack and bool(written) and written[0] in WORD_STARTS
+                and set(written) <= WORD_STARTS | CONTINUATIONS
                 and sum(token in WORD_STARTS for token in written) == len(leaves))
     return not stack and written == leaves
+
+
+def constituents_hold_leaves(tokens):
+    """Whether every constituent of tokens holds a leaf (none is opened and closed at once)."""
+    return all(not (token in CLOSING and following in CLOSING.values())
+               for token, following in zip(tokens, tokens[1:]))
 
 
 def random_step(rng, batch, length):
@@ -151,11 +164,13 @@ def test_every_search_writes_only_trees_over_the_leaves(seed):
         found = np.isfinite(scores.numpy()[sentence]).sum()
         for hypothesis in outputs(ids[sentence][:found]):
             assert well_formed(hypothesis, leaves), hypothesis
+            assert constituents_hold_leaves(hypothesis), hypothesis
     for temperature in (0.0, 1.0):
         ids, _ = sampling_search(step_fn, cache, limit, temperature, seed=[seed, 0],
                                  tree_constraint=tree)
         for hypothesis, leaves in zip(outputs(ids), SENTENCES):
             assert well_formed(hypothesis, leaves), hypothesis
+            assert constituents_hold_leaves(hypothesis), hypothesis
 
 
 def test_the_leaves_need_a_row_per_sentence():
@@ -172,3 +187,28 @@ def test_a_tight_limit_still_ends_in_a_tree():
                               tree_constraint=constraint([LEAVES]))
     assert ids[0, 0].numpy().tolist() == LEAVES + [1]
     assert np.isfinite(scores.numpy()[0]).sum() == 1
+
+
+@pytest.mark.parametrize("limit, opens", [(len(LEAVES) + 1, False), (len(LEAVES) + 2, False),
+                                          (len(LEAVES) + 3, True)])
+def test_a_bracket_opens_only_where_the_limit_leaves_room_to_close_it(limit, opens):
+    """At step 0, an opening bracket needs itself, the leaves, its closing bracket and the end."""
+    assert bool(allowed_after([], limit=limit) & OPENS) == opens
+
+
+def test_a_chosen_leaf_continues_only_where_the_limit_leaves_room():
+    # "▁bark" written at step 1 of 2 ANY_LEAF leaves: still needed, a leaf and the end (2).
+    assert ID["s"] in allowed_after(["▁bark"], leaves=[ANY_LEAF, ANY_LEAF], limit=4)
+    assert ID["s"] not in allowed_after(["▁bark"], leaves=[ANY_LEAF, ANY_LEAF], limit=3)
+
+
+def test_a_prefix_no_tree_starts_with_ends_every_search_without_a_hypothesis():
+    step_fn, cache = random_step(np.random.default_rng(6), 1, 10)
+    tree, prefix = constraint([LEAVES]), [[ID["▁)S"]]]  # nothing is open to close
+    for temperature in (0.0, 1.0):
+        ids, scores = sampling_search(step_fn, cache, 10, temperature, seed=[1, 2],
+                                      prefix_ids=prefix, tree_constraint=tree)
+        assert ids.numpy().tolist() == [[0] * 10] and np.isneginf(scores.numpy()[0])
+    _, scores = beam_search(step_fn, cache, 10, beam_size=2, prefix_ids=prefix,
+                            tree_constraint=tree)
+    assert np.all(np.isneginf(scores.numpy()))
