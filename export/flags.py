@@ -114,8 +114,10 @@ def tree_leaves_of(args, run_data):
     Raises:
         ConfigError: --tree_constraint for a translation model.
     """
+    if not hasattr(args, "tree_constraint"):  # kt-score: it never decodes
+        return None
     leaves = treebank.leaves_of(run_data) if treebank.is_treebank(run_data) else None
-    wanted = getattr(args, "tree_constraint", None)
+    wanted = args.tree_constraint
     if wanted and leaves is None:
         raise model_dir.ConfigError(
             f"--tree_constraint: {args.model_dir} was trained on --data {run_data}, a "
