@@ -71,7 +71,7 @@ def variants(models, saved_models, source_ids, texts, new_tokens, uncached, peer
     @tf.function
     def preallocated_cache(source):
         # Before the growing cache: buffers of the output's length, written at each step.
-        step_fn, cache = cached_step(model, source, new_tokens, beam_size=4)
+        step_fn, cache = cached_step(model, source, new_tokens)
         return kt.beam_search(step_fn, cache, new_tokens, beam_size=4, eos_id=-1)[0]
 
     @tf.function

@@ -61,25 +61,25 @@ def without_padding(logits):
     return tf.where(tf.range(tf.shape(logits)[-1]) == PAD_ID, NEG_INF, logits)
 
 
-def cached_step(model, source_ids, max_length=None, beam_size=1):
+def cached_step(model, source_ids, max_length=None):
     """A step function and its initial cache for the searches (`beam_search`, `sampling_search`).
 
     The encoder-decoder keys and values and the source mask are the same for every hypothesis of
-    a sentence, so they are repeated `beam_size` times here and captured by the step function:
-    the cache the search carries, and beam search reorders every step, holds only the
-    self-attention buffers (reordering the rest copied tensors that do not change; on
-    transformer_base that made no measurable difference in speed, bench/RESULTS.md).
+    a sentence, so the step function captures them, one row per sentence (the decoder attends
+    to them with all of a sentence's hypotheses at once, `DecoderLayer.call_cached`): the cache
+    the search carries, and beam search tiles and reorders, holds only the self-attention
+    buffers.
 
     Args:
         model: a `Transformer`.
         source_ids: int32 [batch, source_length], 0-padded.
         max_length: positions the preallocated cache holds (int or int32 scalar), for
             `jit_compile`; None: the cache grows a position a step.
-        beam_size: rows the search gives each sentence (1 for greedy decoding and sampling).
 
     Returns:
         (step_fn, cache): step_fn(ids [rows], step, cache) -> (float32 logits [rows, vocab],
-        padding's -inf (`without_padding`), cache), rows = batch * beam_size; the cache a list
+        padding's -inf (`without_padding`), cache), rows = batch * the hypotheses a sentence
+        has, consecutive (the search's beam, 1 for greedy decoding and sampling); the cache a list
         (one per decoder layer) of "self_keys" and "self_values" buffers [batch, h, max_length
         or 0, d].
     """
@@ -88,8 +88,6 @@ def cached_step(model, source_ids, max_length=None, beam_size=1):
     fixed = {"memory_mask": cache["memory_mask"],
              "layers": [{name: layer[name] for name in layer if name not in _SELF_ATTENTION}
                         for layer in cache["layers"]]}
-    if beam_size > 1:
-        fixed = tf.nest.map_structure(lambda t: tf.repeat(t, beam_size, axis=0), fixed)
 
     def step_fn(ids, step, buffers):
         layers = [dict(layer, **own) for layer, own in zip(fixed["layers"], buffers)]
@@ -109,7 +107,7 @@ def members(model):
     return list(model) if isinstance(model, (list, tuple)) else [model]
 
 
-def ensemble_step(models, source_ids, max_length=None, beam_size=1):
+def ensemble_step(models, source_ids, max_length=None):
     """`cached_step` for several models sharing a vocabulary: each step's distribution is the
     average of the members' probabilities (fairseq's rule): log((1/M) sum_m P_m(y | ...)).
 
@@ -125,8 +123,8 @@ def ensemble_step(models, source_ids, max_length=None, beam_size=1):
     """
     models = members(models)
     if len(models) == 1:
-        return cached_step(models[0], source_ids, max_length, beam_size)
-    steps, caches = zip(*(cached_step(m, source_ids, max_length, beam_size) for m in models))
+        return cached_step(models[0], source_ids, max_length)
+    steps, caches = zip(*(cached_step(m, source_ids, max_length) for m in models))
     log_members = tf.math.log(float(len(models)))
 
     def step_fn(ids, step, caches):
@@ -182,8 +180,7 @@ def _beam_decode(model, source_ids, max_length, extra_length, beam_size, alpha, 
                  static_buffer, prefix_ids, tree_constraint):
     source_ids = tf.cast(source_ids, tf.int32)
     limits, buffer = _limits(model, source_ids, max_length, extra_length, static_buffer)
-    step_fn, cache = ensemble_step(model, source_ids, buffer if static_buffer else None,
-                                   beam_size)
+    step_fn, cache = ensemble_step(model, source_ids, buffer if static_buffer else None)
     return beam_search(step_fn, cache, limits, beam_size, alpha, buffer, eos_id,
                        prefix_ids=prefix_ids, tree_constraint=tree_constraint)
 

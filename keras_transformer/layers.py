@@ -205,10 +205,12 @@ class DecoderLayer(_TransformerLayer):
 
         Args:
             inputs: [batch, length, d_model], the new positions.
-            cache: dict from `init_cache` (or from the previous step).
+            cache: dict from `init_cache` (or from the previous step). Its "memory_keys" and
+                "memory_values" may hold one row per k consecutive rows of `inputs` (the k
+                hypotheses of a sentence in beam search), its self-attention buffers one per row.
             self_attention_mask: boolean, broadcastable to [batch, length, key_length], causal
                 over the positions held (all of a preallocated buffer's).
-            memory_mask: boolean, broadcastable to [batch, length, source_length].
+            memory_mask: boolean, broadcastable to [memory rows, k * length, source_length].
             cache_index: scalar int, where `inputs`' keys and values go in preallocated
                 buffers; None appends them to a growing cache (`init_cache(memory, None)`).
 
@@ -227,9 +229,15 @@ class DecoderLayer(_TransformerLayer):
                 inputs, attention_mask=self_attention_mask, cache=buffers,
                 cache_index=cache_index, training=training)
         x = self.self_attention_block(inputs, attended, training=training)
-        x, _ = self._attend_to_memory(x, None, memory_mask,
+        # Where the memory's keys and values hold one row per sentence and `inputs` several
+        # (beam search's hypotheses, consecutive rows), a sentence's rows attend as one longer
+        # query: each batched product reads the sentence's keys once, not once per hypothesis.
+        rows_shape = ops.shape(x)
+        sentences = ops.shape(cache["memory_keys"])[0]
+        x, _ = self._attend_to_memory(ops.reshape(x, (sentences, -1, x.shape[-1])), None,
+                                      memory_mask,
                                       (cache["memory_keys"], cache["memory_values"]), training)
-        x = self._feed_forward(x, training)
+        x = self._feed_forward(ops.reshape(x, rows_shape), training)
         return x, dict(cache, self_keys=keys, self_values=values)
 
     def _attend_to_memory(self, x, memory, memory_mask, memory_cache, training):

@@ -146,9 +146,9 @@ def test_cached_decoding_equals_recomputing_every_prefix(trained, dev_sentences)
     limits = decode_lengths(source, 20)
     length = int(tf.reduce_max(limits))
     results = []
-    # The cached step repeats the encoder's keys and values per beam itself (the search then
-    # reorders only the self-attention buffers); the recomputing one leaves it to the search.
-    for step_fn, cache in (cached_step(trained.model, source, length, beam_size=3),
+    # The cached step keeps the encoder's keys and values one row a sentence, which all its
+    # hypotheses attend with at once; the recomputing one leaves tiling the memory to the search.
+    for step_fn, cache in (cached_step(trained.model, source, length),
                            recomputing_step(trained.model, source, length)):
         results.append(kt.beam_search(step_fn, cache, limits, beam_size=3, alpha=0.6))
     np.testing.assert_array_equal(results[0][0].numpy(), results[1][0].numpy())

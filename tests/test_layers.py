@@ -64,6 +64,29 @@ def test_decoder_cache_equals_full_pass(rng):
         np.testing.assert_allclose(np.asarray(out)[:, 0], full[:, t], atol=1e-5)
 
 
+def test_hypotheses_sharing_a_memory_row_decode_as_with_the_memory_tiled(rng):
+    # Beam search keeps the encoder's keys and values once per sentence; its k hypotheses
+    # (consecutive rows) attend as one query of k positions.
+    layer = DecoderLayer(**ARGS)
+    copies = 3
+    memory = rng.normal(size=(2, 4, 8)).astype("float32")
+    memory_mask = np.array([[[True] * 4], [[True, True, False, False]]])
+    x = rng.normal(size=(2 * copies, 2, 8)).astype("float32")
+    layer.build(x.shape, memory.shape)
+    tiled = layer.init_cache(np.repeat(memory, copies, axis=0))
+    # The self-attention buffers hold a row per hypothesis either way.
+    shared = dict(layer.init_cache(memory), self_keys=tiled["self_keys"],
+                  self_values=tiled["self_values"])
+    assert shared["memory_keys"].shape[0] == 2 and tiled["memory_keys"].shape[0] == 6
+    for t in range(2):
+        causal = np.ones((1, 1, t + 1), bool)
+        expected, tiled = layer.call_cached(x[:, t:t + 1], tiled, causal,
+                                            np.repeat(memory_mask, copies, axis=0))
+        out, shared = layer.call_cached(x[:, t:t + 1], shared, causal, memory_mask)
+        assert out.shape == (6, 1, 8)
+        np.testing.assert_allclose(np.asarray(out), np.asarray(expected), atol=1e-5)
+
+
 def test_config_roundtrip(rng):
     x = rng.normal(size=(2, 4, 8)).astype("float32")
     assert_roundtrip(EncoderLayer(**ARGS, dropout=0.2, attention_dropout=0.1, relu_dropout=0.1), x)
