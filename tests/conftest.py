@@ -34,20 +34,21 @@ settings.register_profile("campaign", max_examples=1000, database=None, **_SLOW_
 settings.load_profile("ci")
 
 
-# The modules that take longest, longest first (seconds of test time, local run of
-# 2026-11-26 with --durations): xdist (--dist loadfile --no-loadscope-reorder in pyproject.toml)
-# hands out whole modules in collection order as workers free up, so the long ones start at
-# once and the many short ones even out the end. The suite's wall time is its busiest worker's.
-_LONGEST_FIRST = ("test_trainer",  # 221
-                  "test_parsing",  # 166 (the parser's training)
-                  "test_ctranslate2",  # 94 (the demo model's training, which others wait for)
-                  "test_translation_tools", "test_distributed", "test_export",
-                  "test_cove_from_runs", "test_training", "test_fine_tuning",
-                  "test_input_pipeline", "test_docs", "test_notebook")  # 75 ... 40
+# The order xdist (--dist loadfile --no-loadscope-reorder in pyproject.toml) hands out whole
+# modules in, as workers free up; the suite's wall time is its busiest worker's. First the module
+# whose first test trains the demo model (`demo_run`), which a dozen modules need and would
+# otherwise wait for while another worker trains it; then the longest, longest first (seconds of
+# test time, local run of 2026-11-26 with --durations), so the many short ones even out the end.
+_FIRST = ("test_ctranslate2",  # 94, of which the demo model's training 80
+          "test_trainer",  # 221
+          "test_parsing",  # 166, of which the parser's training 77
+          "test_translation_tools", "test_distributed", "test_export", "test_cove_from_runs",
+          "test_training", "test_fine_tuning", "test_input_pipeline", "test_docs",
+          "test_notebook")  # 75 ... 40
 
 
 def pytest_collection_modifyitems(items):
-    rank = {name: index for index, name in enumerate(_LONGEST_FIRST)}
+    rank = {name: index for index, name in enumerate(_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: the rest as found
 
 
