@@ -7,6 +7,9 @@
   `MultiHeadAttention` does) against one matmul with the kernels concatenated to [d, 3d] and the
   result split, forward and backward at a training batch's rows (64 x 32 tokens) and forward at
   a beam-search step's rows (beam 4 x 32 sentences).
+- Top-k of a beam-search step: the 2 x beam best logits of each of its rows (beam 4 x 32
+  sentences, and the parser's beam 21 x 32) over the vocabulary, `tf.math.top_k` against
+  `search.vocabulary_top_k` (the best chunks' maxima first, then top-k among their ids).
 
 Each figure is the median of --repeats timed rounds, the variants alternating within a round.
 
@@ -23,6 +26,7 @@ import tensorflow as tf
 
 import keras_transformer as kt
 from bench.common import append_results, markdown_table
+from keras_transformer import search
 
 ADAM = dict(learning_rate=1e-4, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
 
@@ -81,6 +85,16 @@ def qkv(rows, training, d=512):
     return title, functions, 20 if training else 200
 
 
+def beam_step_top_k(rows, k, vocab_size):
+    logits = tf.random.normal([rows, vocab_size], stddev=3.0)
+    functions = {}
+    for name, top_k in (("tf.math.top_k", tf.math.top_k),
+                        ("search.vocabulary_top_k", search.vocabulary_top_k)):
+        compiled = tf.function(lambda top_k=top_k: top_k(logits, k)[1])
+        functions[name] = lambda compiled=compiled: compiled().numpy()
+    return f"top-{k} of {rows} rows over a {vocab_size:,}-id vocabulary", functions, 50
+
+
 def main():
     parser = argparse.ArgumentParser(prog="python -m bench.optimisations",
                                      description=__doc__.split("\n\n")[0])
@@ -89,7 +103,9 @@ def main():
     args = parser.parse_args()
     rows = []
     for title, functions, calls in (adam_updates(args.vocab_size), qkv(64 * 32, True),
-                                    qkv(4 * 32, False)):
+                                    qkv(4 * 32, False),
+                                    beam_step_top_k(4 * 32, 8, args.vocab_size),
+                                    beam_step_top_k(21 * 32, 42, args.vocab_size)):
         times = alternate(functions, args.repeats, calls)
         (before, before_times), (after, after_times) = times.items()
         for name, values in times.items():

@@ -11,6 +11,7 @@ from keras_transformer.search import (
     loop_shapes,
     prefix_forcer,
     same_shapes,
+    vocabulary_top_k,
     write_position,
 )
 from keras_transformer.token_ids import EOS_ID, PAD_ID
@@ -101,8 +102,8 @@ def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_leng
         # 2K candidates leave K that do not end even if K of them end; a sentence's best 2K
         # are among the best 2K of each of its rows.
         vocab = logits.shape[-1]  # static where known: XLA needs k at compile time
-        row_logits, row_token = tf.math.top_k(logits, k=min(2 * beams, vocab) if vocab else
-                                              tf.minimum(2 * beams, tf.shape(logits)[-1]))
+        row_logits, row_token = vocabulary_top_k(logits, min(2 * beams, vocab) if vocab else
+                                                 tf.minimum(2 * beams, tf.shape(logits)[-1]))
         totals = alive_log_probs[:, :, None] + tf.reshape(row_logits - normalizer,
                                                           [batch, beams, -1])
         top_log_probs, top_index = tf.math.top_k(tf.reshape(totals, [batch, -1]), k=2 * beams)

@@ -10,6 +10,7 @@ from keras_transformer.search import (
     loop_shapes,
     prefix_forcer,
     same_shapes,
+    vocabulary_top_k,
     write_position,
 )
 from keras_transformer.token_ids import EOS_ID, PAD_ID
@@ -51,7 +52,7 @@ def sampling_search(step_fn, cache, max_lengths, temperature=0.0, top_k=0, seed=
             return tf.argmax(logits, axis=-1, output_type=tf.int32)
         logits = logits / temperature
         if top_k:
-            kth_best = tf.math.top_k(logits, k=top_k).values[:, -1:]
+            kth_best = vocabulary_top_k(logits, top_k)[0][:, -1:]
             logits = tf.where(logits < kth_best, NEG_INF, logits)
         step_seed = tf.random.experimental.stateless_fold_in(seed, step)
         return tf.random.stateless_categorical(logits, 1, step_seed, dtype=tf.int32)[:, 0]

@@ -5,9 +5,12 @@ import itertools
 import numpy as np
 import pytest
 import tensorflow as tf
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from keras_transformer.beam_search import beam_search, length_penalty
 from keras_transformer.sampling import sampling_search
+from keras_transformer.search import vocabulary_top_k
 
 EOS = 1
 VOCAB = 3  # 0 (an ordinary token here), end of sentence, 2
@@ -251,3 +254,20 @@ def test_a_prefix_needs_a_row_per_sentence(table):
     step_fn, cache = table_step(table)
     with pytest.raises(tf.errors.InvalidArgumentError, match="one row per sentence"):
         beam_search(step_fn, cache, 4, beam_size=2, prefix_ids=[[2]])
+
+
+@settings(max_examples=40)
+@given(st.sampled_from([640, 1000, 2048, 3200]), st.integers(1, 10), st.integers(0, 2**31 - 1),
+       st.sampled_from([0.0, 0.5, 0.999]), st.booleans())
+def test_vocabulary_top_k_is_top_k(vocab, k, seed, masked, few_values):
+    """The chunked top-k gives tf.math.top_k's values and ids, ties (many equal values, rows
+    mostly or wholly -inf as the tree constraint leaves them) to the lower id included."""
+    rng = np.random.default_rng(seed)
+    values = (rng.integers(0, 4, size=(5, vocab)) if few_values
+              else rng.normal(size=(5, vocab))).astype("float32")
+    values[rng.random(values.shape) < masked] = -np.inf
+    values[0] = -np.inf
+    expected = tf.math.top_k(values, k)
+    got = vocabulary_top_k(tf.constant(values), k)
+    np.testing.assert_array_equal(got[0].numpy(), expected.values.numpy())
+    np.testing.assert_array_equal(got[1].numpy(), expected.indices.numpy())
