@@ -7,6 +7,10 @@
   `MultiHeadAttention` does) against one matmul with the kernels concatenated to [d, 3d] and the
   result split, forward and backward at a training batch's rows (64 x 32 tokens) and forward at
   a beam-search step's rows (beam 4 x 32 sentences).
+- int8 weights in a SavedModel: a beam step's matmuls ([128, 512] by the feed-forward's
+  [512, 2048] and the output projection's [512, 32000]) in float32 against int8 operands with
+  int32 results (`tf.matmul(..., output_type=tf.int32)`, what stock TensorFlow and so TF Serving
+  offer).
 - Top-k of a beam-search step: the 2 x beam best logits of each of its rows (beam 4 x 32
   sentences, and the parser's beam 21 x 32) over the vocabulary, `tf.math.top_k` against
   `search.vocabulary_top_k` (the best chunks' maxima first, then top-k among their ids).
@@ -85,6 +89,19 @@ def qkv(rows, training, d=512):
     return title, functions, 20 if training else 200
 
 
+def int8_matmul(rows, width, d=512):
+    x, kernel = tf.random.normal([rows, d]), tf.random.normal([d, width], stddev=0.05)
+    quantized = [tf.cast(tf.clip_by_value(tf.round(t / tf.reduce_max(tf.abs(t)) * 127), -127,
+                                          127), tf.int8) for t in (x, kernel)]
+    functions = {}
+    for name, operands, kwargs in (("float32", (x, kernel), {}),
+                                   ("int8, int32 result", quantized, dict(output_type=tf.int32))):
+        compiled = tf.function(lambda a=operands[0], b=operands[1], kwargs=kwargs:
+                               tf.matmul(a, b, **kwargs))
+        functions[name] = lambda compiled=compiled: compiled().numpy()
+    return f"[{rows}, {d}] x [{d}, {width}] matmul", functions, 20
+
+
 def beam_step_top_k(rows, k, vocab_size):
     logits = tf.random.normal([rows, vocab_size], stddev=3.0)
     functions = {}
@@ -103,7 +120,8 @@ def main():
     args = parser.parse_args()
     rows = []
     for title, functions, calls in (adam_updates(args.vocab_size), qkv(64 * 32, True),
-                                    qkv(4 * 32, False),
+                                    qkv(4 * 32, False), int8_matmul(4 * 32, 2048),
+                                    int8_matmul(4 * 32, args.vocab_size),
                                     beam_step_top_k(4 * 32, 8, args.vocab_size),
                                     beam_step_top_k(21 * 32, 42, args.vocab_size)):
         times = alternate(functions, args.repeats, calls)

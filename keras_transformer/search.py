@@ -79,8 +79,8 @@ def vocabulary_top_k(values, k):
     vocabulary is cut into chunks of at most 64 ids: the k best ids lie in the k chunks with the
     highest maxima (a chunk holds one of them iff its maximum is one of them; ties go to the
     lower chunk, as top_k's to the lower index), and top_k runs over those k chunks' ids only.
-    Beam 4's [128, 32000] with k 8: 1.5 ms against 7.7 ms a call; beam 21's [672, 32000] with
-    k 42: 14.7 against 40.3 ms (`python -m bench.optimisations`, bench/RESULTS.md). Vocabularies
+    Beam 4's [128, 32000] with k 8: 1.2 ms against 7.3 ms a call; beam 21's [672, 32000] with
+    k 42: 14.7 against 39.8 ms (`python -m bench.optimisations`, bench/RESULTS.md). Vocabularies
     with no divisor in [16, 64], or too few chunks to save anything, take tf.math.top_k.
 
     Args:
