@@ -129,10 +129,11 @@ def test_kt_parse_parses_held_out_trees_and_scores_them(parser_dir, wsj, tmp_pat
     assert every.f1 > 90.0
 
 
-def decode_test_trees(parser_dir, wsj, beam_size, tree_leaves="words"):
-    """(F1, raw outputs, gold trees, translator) of a decode of the 400 test trees."""
+def decode_test_trees(parser_dir, wsj, beam_size, tree_leaves="words", count=None):
+    """(F1, raw outputs, gold trees, translator) of a decode of the first `count` (default all
+    400) test trees."""
     loaded = model_dir.load(parser_dir)
-    gold = [tree for _, _, tree in data.get_source(f"ptb:{wsj}").trees("test")]
+    gold = [tree for _, _, tree in data.get_source(f"ptb:{wsj}").trees("test")][:count]
     sources = tf.constant([" ".join(tree.words()) for tree in gold])
     preset = flags.DECODE_PRESETS["parsing"]
     translator = Translator(loaded.model, loaded.vocabulary, beam_size=beam_size,
@@ -156,8 +157,10 @@ def test_beam_21_parses_no_worse_than_greedy_among_trees(parser_dir, wsj):
     three trainings twice as long as this one: the model, not the search, preferred sequences
     that lose brackets when repaired. Among trees, beam 21 reached 98.4-99.9 and greedy
     89.0-96.3 in five trainings (docs/data.md)."""
-    greedy_f1, greedy, gold, _ = decode_test_trees(parser_dir, wsj, 1)
-    beam_f1, beam, _, translator = decode_test_trees(parser_dir, wsj, 21)
+    # 200 of the 400 test trees: on the fixture's training (seed 3), greedy 88.7 and beam 21
+    # 98.5 on them, 89.0 and 98.4 on all; beam's parse scored at least greedy's on 198 of 200.
+    greedy_f1, greedy, gold, _ = decode_test_trees(parser_dir, wsj, 1, count=200)
+    beam_f1, beam, _, translator = decode_test_trees(parser_dir, wsj, 21, count=200)
     print(f"held-out F1 among trees: greedy {greedy_f1:.2f}, beam 21 alpha 0.3 {beam_f1:.2f}")
     assert beam_f1 >= greedy_f1 and beam_f1 > 90.0
     # Every output is a tree over its sentence as written: reading it back repairs nothing.

@@ -38,7 +38,7 @@ def test_tiny_model_learns_to_copy(rng):
                         learning_rate_multiplier=0.5)
     model = compiled_tiny_model(hp)
     x, y = copy_task(rng, 6400)
-    model.fit(x, y, batch_size=64, epochs=6, verbose=2)
+    model.fit(x, y, batch_size=64, epochs=4, verbose=2)  # 400 steps: 0.998 and 0.99 below
     (source, target_input), target_output = copy_task(rng, 300)
     results = model.evaluate((source, target_input), target_output, verbose=0, return_dict=True)
     assert results["token_accuracy"] > 0.95, results
