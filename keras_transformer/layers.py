@@ -217,28 +217,32 @@ class DecoderLayer(_TransformerLayer):
         Returns:
             (output [batch, length, d_model], the updated cache).
         """
-        buffers = (cache["self_keys"], cache["self_values"])
-        if cache_index is None:  # a growing cache: append this step's keys and values
-            keys, values = (
-                ops.concatenate([old, ops.cast(new, old.dtype)], axis=2) for old, new in
-                zip(buffers, self.self_attention.compute_key_value(inputs)))
-            attended, _ = self.self_attention(inputs, attention_mask=self_attention_mask,
-                                              cache=(keys, values), training=training)
-        else:
-            attended, (keys, values) = self.self_attention(
-                inputs, attention_mask=self_attention_mask, cache=buffers,
-                cache_index=cache_index, training=training)
-        x = self.self_attention_block(inputs, attended, training=training)
-        # Where the memory's keys and values hold one row per sentence and `inputs` several
-        # (beam search's hypotheses, consecutive rows), a sentence's rows attend as one longer
-        # query: each batched product reads the sentence's keys once, not once per hypothesis.
-        rows_shape = ops.shape(x)
-        sentences = ops.shape(cache["memory_keys"])[0]
-        x, _ = self._attend_to_memory(ops.reshape(x, (sentences, -1, x.shape[-1])), None,
-                                      memory_mask,
-                                      (cache["memory_keys"], cache["memory_values"]), training)
-        x = self._feed_forward(ops.reshape(x, rows_shape), training)
-        return x, dict(cache, self_keys=keys, self_values=values)
+        # Not __call__, so Keras opens no name scope for this layer: this one keeps the ops of
+        # the step itself (the new keys and values, the cache append) under the layer's name
+        # in graphs and profiles (bench/op_profile.py).
+        with keras.name_scope(self.name):
+            buffers = (cache["self_keys"], cache["self_values"])
+            if cache_index is None:  # a growing cache: append this step's keys and values
+                keys, values = (
+                    ops.concatenate([old, ops.cast(new, old.dtype)], axis=2) for old, new in
+                    zip(buffers, self.self_attention.compute_key_value(inputs)))
+                attended, _ = self.self_attention(inputs, attention_mask=self_attention_mask,
+                                                  cache=(keys, values), training=training)
+            else:
+                attended, (keys, values) = self.self_attention(
+                    inputs, attention_mask=self_attention_mask, cache=buffers,
+                    cache_index=cache_index, training=training)
+            x = self.self_attention_block(inputs, attended, training=training)
+            # Where the memory's keys and values hold one row per sentence and `inputs` several
+            # (beam search's hypotheses, consecutive rows), a sentence's rows attend as one longer
+            # query: each batched product reads the sentence's keys once, not once per hypothesis.
+            rows_shape = ops.shape(x)
+            sentences = ops.shape(cache["memory_keys"])[0]
+            x, _ = self._attend_to_memory(ops.reshape(x, (sentences, -1, x.shape[-1])), None,
+                                          memory_mask,
+                                          (cache["memory_keys"], cache["memory_values"]), training)
+            x = self._feed_forward(ops.reshape(x, rows_shape), training)
+            return x, dict(cache, self_keys=keys, self_values=values)
 
     def _attend_to_memory(self, x, memory, memory_mask, memory_cache, training):
         """Encoder-decoder attention and its residual block; returns (output, weights)."""
