@@ -67,7 +67,7 @@ def cached_step(model, source_ids, max_length=None):
     The encoder-decoder keys and values and the source mask are the same for every hypothesis of
     a sentence, so the step function captures them, one row per sentence (the decoder attends
     to them with all of a sentence's hypotheses at once, `DecoderLayer.call_cached`): the cache
-    the search carries, and beam search tiles and reorders, holds only the self-attention
+    the search carries, and beam search repeats and reorders, holds only the self-attention
     buffers.
 
     Args:

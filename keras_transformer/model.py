@@ -185,7 +185,7 @@ class Transformer(TokenLevelTraining, keras.Model):
                 step then copies only the positions so far, not a whole preallocated buffer.
 
         Returns:
-            A dict of tensors, each with batch as its first axis (so beam search can tile and
+            A dict of tensors, each with batch as its first axis (so beam search can repeat and
             reorder it): "memory_mask" and, per decoder layer, the encoder-decoder keys and values
             (computed here, once) and the self-attention buffers [batch, h, max_length or 0, d]
             ("self_keys", "self_values"; zeros).
@@ -240,7 +240,9 @@ class Transformer(TokenLevelTraining, keras.Model):
         positions come from the cache, which also holds the encoder-decoder keys and values.
 
         Args:
-            target_ids: int [batch, length].
+            target_ids: int [batch, length]; batch may be k times the cache's encoder rows
+                (beam search's k hypotheses of a sentence, consecutive rows: see
+                `DecoderLayer.call_cached`).
             cache: dict from `init_cache`, or a previous call's returned cache.
             step: scalar int, the position of target_ids[:, 0].
             grow_cache: the cache is a growing one (`init_cache(max_length=None)`): the new
@@ -252,6 +254,11 @@ class Transformer(TokenLevelTraining, keras.Model):
         """
         self._ensure_built()
         target_ids = self._token_ids(target_ids, "target_ids")
+        rows, sentences = ops.shape(target_ids)[0], ops.shape(cache["memory_mask"])[0]
+        target_ids = checks.guarded(
+            target_ids, ops.equal(rows % ops.maximum(sentences, 1), 0),
+            "decode_cached: target_ids must have k rows per sentence of the cache (a sentence's "
+            "hypotheses consecutive); rows and sentences:", rows, sentences)
         length = ops.shape(target_ids)[1]
         cache_length = ops.shape(cache["layers"][0]["self_keys"])[2]
         step = ops.cast(step, "int32")

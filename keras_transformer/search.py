@@ -10,8 +10,11 @@ under `jit_compile=True` and in an exported SavedModel:
 
 `ids` are the tokens at position `step` (`start_id` at step 0), one per hypothesis; `cache` is any
 nest of tensors whose leading dimension is `rows`, returned with the same structure and leading
-dimension. Its other dimensions may change from step to step (a cache that grows by a position a
-step, as `Transformer.init_cache(max_length=None)` makes); under `jit_compile=True` they must not
+dimension. A search with several hypotheses a sentence (beam search) gives each sentence
+consecutive rows, rows = batch x hypotheses (`tf.repeat`, not `tf.tile`): `decoding.cached_step`
+relies on it, keeping the encoder's keys and values one row a sentence. The cache's other
+dimensions may change from step to step (a cache that grows by a position a step, as
+`Transformer.init_cache(max_length=None)` makes); under `jit_compile=True` they must not
 (preallocated buffers written at `step`, as `Transformer.init_cache(max_length=n)` makes).
 
 A search may be given a target prefix per sentence, `prefix_ids` int32 [batch, prefix_length]
@@ -73,9 +76,9 @@ def write_position(buffer, step, values):
 
 def vocabulary_top_k(values, k):
     """`tf.math.top_k(values, k)` over a vocabulary: the same (values, indices) [rows, k], best
-    first, ties to the lower index, found in fewer passes over the vocabulary.
+    first, ties to the lower index (for values without NaN), in less time.
 
-    TensorFlow's TopK costs about 3.5 ns an element on a CPU, many times a row maximum. So the
+    TensorFlow's TopK over a row takes many times the row's maximum on a CPU. So the
     vocabulary is cut into chunks of at most 64 ids: the k best ids lie in the k chunks with the
     highest maxima (a chunk holds one of them iff its maximum is one of them; ties go to the
     lower chunk, as top_k's to the lower index), and top_k runs over those k chunks' ids only.

@@ -35,7 +35,8 @@ settings.load_profile("ci")
 
 
 # The order xdist (--dist loadfile --no-loadscope-reorder in pyproject.toml) hands out whole
-# modules in, as workers free up; the suite's wall time is its busiest worker's. First the module
+# modules in (each worker gets the next when two or fewer of its tests are left); the suite's
+# wall time is its busiest worker's. First the module
 # whose first test trains the demo model (`demo_run`), which a dozen modules need and would
 # otherwise wait for while another worker trains it; then the longest, longest first (seconds of
 # test time, local run of 2026-11-26 with --durations), so the many short ones even out the end.

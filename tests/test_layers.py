@@ -71,19 +71,19 @@ def test_hypotheses_sharing_a_memory_row_decode_as_with_the_memory_tiled(rng):
     copies = 3
     memory = rng.normal(size=(2, 4, 8)).astype("float32")
     memory_mask = np.array([[[True] * 4], [[True, True, False, False]]])
-    x = rng.normal(size=(2 * copies, 2, 8)).astype("float32")
+    x = rng.normal(size=(2 * copies, 4, 8)).astype("float32")
     layer.build(x.shape, memory.shape)
     tiled = layer.init_cache(np.repeat(memory, copies, axis=0))
     # The self-attention buffers hold a row per hypothesis either way.
     shared = dict(layer.init_cache(memory), self_keys=tiled["self_keys"],
                   self_values=tiled["self_values"])
     assert shared["memory_keys"].shape[0] == 2 and tiled["memory_keys"].shape[0] == 6
-    for t in range(2):
-        causal = np.ones((1, 1, t + 1), bool)
-        expected, tiled = layer.call_cached(x[:, t:t + 1], tiled, causal,
+    for t in (0, 2):  # two positions a step: a sentence's query is copies x 2 positions long
+        causal = (np.arange(t + 2)[None, :] <= t + np.arange(2)[:, None])[None]
+        expected, tiled = layer.call_cached(x[:, t:t + 2], tiled, causal,
                                             np.repeat(memory_mask, copies, axis=0))
-        out, shared = layer.call_cached(x[:, t:t + 1], shared, causal, memory_mask)
-        assert out.shape == (6, 1, 8)
+        out, shared = layer.call_cached(x[:, t:t + 2], shared, causal, memory_mask)
+        assert out.shape == (6, 2, 8)
         np.testing.assert_allclose(np.asarray(out), np.asarray(expected), atol=1e-5)
 
 

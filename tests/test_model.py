@@ -344,3 +344,20 @@ def test_invalid_constructor_arguments():
         kt.Transformer(vocab_size=10, d_model=30, num_heads=4)
     with pytest.raises(ValueError, match="position_encoding"):
         kt.Transformer(vocab_size=10, position_encoding="rotary")
+
+
+def test_cached_decoding_refuses_rows_that_do_not_group_into_the_cache_sentences(rng):
+    model = kt.build_model("transformer_tiny", 50)
+    source = random_ids(rng, 2, 5, 50)
+    cache = model.init_cache(model.encode(source), kt.padding_mask(source))
+
+    def hypotheses(rows):  # the self-attention buffers with a row per hypothesis
+        return dict(cache, layers=[dict(layer, **{name: tf.gather(layer[name], rows) for name in (
+            "self_keys", "self_values")}) for layer in cache["layers"]])
+
+    logits, _ = model.decode_cached(random_ids(rng, 4, 1, 50), hypotheses([0, 0, 1, 1]), step=0,
+                                    grow_cache=True)
+    assert logits.shape == (4, 1, 50)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="k rows per sentence of the cache"):
+        model.decode_cached(random_ids(rng, 3, 1, 50), hypotheses([0, 0, 1]), step=0,
+                            grow_cache=True)
