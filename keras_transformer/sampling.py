@@ -70,7 +70,9 @@ def sampling_search(step_fn, cache, max_lengths, temperature=0.0, top_k=0, seed=
         if mask_trees:
             logits = mask_trees(logits, step, ids)
         # A row the masks left no token (a prefix a tree cannot start with) ends here, -inf.
-        stuck = tf.reduce_all(logits == NEG_INF, axis=-1)
+        # Without masks every row keeps its tokens: no pass over the vocabulary to find out.
+        stuck = (tf.reduce_all(logits == NEG_INF, axis=-1) if force or mask_trees
+                 else tf.zeros_like(finished))
         chosen = tf.where(finished | stuck, PAD_ID, choose(logits, step))
         chosen_log_prob = tf.where(stuck, NEG_INF,
                                    tf.gather(logits, chosen, batch_dims=1) - normalizer)
