@@ -11,6 +11,10 @@
   [512, 2048] and the output projection's [512, 32000]) in float32 against int8 operands with
   int32 results (`tf.matmul(..., output_type=tf.int32)`, what stock TensorFlow and so TF Serving
   offer).
+- The output projection of a beam step's rows (beam 4 x 32 sentences, and beam 4 x 1) onto a
+  32k vocabulary: `SharedEmbedding(reverse=True)` transposing its matrix inside the step (what
+  graph mode then runs as one matmul reading the matrix transposed) against the transposed
+  matrix made once beforehand (`output_kernel`, as `Transformer.init_cache` does).
 - Top-k of a beam-search step: the 2 x beam best logits of each of its rows (beam 4 x 32
   sentences, and the parser's beam 21 x 32) over the vocabulary, `tf.math.top_k` against
   `search.vocabulary_top_k` (the best chunks' maxima first, then top-k among their ids).
@@ -102,6 +106,19 @@ def int8_matmul(rows, width, d=512):
     return f"[{rows}, {d}] x [{d}, {width}] matmul", functions, 20
 
 
+def output_projection(rows, vocab_size, d=512):
+    embedding = kt.SharedEmbedding(vocab_size, d)
+    x = tf.random.normal([rows, d])
+    embedding(x, reverse=True)
+    kernel = embedding.output_kernel()
+    functions = {}
+    for name, kwargs in (("transposed in the step", {}),
+                         ("transposed once (output_kernel)", dict(output_kernel=kernel))):
+        compiled = tf.function(lambda kwargs=kwargs: embedding(x, reverse=True, **kwargs))
+        functions[name] = lambda compiled=compiled: compiled().numpy()
+    return f"output projection of {rows} rows onto {vocab_size:,} ids, float32", functions, 20
+
+
 def beam_step_top_k(rows, k, vocab_size):
     logits = tf.random.normal([rows, vocab_size], stddev=3.0)
     functions = {}
@@ -122,6 +139,8 @@ def main():
     for title, functions, calls in (adam_updates(args.vocab_size), qkv(64 * 32, True),
                                     qkv(4 * 32, False), int8_matmul(4 * 32, 2048),
                                     int8_matmul(4 * 32, args.vocab_size),
+                                    output_projection(4 * 32, args.vocab_size),
+                                    output_projection(4, args.vocab_size),
                                     beam_step_top_k(4 * 32, 8, args.vocab_size),
                                     beam_step_top_k(21 * 32, 42, args.vocab_size)):
         times = alternate(functions, args.repeats, calls)

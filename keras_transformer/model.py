@@ -185,10 +185,12 @@ class Transformer(TokenLevelTraining, keras.Model):
                 step then copies only the positions so far, not a whole preallocated buffer.
 
         Returns:
-            A dict of tensors, each with batch as its first axis (so beam search can repeat and
-            reorder it): "memory_mask" and, per decoder layer, the encoder-decoder keys and values
-            (computed here, once) and the self-attention buffers [batch, h, max_length or 0, d]
-            ("self_keys", "self_values"; zeros).
+            A dict of tensors: "memory_mask" and, per decoder layer ("layers"), the
+            encoder-decoder keys and values (computed here, once) and the self-attention
+            buffers [batch, h, max_length or 0, d] ("self_keys", "self_values"; zeros), each
+            with batch as its first axis; and "output_kernel", the output projection
+            [d_model, vocab_size] (`SharedEmbedding.output_kernel`), made here once rather
+            than at every step.
         """
         self._ensure_built()
         # The buffers take memory's dtype; the compute dtype keeps them stable across steps.
@@ -196,6 +198,7 @@ class Transformer(TokenLevelTraining, keras.Model):
         return {
             "memory_mask": ops.convert_to_tensor(source_mask, "bool"),
             "layers": [layer.init_cache(memory, max_length) for layer in self.decoder_layers],
+            "output_kernel": self.embedding.output_kernel(),
         }
 
     def decode(self, target_ids, memory, source_mask, training=None,
@@ -287,7 +290,8 @@ class Transformer(TokenLevelTraining, keras.Model):
                 x, layer_cache, self_attention_mask=self_mask, memory_mask=memory_mask,
                 cache_index=None if grow_cache else step, training=training)
             layer_caches.append(layer_cache)
-        return self.embedding(x, reverse=True), dict(cache, layers=layer_caches)
+        logits = self.embedding(x, reverse=True, output_kernel=cache["output_kernel"])
+        return logits, dict(cache, layers=layer_caches)
 
     def get_config(self):
         config = super().get_config()

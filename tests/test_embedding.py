@@ -19,6 +19,9 @@ def test_reverse_uses_the_same_matrix_transposed(rng):
     assert logits.shape == (2, 3, 10)
     np.testing.assert_allclose(logits, x @ np.asarray(layer.embeddings).T, rtol=1e-5, atol=1e-5)
     assert len(layer.weights) == 1
+    kernel = layer.output_kernel()  # the transposed matrix made once, as searches do
+    assert kernel.shape == (16, 10)
+    np.testing.assert_allclose(layer(x, reverse=True, output_kernel=kernel), logits, rtol=1e-6)
 
 
 def test_initial_scaled_embeddings_have_unit_variance():
@@ -31,6 +34,7 @@ def test_logits_are_float32_under_mixed_precision(rng):
     assert layer(np.array([[1, 2]])).dtype == "bfloat16"
     assert layer(rng.normal(size=(1, 2, 8)).astype("float32"), reverse=True).dtype == "float32"
     assert layer.embeddings.dtype == "float32"
+    assert layer.output_kernel().dtype == "bfloat16"  # cast once per search, not per step
 
 
 def test_config_roundtrip():
