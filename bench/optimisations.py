@@ -17,7 +17,8 @@
   matrix made once beforehand (`output_kernel`, as `Transformer.init_cache` does).
 - Top-k of a beam-search step: the 2 x beam best logits of each of its rows (beam 4 x 32
   sentences, and the parser's beam 21 x 32) over the vocabulary, `tf.math.top_k` against
-  `search.vocabulary_top_k` (the best chunks' maxima first, then top-k among their ids).
+  `search.vocabulary_top_k` (the best chunks' maxima first, then top-k among their ids); and
+  over a vocabulary one id smaller (31,999 has no divisor in [16, 64]: padded to chunks).
 
 Each figure is the median of --repeats timed rounds, the variants alternating within a round.
 
@@ -142,6 +143,7 @@ def main():
                                     output_projection(4 * 32, args.vocab_size),
                                     output_projection(4, args.vocab_size),
                                     beam_step_top_k(4 * 32, 8, args.vocab_size),
+                                    beam_step_top_k(4 * 32, 8, args.vocab_size - 1),
                                     beam_step_top_k(21 * 32, 42, args.vocab_size)):
         times = alternate(functions, args.repeats, calls)
         (before, before_times), (after, after_times) = times.items()

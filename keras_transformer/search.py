@@ -83,19 +83,26 @@ def vocabulary_top_k(values, k):
     highest maxima (a chunk holds one of them iff its maximum is one of them; ties go to the
     lower chunk, as top_k's to the lower index), and top_k runs over those k chunks' ids only.
     Beam 4's [128, 32000] with k 8: 1.2 ms against 7.3 ms a call; beam 21's [672, 32000] with
-    k 42: 14.7 against 39.8 ms (`python -m bench.optimisations`, bench/RESULTS.md). Vocabularies
-    with no divisor in [16, 64], or too few chunks to save anything, take tf.math.top_k.
+    k 42: 14.7 against 39.8 ms (`python -m bench.optimisations`, bench/RESULTS.md). A
+    vocabulary with no divisor in [16, 64] is padded with -inf to a multiple of 64 (one copy of
+    the values): the padding's ids come after every real id, so they lose every tie and are
+    never returned (k <= vocab). With too few chunks to save anything, tf.math.top_k runs.
 
     Args:
         values: float [rows, vocab], vocab static for the chunked path.
         k: a Python int (or, for tf.math.top_k, an int32 scalar) <= vocab.
     """
     vocab = values.shape[-1]
-    chunk = next((c for c in range(64, 15, -1) if vocab % c == 0), None) if vocab else None
-    if chunk is None or not isinstance(k, int) or vocab // chunk < 2 * k:
+    if not vocab or not isinstance(k, int):
         return tf.math.top_k(values, k)
+    chunk = next((c for c in range(64, 15, -1) if vocab % c == 0), 64)
+    chunk_count = -(-vocab // chunk)
+    if chunk_count < 2 * k:
+        return tf.math.top_k(values, k)
+    if vocab % chunk:
+        values = tf.pad(values, [[0, 0], [0, -vocab % chunk]], constant_values=float("-inf"))
     rows = tf.shape(values)[0]
-    chunks = tf.reshape(values, [rows, vocab // chunk, chunk])
+    chunks = tf.reshape(values, [rows, chunk_count, chunk])
     _, best_chunks = tf.math.top_k(tf.reduce_max(chunks, axis=-1), k)
     # In id order, so top_k over the candidates breaks ties by id as it would over all.
     best_chunks = tf.sort(best_chunks, axis=-1)

@@ -257,13 +257,14 @@ def test_a_prefix_needs_a_row_per_sentence(table):
 
 
 @settings(max_examples=40)
-@given(st.sampled_from([1000, 2048, 3200, 6400]), st.integers(1, 10), st.integers(0, 2**31 - 1),
-       st.sampled_from([0.0, 0.5, 0.999]), st.booleans(), st.booleans())
+@given(st.sampled_from([1000, 2048, 3200, 6400, 1301, 4099]), st.integers(1, 10),
+       st.integers(0, 2**31 - 1), st.sampled_from([0.0, 0.5, 0.999]), st.booleans(),
+       st.booleans())
 def test_vocabulary_top_k_is_top_k(vocab, k, seed, masked, few_values, jit_compile):
-    """The chunked top-k (every case here has at least 2k chunks, so it is the path taken) gives
-    tf.math.top_k's values and ids, ties (many equal values, rows mostly or wholly -inf as the
-    tree constraint leaves them) to the lower id included, as beam_decode runs it: in a graph
-    and under XLA."""
+    """The chunked top-k (every case here has at least 2k chunks, so it is the path taken; 1301
+    and 4099 are primes, padded to whole chunks) gives tf.math.top_k's values and ids, ties
+    (many equal values, rows mostly or wholly -inf as the tree constraint leaves them) to the
+    lower id included, as beam_decode runs it: in a graph and under XLA."""
     rng = np.random.default_rng(seed)
     values = (rng.integers(0, 4, size=(5, vocab)) if few_values
               else rng.normal(size=(5, vocab))).astype("float32")
