@@ -52,7 +52,7 @@ class SharedEmbedding(keras.layers.Layer):
         compute dtype.
 
         Made inside a step, TensorFlow folds the transpose into the matmul, and oneDNN's float32
-        matmul against a matrix it reads transposed is slower: 34 against 21 ms for 128 rows and
+        matmul against a matrix it reads transposed is slower: 36 against 22 ms for 128 rows and
         32k ids (bench.optimisations). Searches make the kernel once (`Transformer.init_cache`).
         """
         return ops.transpose(ops.cast(self.embeddings, self.compute_dtype))
