@@ -65,11 +65,11 @@ def cached_step(model, source_ids, max_length=None):
     """A step function and its initial cache for the searches (`beam_search`, `sampling_search`).
 
     The encoder-decoder keys and values and the source mask are the same for every hypothesis of
-    a sentence, and the output projection for every step, so the step function captures them,
-    the first two one row per sentence (the decoder attends
+    a sentence, so the step function captures them, one row per sentence (the decoder attends
     to them with all of a sentence's hypotheses at once, `DecoderLayer.call_cached`): the cache
     the search carries, and beam search repeats and reorders, holds only the self-attention
-    buffers.
+    buffers. It captures the output projection too, made once
+    (`SharedEmbedding.output_kernel`), not at every step.
 
     Args:
         model: a `Transformer`.
@@ -85,14 +85,17 @@ def cached_step(model, source_ids, max_length=None):
         or 0, d].
     """
     cache = model.init_cache(model.encode(source_ids), padding_mask(source_ids), max_length)
+    output_kernel = model.embedding.output_kernel()
     buffers = [{name: layer[name] for name in _SELF_ATTENTION} for layer in cache["layers"]]
-    fixed = dict(cache, layers=[{name: layer[name] for name in layer
-                                 if name not in _SELF_ATTENTION} for layer in cache["layers"]])
+    fixed = {"memory_mask": cache["memory_mask"],
+             "layers": [{name: layer[name] for name in layer if name not in _SELF_ATTENTION}
+                        for layer in cache["layers"]]}
 
     def step_fn(ids, step, buffers):
         layers = [dict(layer, **own) for layer, own in zip(fixed["layers"], buffers)]
         logits, cache = model.decode_cached(ids[:, None], dict(fixed, layers=layers), step,
-                                            grow_cache=max_length is None)
+                                            grow_cache=max_length is None,
+                                            output_kernel=output_kernel)
         return without_padding(logits[:, 0]), [{name: layer[name] for name in _SELF_ATTENTION}
                               for layer in cache["layers"]]
 

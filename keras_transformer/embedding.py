@@ -53,11 +53,15 @@ class SharedEmbedding(keras.layers.Layer):
 
         Made inside a step, TensorFlow folds the transpose into the matmul, and oneDNN's float32
         matmul against a matrix it reads transposed is slower: 36 against 22 ms for 128 rows and
-        32k ids (bench.optimisations). Searches make the kernel once (`Transformer.init_cache`).
+        32k ids (bench.optimisations). Searches make the kernel once (`decoding.cached_step`)
+        and pass it to `Transformer.decode_cached`.
         """
         return ops.transpose(ops.cast(self.embeddings, self.compute_dtype))
 
     def call(self, inputs, reverse=False, output_kernel=None):
+        if output_kernel is not None and not reverse:
+            raise ValueError("output_kernel is the output projection's: pass it with "
+                             "reverse=True")
         if reverse:
             kernel = self.output_kernel() if output_kernel is None else output_kernel
             logits = ops.matmul(ops.cast(inputs, self.compute_dtype), kernel)

@@ -185,12 +185,10 @@ class Transformer(TokenLevelTraining, keras.Model):
                 step then copies only the positions so far, not a whole preallocated buffer.
 
         Returns:
-            A dict of tensors: "memory_mask" and, per decoder layer ("layers"), the
-            encoder-decoder keys and values (computed here, once) and the self-attention
-            buffers [batch, h, max_length or 0, d] ("self_keys", "self_values"; zeros), each
-            with batch as its first axis; and "output_kernel", the output projection
-            [d_model, vocab_size] (`SharedEmbedding.output_kernel`), made here once rather
-            than at every step.
+            A dict of tensors, each with batch as its first axis (so beam search can repeat and
+            reorder it): "memory_mask" and, per decoder layer, the encoder-decoder keys and values
+            (computed here, once) and the self-attention buffers [batch, h, max_length or 0, d]
+            ("self_keys", "self_values"; zeros).
         """
         self._ensure_built()
         # The buffers take memory's dtype; the compute dtype keeps them stable across steps.
@@ -198,7 +196,6 @@ class Transformer(TokenLevelTraining, keras.Model):
         return {
             "memory_mask": ops.convert_to_tensor(source_mask, "bool"),
             "layers": [layer.init_cache(memory, max_length) for layer in self.decoder_layers],
-            "output_kernel": self.embedding.output_kernel(),
         }
 
     def decode(self, target_ids, memory, source_mask, training=None,
@@ -236,7 +233,8 @@ class Transformer(TokenLevelTraining, keras.Model):
         return logits, {"decoder_self_attention": ops.stack(self_weights, axis=1),
                         "encoder_decoder_attention": ops.stack(memory_weights, axis=1)}
 
-    def decode_cached(self, target_ids, cache, step, grow_cache=False, training=None):
+    def decode_cached(self, target_ids, cache, step, grow_cache=False, training=None,
+                      output_kernel=None):
         """Incremental decoding through a cache from `init_cache` (beam search, sampling).
 
         `target_ids` holds the tokens at positions [step, step + length), usually one; earlier
@@ -251,6 +249,10 @@ class Transformer(TokenLevelTraining, keras.Model):
             grow_cache: the cache is a growing one (`init_cache(max_length=None)`): the new
                 keys and values are appended to it, and `step` must be the number of positions
                 it holds. False: they are written at `step` into its preallocated buffers.
+            output_kernel: `self.embedding.output_kernel()`, made once before the steps (as
+                `decoding.cached_step` does): the projection then reads a [d_model, vocab_size]
+                matrix, which float32 matmuls read faster than the transposed embedding. None
+                makes it in this call.
 
         Returns:
             (float32 logits [batch, length, vocab_size], the updated cache).
@@ -290,7 +292,7 @@ class Transformer(TokenLevelTraining, keras.Model):
                 x, layer_cache, self_attention_mask=self_mask, memory_mask=memory_mask,
                 cache_index=None if grow_cache else step, training=training)
             layer_caches.append(layer_cache)
-        logits = self.embedding(x, reverse=True, output_kernel=cache["output_kernel"])
+        logits = self.embedding(x, reverse=True, output_kernel=output_kernel)
         return logits, dict(cache, layers=layer_caches)
 
     def get_config(self):

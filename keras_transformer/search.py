@@ -82,11 +82,12 @@ def vocabulary_top_k(values, k):
     vocabulary is cut into chunks of at most 64 ids: the k best ids lie in the k chunks with the
     highest maxima (a chunk holds one of them iff its maximum is one of them; ties go to the
     lower chunk, as top_k's to the lower index), and top_k runs over those k chunks' ids only.
-    Beam 4's [128, 32000] with k 8: 1.2 ms against 7.3 ms a call; beam 21's [672, 32000] with
-    k 42: 14.7 against 39.8 ms (`python -m bench.optimisations`, bench/RESULTS.md). A
+    Beam 4's [128, 32000] with k 8: 1.3 ms against 7.4 ms a call; beam 21's [672, 32000] with
+    k 42: 14.7 against 40.3 ms (`python -m bench.optimisations`, bench/RESULTS.md). A
     vocabulary with no divisor in [16, 64] is padded with -inf to a multiple of 64 (one copy of
-    the values): the padding's ids come after every real id, so they lose every tie and are
-    never returned (k <= vocab). With too few chunks to save anything, tf.math.top_k runs.
+    the values; [128, 31999]: 2.5 against 7.8 ms): the padding's ids come after every real id,
+    so they lose every tie and are never returned (k <= vocab). With too few chunks to save
+    anything, tf.math.top_k runs.
 
     Args:
         values: float [rows, vocab], vocab static for the chunked path.

@@ -1,5 +1,6 @@
 import keras
 import numpy as np
+import pytest
 from conftest import assert_roundtrip
 
 from keras_transformer import SharedEmbedding
@@ -22,6 +23,8 @@ def test_reverse_uses_the_same_matrix_transposed(rng):
     kernel = layer.output_kernel()  # the transposed matrix made once, as searches do
     assert kernel.shape == (16, 10)
     np.testing.assert_allclose(layer(x, reverse=True, output_kernel=kernel), logits, rtol=1e-6)
+    with pytest.raises(ValueError, match="reverse=True"):
+        layer(np.array([[1]]), output_kernel=kernel)
 
 
 def test_initial_scaled_embeddings_have_unit_variance():

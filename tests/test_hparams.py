@@ -79,10 +79,12 @@ def test_parameter_counts_match_table3():
     """Our counts with a 37k shared vocabulary against the paper's, within 5% or 3M."""
     # A count needs the weights' shapes, not their values: built without initial values,
     # transformer_big takes 0.1 s instead of 1.5 (the 20 models 37 s of the suite's time).
-    with keras.StatelessScope(initialize_variables=False):
-        rows = list(table3_rows(hparams.TABLE3_VOCAB_SIZE))
-    # Keras keeps such variables to initialize when the next stateless scope closes.
-    keras.utils.clear_session()
+    try:
+        with keras.StatelessScope(initialize_variables=False):
+            rows = list(table3_rows(hparams.TABLE3_VOCAB_SIZE))
+    finally:
+        # Keras keeps such variables to initialize when the next stateless scope closes.
+        keras.utils.clear_session()
     print("\n" + format_table3(rows, hparams.TABLE3_VOCAB_SIZE))
     base_count = next(count for name, _, count, _ in rows if name == "transformer_base")
     for name, hp, count, paper in rows:

@@ -204,6 +204,18 @@ def test_decoding_before_any_call_builds_the_model(rng):
     np.testing.assert_allclose(np.asarray(step_logits)[:, 0], np.asarray(full)[:, 0], atol=1e-5)
 
 
+def test_a_step_given_the_output_kernel_made_once_projects_as_without(rng):
+    model = tiny_model()
+    source, target = padded_pair(rng)
+    cache = model.init_cache(model.encode(source), kt.padding_mask(source))
+    # Every cache tensor has the batch first, so a search may repeat and reorder all of them.
+    assert all(t.shape[0] == source.shape[0] for t in tf.nest.flatten(cache))
+    made_here, _ = model.decode_cached(target[:, :1], cache, step=0, grow_cache=True)
+    given, _ = model.decode_cached(target[:, :1], cache, step=0, grow_cache=True,
+                                   output_kernel=model.embedding.output_kernel())
+    np.testing.assert_allclose(given, made_here, rtol=1e-6)
+
+
 def test_step_may_be_any_integer_tensor(rng):
     model = tiny_model()
     source, target = padded_pair(rng)
