@@ -24,6 +24,8 @@ import collections
 import dataclasses
 import re
 
+from keras_transformer.data import trees
+
 DELETE_LABELS = frozenset({"TOP", "ROOT", "", "-NONE-", ",", ":", "``", "''", "."})
 DELETE_FOR_LENGTH = frozenset({"-NONE-"})
 EQUAL_LABELS = {"PRT": "ADVP"}
@@ -54,22 +56,19 @@ def _brackets(tree):
     """(words [(word, tag)] left after deletions, length, brackets [(label, start, end)])."""
     words, brackets = [], []
     length = 0
-
-    def walk(node):
-        nonlocal length
-        if node.is_preterminal:
+    starts = []  # of the open phrases: how many words came before each
+    for event, node in trees.walk(tree):
+        if event == "open":
+            starts.append(len(words))
+        elif event == "close":
+            start = starts.pop()
+            if len(words) > start and node.label not in DELETE_LABELS:
+                brackets.append((_label(node.label), start, len(words)))
+        else:
             if node.label not in DELETE_FOR_LENGTH:
                 length += 1
             if node.label not in DELETE_LABELS:
                 words.append((node.children[0], node.label))
-            return
-        start = len(words)
-        for child in node.children:
-            walk(child)
-        if len(words) > start and node.label not in DELETE_LABELS:
-            brackets.append((_label(node.label), start, len(words)))
-
-    walk(tree)
     return words, length, brackets
 
 

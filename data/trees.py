@@ -76,9 +76,7 @@ class Tree:
 
     def preterminals(self):
         """The preterminals left to right (each a Tree whose one child is the word)."""
-        if self.is_preterminal:
-            return [self]
-        return [leaf for child in self.children for leaf in child.preterminals()]
+        return [node for event, node in walk(self) if event == "leaf"]
 
     def words(self):
         return [leaf.children[0] for leaf in self.preterminals()]
@@ -87,17 +85,61 @@ class Tree:
         return [leaf.label for leaf in self.preterminals()]
 
     def __str__(self):
-        if self.is_preterminal:
-            word = self.children[0]
-            return f"({self.label} {word.translate(_ESCAPES)})"
-        return f"({self.label} {' '.join(str(child) for child in self.children)})"
+        # Each piece but a closing bracket starts with the space that separates it from the last.
+        pieces = []
+        for event, node in walk(self):
+            if event == "leaf":
+                pieces.append(f" ({node.label} {node.children[0].translate(_ESCAPES)})")
+            elif event == "open":
+                pieces.append(f" ({node.label}")
+            else:
+                pieces.append(")" if node.children else " )")
+        return "".join(pieces)[1:]
 
     def __repr__(self):
         return f"Tree({str(self)!r})"
 
     def __eq__(self, other):
-        return isinstance(other, Tree) and (self.label, self.children) == \
-            (other.label, other.children)
+        return isinstance(other, Tree) and list(_shape(self)) == list(_shape(other))
+
+
+def walk(tree):
+    """Yields (event, node) through `tree` in written order: ("open", phrase) and ("close",
+    phrase) around a phrase's children, ("leaf", preterminal) for a preterminal.
+
+    Without recursion: a parser's output may nest deeper than Python's recursion limit (a model
+    that writes `(NP` 500 times), and every function here reads trees through this one.
+    """
+    stack = [(False, tree)]
+    while stack:
+        closing, node = stack.pop()
+        if closing:
+            yield "close", node
+        elif node.is_preterminal:
+            yield "leaf", node
+        else:
+            yield "open", node
+            stack.append((True, node))
+            stack.extend((False, child) for child in reversed(node.children))
+
+
+def _shape(tree):
+    for event, node in walk(tree):
+        yield event, node.label, node.children if event == "leaf" else None
+
+
+def _rebuilt(tree, leaf, phrase):
+    """A tree made bottom-up from `tree`: `leaf(preterminal)` and `phrase(node, children)` (the
+    children already made) each return a Tree, or None to leave it out; None if the root is."""
+    made = [[]]  # the children made so far of each open phrase, the root's holder first
+    for event, node in walk(tree):
+        if event == "open":
+            made.append([])
+            continue
+        new = leaf(node) if event == "leaf" else phrase(node, made.pop())
+        if new is not None:
+            made[-1].append(new)
+    return made[0][0] if made[0] else None
 
 
 def parse_trees(lines, name="<text>"):
@@ -187,10 +229,11 @@ def normalize(tree):
         a new Tree labelled TOP, or None if nothing but empty elements was in it.
     """
     def clean(node):
-        if node.is_preterminal:
-            return None if node.label == EMPTY_ELEMENT else Tree(node.label, node.children)
-        children = [kept for kept in map(clean, node.children) if kept is not None]
-        return Tree(_plain_label(node.label), children) if children else None
+        return _rebuilt(
+            node, lambda leaf: None if leaf.label == EMPTY_ELEMENT else Tree(leaf.label,
+                                                                             leaf.children),
+            lambda phrase, children: Tree(_plain_label(phrase.label), children) if children
+            else None)
 
     # A root that holds a word directly, (TOP hello), is that word's preterminal.
     body = tree.children if tree.label in ROOT_LABELS and not tree.is_preterminal else [tree]
@@ -208,18 +251,12 @@ def linearize(tree, leaves="words"):
     if leaves not in LEAVES:
         raise ValueError(f"leaves={leaves!r}: expected one of {', '.join(LEAVES)}")
     tokens = []
-
-    def write(node):
-        if node.is_preterminal:
-            tokens.append(_leaf(node, leaves))
-            return
-        tokens.append("(" + node.label)
-        for child in node.children:
-            write(child)
-        tokens.append(")" + node.label)
-
     for child in tree.children:
-        write(child)
+        for event, node in walk(child):
+            if event == "leaf":
+                tokens.append(_leaf(node, leaves))
+            else:
+                tokens.append(("(" if event == "open" else ")") + node.label)
     return tree.words(), tokens
 
 
@@ -267,13 +304,10 @@ def delinearize(tokens, words, tags=False):
 
 
 def _pruned(node):
-    if node.is_preterminal:
-        return node
-    children = [kept for kept in map(_pruned, node.children) if kept is not None]
-    if not children:
-        return None
-    node.children = children
-    return node
+    """`node` without the phrases that hold no preterminal (None if nothing is left); the
+    preterminals are the same objects."""
+    return _rebuilt(node, lambda leaf: leaf,
+                    lambda phrase, children: Tree(phrase.label, children) if children else None)
 
 
 def parsed(tokens, words, gold=None, tags=False):
@@ -287,10 +321,5 @@ def parsed(tokens, words, gold=None, tags=False):
 def with_tags(tree, tags):
     """A copy of `tree` whose preterminals carry `tags` (a list as long as its words)."""
     tags = iter(tags)
-
-    def copy(node):
-        if node.is_preterminal:
-            return Tree(next(tags), node.children)
-        return Tree(node.label, [copy(child) for child in node.children])
-
-    return copy(tree)
+    return _rebuilt(tree, lambda leaf: Tree(next(tags), leaf.children),
+                    lambda phrase, children: Tree(phrase.label, children))

@@ -152,6 +152,22 @@ def test_any_token_sequence_gives_a_tree_of_the_words_in_order(tokens, words):
             {"(": "-LRB-"}.get(word, word) for word in words]
 
 
+def test_a_tree_deeper_than_pythons_recursion_limit_is_read_written_and_scored():
+    # What a parser that writes `(NP` thousands of times gives kt-parse (a RecursionError in
+    # writing its tree failed a test run, 2026-11-26).
+    depth = 5000
+    tokens = ["(NP"] * depth + ["XX", "XX"] + [")NP"] * depth
+    parsed = trees.delinearize(tokens, ["a", "b"])
+    text = str(parsed)
+    assert text == "(TOP " + "(NP " * depth + "(XX a) (XX b)" + ")" * (depth + 1)
+    assert parsed == tree(text) and parsed != tree(text.replace("(XX b)", "(XX c)"))
+    assert trees.linearize(trees.normalize(tree(text)), "XX")[1] == tokens
+    tagged = trees.with_tags(parsed, ["DT", "NN"])
+    assert tagged.tags() == ["DT", "NN"] and tagged.words() == ["a", "b"]
+    result = evalb.score_sentence(tree("(TOP (NP (DT a) (NN b)))"), tagged)
+    assert (result.gold_brackets, result.test_brackets, result.matched) == (1, depth, 1)
+
+
 @pytest.mark.parametrize("text, message", [
     ("(S (NP (NN a))", "f.mrg:1: unbalanced brackets: the tree that starts here has 1"),
     ("(S (NP (NN a))))", "f.mrg:1: unbalanced brackets: a ')' closes nothing"),
