@@ -110,6 +110,10 @@ class TokenLevelTraining:
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         if not isinstance(self.loss, LabelSmoothedCrossEntropy):
             return super().compute_loss(x, y, y_pred, sample_weight, training=training)
+        if self._compile_loss is not None and not self._compile_loss.built:
+            # Unused with this loss, but until it is built Keras traces the whole model again
+            # at the start of every fit and evaluate (kt-train: every evaluation) to build it.
+            self._compile_loss.build(y, y_pred)
         local_sum, weight = self._token_loss_sum(y, y_pred, sample_weight)
         return self._normalized(local_sum, self._over_replicas(weight))
 

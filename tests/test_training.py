@@ -101,3 +101,18 @@ def test_fit_under_mixed_precision(rng, policy):
     finally:
         keras.mixed_precision.set_global_policy("float32")
     assert all(np.isfinite(history.history["loss"]))
+
+
+def test_evaluate_under_a_strategy_traces_the_model_once(rng):
+    # Keras (under a strategy) traces the whole model to build a compile loss it finds unbuilt,
+    # at every fit and evaluate; the token-level loss never calls it, so nothing built it.
+    with tf.distribute.MirroredStrategy(["/cpu:0"]).scope():
+        model = compiled_tiny_model(kt.hparams.get("transformer_tiny"))
+    x, y = copy_task(rng, 32)
+    model.fit(x, y, batch_size=16, verbose=0)
+    traces = []
+    call = model.call
+    model.call = lambda *args, **kwargs: traces.append(1) or call(*args, **kwargs)
+    for _ in range(2):
+        model.evaluate(x, y, batch_size=16, verbose=0)
+    assert len(traces) == 1  # the test step's own trace
