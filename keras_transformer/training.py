@@ -30,9 +30,10 @@ With `report_batch_shape` set to True (kt-train does), the logs of each train st
 batch, a mean over replicas), so that a failure can name the batch. Off by default: Keras's
 progress bar and History would show it.
 
-These override or use Keras internals (`_maybe_symbolic_build`, `_loss_tracker`,
-`unscale_loss_for_distribution`, the compile config): keras is pinned, and tests/test_training.py
-and tests/test_distributed.py check the behaviour.
+These override or use Keras internals (`_maybe_symbolic_build`, `_compile_loss`, `_loss_tracker`,
+`unscale_loss_for_distribution`, the compile config) and TensorFlow's `PerReplicaSpec`: keras and
+tensorflow are pinned, and tests/test_training.py and tests/test_distributed.py check the
+behaviour.
 """
 
 import keras
