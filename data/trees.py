@@ -85,7 +85,8 @@ class Tree:
         return [leaf.label for leaf in self.preterminals()]
 
     def __str__(self):
-        # Each piece but a closing bracket starts with the space that separates it from the last.
+        # A piece starts with the space that separates it from the one before, but a closing
+        # bracket after a phrase's children.
         pieces = []
         for event, node in walk(self):
             if event == "leaf":
@@ -228,16 +229,17 @@ def normalize(tree):
     Returns:
         a new Tree labelled TOP, or None if nothing but empty elements was in it.
     """
-    def clean(node):
-        return _rebuilt(
-            node, lambda leaf: None if leaf.label == EMPTY_ELEMENT else Tree(leaf.label,
-                                                                             leaf.children),
-            lambda phrase, children: Tree(_plain_label(phrase.label), children) if children
-            else None)
+    def leaf(preterminal):
+        return None if preterminal.label == EMPTY_ELEMENT else Tree(preterminal.label,
+                                                                    preterminal.children)
+
+    def phrase(node, children):
+        return Tree(_plain_label(node.label), children) if children else None
 
     # A root that holds a word directly, (TOP hello), is that word's preterminal.
     body = tree.children if tree.label in ROOT_LABELS and not tree.is_preterminal else [tree]
-    children = [kept for kept in map(clean, body) if kept is not None]
+    children = [kept for kept in (_rebuilt(node, leaf, phrase) for node in body)
+                if kept is not None]
     return Tree(ROOT, children) if children else None
 
 

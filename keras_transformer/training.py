@@ -20,8 +20,8 @@ The mixin gives `model.fit` three things Keras 3.15 does not do on its own for t
   the sum once, so an overflow in any micro-batch skips the update.
 - Building under a distribution strategy. Keras 3.15 builds a model from a batch it first averages
   across replicas, which turns int token ids into floats and fails on batches that do not split
-  evenly. The dataset's element spec has the right structure, shapes and dtypes, and building
-  needs no more.
+  evenly. The distributed dataset's element spec (one replica's) has the right structure,
+  shapes and dtypes, and building needs no more.
   Under `MultiWorkerMirroredStrategy`, Keras also fails reducing scalar logs
   (tensorflow/tensorflow#72388); they are returned with shape [1] there.
 
@@ -46,8 +46,8 @@ from keras_transformer.losses import LabelSmoothedCrossEntropy, token_weights
 
 
 def _one_replica(spec):
-    """The first replica's TypeSpec of a distributed dataset's element spec (PerReplicaSpec, which
-    has no public accessor), or `spec` itself."""
+    """The first replica's TypeSpec of a distributed dataset's element spec (a PerReplicaSpec, which
+    has no public accessor), or `spec` itself (one replica a worker)."""
     return spec._value_specs[0] if isinstance(spec, values.PerReplicaSpec) else spec
 
 
@@ -112,21 +112,22 @@ class TokenLevelTraining:
         if not isinstance(self.loss, LabelSmoothedCrossEntropy):
             return super().compute_loss(x, y, y_pred, sample_weight, training=training)
         if self._compile_loss is not None and not self._compile_loss.built:
-            # Unused with this loss, but until it is built Keras traces the whole model again
-            # at the start of every fit and evaluate (kt-train: every evaluation) to build it.
+            # Unused with this loss, but until it is built Keras (under a strategy) traces the
+            # whole model again at the start of every fit and evaluate (kt-train: every
+            # evaluation) to build it.
             self._compile_loss.build(y, y_pred)
         local_sum, weight = self._token_loss_sum(y, y_pred, sample_weight)
         return self._normalized(local_sum, self._over_replicas(weight))
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
         if iterator is not None and self._distribute_strategy is not None:
-            # Building reads only the structure, shapes and dtypes of a batch: the dataset's
-            # element spec has them. Keras would read (and average) a batch of the iterator
-            # instead; a batch from a fresh iterator started the whole input pipeline again
-            # (2.7 s of a 25 s kt-train run on the bundled corpus). A dataset kt-train
-            # distributed itself (multi-worker) has a spec for each replica's part.
-            data_batch = tf.nest.map_structure(
-                _one_replica, iterator.data_adapter.get_tf_dataset().element_spec)
+            # Building reads only the structure, shapes and dtypes of a batch: the distributed
+            # dataset's element spec has them (a PerReplicaSpec where a worker has several
+            # replicas). Keras would read (and average) a batch of the iterator instead; a batch
+            # from a fresh iterator started the whole input pipeline again (2.7 s of a 25 s
+            # kt-train run on the bundled corpus).
+            data_batch = tf.nest.map_structure(_one_replica,
+                                               iterator._get_iterator().element_spec)
         return super()._maybe_symbolic_build(data_batch=data_batch)
 
     def _logs_for_strategy(self, logs):
