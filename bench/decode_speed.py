@@ -6,7 +6,9 @@ Random weights and a fixed output length: every source has 32 tokens and every h
 to 40: the Python API's beam searches pass `eos_id=-1`; greedy decoding and the SavedModel stop
 at end of sentence, so its embedding row is zeroed (its logit is 0 among 32,000 random ones) and
 the script checks that none of their outputs chose it. Variants alternate within each
-repetition; figures are sentences per second, median (min-max) of --repeats runs.
+repetition; figures are sentences per second, median (min-max) of --repeats runs. "Its matrix
+products alone" is no decode: the dense products a cached beam-4 decode issues, on the same
+weights, with nothing else (bench/gemm_floor.py), the floor under the searches above.
 
     python -m bench.decode_speed --repeats 5
 """
@@ -27,6 +29,7 @@ import tensorflow as tf
 import keras_transformer as kt
 from bench import peers
 from bench.common import append_results, markdown_table
+from bench.gemm_floor import products_alone
 from bench.train_step import matmul_peak
 from keras_transformer import data, export
 from keras_transformer.decoding import cached_step, recomputing_step
@@ -88,6 +91,9 @@ def variants(models, saved_models, source_ids, texts, new_tokens, uncached, peer
         source_ids)
     found["beam 4, cached, XLA"] = lambda: kt.beam_decode(
         model, source_ids, extra_length=extra, eos_id=-1, jit_compile=True)[0]
+    for suffix in ("", ", bfloat16 weights"):
+        found[f"beam 4, its matrix products alone{suffix}"] = products_alone(
+            models[suffix], batch, 4, source_length, new_tokens)
     for suffix, saved in saved_models.items():
         found[f"beam 4, SavedModel translate_ids{suffix}"] = functools.partial(
             lambda saved: saved.signatures["translate_ids"](source_ids=source_ids)["ids"],
