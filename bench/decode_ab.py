@@ -24,6 +24,26 @@ import tensorflow as tf
 
 import keras_transformer as kt
 
+BEAM, NEW_TOKENS = 4, 40
+
+
+def workload(dtype):
+    """transformer_base with random weights (seed 0), a 32000-id vocabulary and `dtype` weights,
+    and bench.decode_speed's batch: (model, source_ids int32 [32, 32], decode), decode() running
+    one beam-4 decode of NEW_TOKENS tokens every hypothesis and returning numpy (ids, scores)."""
+    keras.utils.set_random_seed(0)
+    model = kt.build_model("transformer_base", 32000, dtype=dtype)
+    source = np.random.default_rng(0).integers(2, 32000, size=(32, 32)).astype("int32")
+    source[:, -1] = kt.EOS_ID
+    source = tf.constant(source)
+
+    def decode():
+        ids, scores = kt.beam_decode(model, source, max_length=NEW_TOKENS, beam_size=BEAM,
+                                     alpha=0.6, eos_id=-1)
+        return ids.numpy(), scores.numpy()
+
+    return model, source, decode
+
 
 def main():
     parser = argparse.ArgumentParser(prog="python bench/decode_ab.py",
@@ -31,17 +51,7 @@ def main():
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--dtype", default="float32", help="float32 or bfloat16 (weights)")
     args = parser.parse_args()
-    keras.utils.set_random_seed(0)
-    model = kt.build_model("transformer_base", 32000, dtype=args.dtype)
-    source = np.random.default_rng(0).integers(2, 32000, size=(32, 32)).astype("int32")
-    source[:, -1] = kt.EOS_ID
-    source = tf.constant(source)
-
-    def decode():
-        ids, scores = kt.beam_decode(model, source, max_length=40, beam_size=4, alpha=0.6,
-                                     eos_id=-1)
-        return ids.numpy(), scores.numpy()
-
+    _, _, decode = workload(args.dtype)
     _, scores = decode()
     times = []
     for _ in range(args.runs):

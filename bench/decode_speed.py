@@ -7,8 +7,9 @@ to 40: the Python API's beam searches pass `eos_id=-1`; greedy decoding and the 
 at end of sentence, so its embedding row is zeroed (its logit is 0 among 32,000 random ones) and
 the script checks that none of their outputs chose it. Variants alternate within each
 repetition; figures are sentences per second, median (min-max) of --repeats runs. "Its matrix
-products alone" is no decode: the dense products a cached beam-4 decode issues, on the same
-weights, with nothing else (bench/gemm_floor.py), the floor under the searches above.
+products alone" is no decode: the dense projections a cached beam-4 decode issues, on the same
+weights, step after step, with nothing else (bench/gemm_floor.py): the floor under the beam
+searches of the table.
 
     python -m bench.decode_speed --repeats 5
 """
