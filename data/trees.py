@@ -69,6 +69,12 @@ class Tree:
     def __init__(self, label, children):
         self.label = label
         self.children = list(children)
+        # Every function over trees tells a word from a phrase by this rule, so a node that
+        # mixes them is refused here rather than failing later in one of them.
+        if not (self.is_preterminal or all(isinstance(c, Tree) for c in self.children)):
+            raise TypeError(f"Tree {label!r}: children must be Trees, or one word (str) for a "
+                            f"part-of-speech node; got "
+                            f"{[type(child).__name__ for child in self.children]}")
 
     @property
     def is_preterminal(self):

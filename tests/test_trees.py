@@ -168,6 +168,16 @@ def test_a_tree_deeper_than_pythons_recursion_limit_is_read_written_and_scored()
     assert (result.gold_brackets, result.test_brackets, result.matched) == (1, depth, 1)
 
 
+def test_a_node_that_mixes_words_and_trees_is_refused_when_made():
+    with pytest.raises(TypeError, match=r"Tree 'NP': children must be Trees, or one word"):
+        trees.Tree("NP", [trees.Tree("DT", ["the"]), "dog"])
+    with pytest.raises(TypeError, match=r"\['str', 'str'\]"):
+        trees.Tree("NN", ["big", "dog"])
+    assert str(trees.Tree("NP", [trees.Tree("DT", ["the"]), trees.Tree("NN", ["dog"])])) == (
+        "(NP (DT the) (NN dog))")
+    assert str(trees.Tree("NP", [])) == "(NP )"  # an empty phrase, as a parser may write
+
+
 @pytest.mark.parametrize("text, message", [
     ("(S (NP (NN a))", "f.mrg:1: unbalanced brackets: the tree that starts here has 1"),
     ("(S (NP (NN a))))", "f.mrg:1: unbalanced brackets: a ')' closes nothing"),
