@@ -52,7 +52,7 @@ def products_alone(model, batch, beam, source_length, new_tokens):
                   + x @ layer.encoder_decoder_attention.value_kernel
                   for layer in model.decoder_layers]
         # Made once per decode, as decoding.cached_step makes it.
-        output_kernel = model.embedding.output_kernel()
+        output_kernel = model.output_kernel()
 
         def step(index, h):
             for layer in model.decoder_layers:

@@ -89,10 +89,10 @@ def build_model(vocab_size, num_layers, d_model, d_ff, num_heads, dropout=0.1):
 
 
 def train_and_translate(source, hp, vocab_size=8000, batch_tokens=4000, minutes=None,
-                        steps=None, beam_size=4, seed=1, log=print):
-    """Trains the recipe on `source`'s train split for `minutes` or `steps`, then translates its
-    dev split; returns (translations, references, steps trained, target tokens trained, seconds
-    of training)."""
+                        steps=None, beam_size=4, seed=1, splits=("dev",), log=print):
+    """Trains the recipe on `source`'s train split for `minutes` or `steps`, then translates each
+    of `splits`; returns ({split: (translations, references)}, steps trained, target tokens
+    trained, seconds of training)."""
     keras.utils.set_random_seed(seed)
     rng = np.random.default_rng(seed)
     pairs = list(source.pairs("train").as_numpy_iterator())
@@ -130,10 +130,13 @@ def train_and_translate(source, hp, vocab_size=8000, batch_tokens=4000, minutes=
     tokens = trained * np.mean([sum(len(targets[i]) + 1 for i in b) for b in batches])
     seconds = time.monotonic() - start
     log(f"keras.io recipe: {trained} steps in {seconds:.0f} s")
-    dev = list(source.pairs("dev").as_numpy_iterator())
-    translations = translate(encoder, decoder, tokenizer,
-                             [tokenizer.encode(s.decode())[:MAX_IDS] for s, _ in dev], beam_size)
-    return translations, [t.decode() for _, t in dev], trained, tokens, seconds
+    outputs = {}
+    for split in splits:
+        pairs = list(source.pairs(split).as_numpy_iterator())
+        outputs[split] = (translate(encoder, decoder, tokenizer, [
+            tokenizer.encode(s.decode())[:MAX_IDS] for s, _ in pairs], beam_size),
+                          [t.decode() for _, t in pairs])
+    return outputs, trained, tokens, seconds
 
 
 def translate(encoder, decoder, tokenizer, source_ids, beam_size, batch_size=32):

@@ -11,6 +11,10 @@ load: the way to compare variants). Each variant is `name=kt-train flags` ("ours
 defaults below); the name "keras.io recipe" is the peer. Prints and records, per variant:
 steps, target tokens trained, dev BLEU and chrF (sacrebleu), the length ratio (hypothesis /
 reference tokens, sacrebleu's) and the n-gram precisions, each from one run.
+
+On bible_en_es every system trains without four books of the train split and is also scored on
+them (bench/heldout.py: "test", 468 verses never seen, dev never used to choose anything there);
+`--no-heldout` trains on the whole bundled train split and scores dev alone.
 """
 
 import argparse
@@ -21,9 +25,11 @@ import subprocess
 import sys
 import tempfile
 import time
+import typing
 
 import sacrebleu
 
+from bench import heldout
 from bench.common import append_results, markdown_table
 
 PEER = "keras.io recipe"
@@ -49,13 +55,13 @@ def run(command, log):
     return result.stdout + result.stderr
 
 
-def train_ours(model_dir, vocab, args, flags, log):
+def train_ours(model_dir, vocab, corpus, args, flags, log):
     """kt-train for the budget; returns (steps, target tokens, seconds)."""
     budget = (["--max_minutes", str(args.minutes)] if args.minutes else
               ["--train_steps", str(args.steps)])
     start = time.monotonic()
     output = run([sys.executable, "-m", "keras_transformer.trainer", "--model_dir",
-                  str(model_dir), "--data", args.data, "--hparams", args.hparams,
+                  str(model_dir), *corpus.flags, "--hparams", args.hparams,
                   "--mixed_precision", args.mixed_precision, "--batch_tokens",
                   str(args.batch_tokens), "--vocab", str(vocab), "--seed", str(args.seed),
                   "--eval_every", str(10**9), "--eval_sentences", "0",
@@ -68,17 +74,35 @@ def train_ours(model_dir, vocab, args, flags, log):
     return steps, tokens, time.monotonic() - start
 
 
-def translate_ours(model_dir, args, log):
-    output = pathlib.Path(model_dir) / "dev.hyp"
+def translate_ours(model_dir, corpus, split, args, log):
+    output = pathlib.Path(model_dir) / f"{split}.hyp"
     alpha = [] if args.alpha is None else ["--alpha", str(args.alpha)]
     run([sys.executable, "-m", "keras_transformer.export.translate", "--model_dir",
-         str(model_dir), "--data", args.data, "--split", "dev", "--beam_size",
+         str(model_dir), *corpus.flags, "--split", split, "--beam_size",
          str(args.beam_size), *alpha, "--output", str(output), "--overwrite"], log)
     return output.read_text(encoding="utf-8").splitlines()
 
 
+class Corpus(typing.NamedTuple):
+    """What every system trains on: the command-line flags that name it, the source object, and
+    the splits scored."""
+    flags: list
+    source: object
+    splits: tuple
+
+
+def corpus_for(args, work):
+    from keras_transformer import data
+
+    if args.heldout and args.data == heldout.CORPUS:
+        directory = str(heldout.write_corpus(work / "corpus"))
+        return Corpus(["--data", directory, "--source_lang", "en", "--target_lang", "es"],
+                      data.get_source(directory, "en", "es"), ("dev", "test"))
+    return Corpus(["--data", args.data], data.get_source(args.data), ("dev",))
+
+
 def scores(translations, references):
-    """Dev BLEU, chrF, length ratio, brevity penalty and n-gram precisions (sacrebleu)."""
+    """BLEU, chrF, length ratio, brevity penalty and n-gram precisions (sacrebleu)."""
     bleu = sacrebleu.BLEU().corpus_score(translations, [references])
     chrf = sacrebleu.CHRF().corpus_score(translations, [references])
     return {"BLEU": bleu.score, "chrF": chrf.score, "ratio": bleu.sys_len / bleu.ref_len,
@@ -105,6 +129,9 @@ def parse_args(argv=None):
     parser.add_argument("--alpha", type=float,
                         help="ours (default: the hparams set's decode_alpha); the peer has none")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--heldout", action=argparse.BooleanOptionalAction, default=True,
+                        help=f"on {heldout.CORPUS}: train without bench/heldout.py's books and "
+                             f"score them as a test split (default: %(default)s)")
     parser.add_argument("--work_dir", help="keep the runs here (default: a temporary directory)")
     return parser.parse_args(argv)
 
@@ -116,62 +143,69 @@ def main(argv=None):
         work = pathlib.Path(args.work_dir or scratch)
         work.mkdir(parents=True, exist_ok=True)
         log = open(work / "log.txt", "a", encoding="utf-8")
+        corpus = corpus_for(args, work)
         vocab = work / "vocab.model"
         if not vocab.exists() and any(name != PEER for name, _ in variants):
-            run([sys.executable, "-m", "keras_transformer.data.vocab", "--data", args.data,
+            run([sys.executable, "-m", "keras_transformer.data.vocab", *corpus.flags,
                  "--vocab_size", str(args.vocab_size), "--output", str(vocab)], log)
         rows = []
         for number, (name, flags) in enumerate(variants):
             if name == PEER:
-                row = run_peer(args)
+                row = run_peer(args, corpus)
             else:
                 model_dir = work / f"{number}-{re.sub(r'[^a-z0-9]+', '-', name.lower())}"
-                steps, tokens, seconds = train_ours(model_dir, vocab, args, flags, log)
-                references = [line.decode() for line in _dev_references(args.data)]
-                row = dict(steps=steps, tokens=tokens, seconds=seconds,
-                           **scores(translate_ours(model_dir, args, log), references))
+                steps, tokens, seconds = train_ours(model_dir, vocab, corpus, args, flags, log)
+                row = dict(steps=steps, tokens=tokens, seconds=seconds, **{
+                    split: scores(translate_ours(model_dir, corpus, split, args, log),
+                                  _references(corpus.source, split))
+                    for split in corpus.splits})
             rows.append([name, " ".join(flags) or "-", row["steps"], f"{row['tokens']:,.0f}",
-                         f"{row['seconds'] / 60:.1f}", f"{row['BLEU']:.2f}",
-                         f"{row['chrF']:.1f}", f"{row['ratio']:.3f}", f"{row['BP']:.3f}",
-                         row["precisions"]])
-            print(markdown_table(COLUMNS, rows[-1:]), flush=True)
+                         f"{row['seconds'] / 60:.1f}", *score_cells(row, corpus.splits)])
+            print(markdown_table(columns(corpus.splits), rows[-1:]), flush=True)
         log.close()
     budget = f"{args.minutes:g} minutes" if args.minutes else f"{args.steps} steps"
-    table = (f"{args.data}, whole dev split; budget {budget} of training each; ours: "
+    where = ("whole dev split and the held-out books (test: bench/heldout.py, not trained on)"
+             if "test" in corpus.splits else "whole dev split")
+    table = (f"{args.data}, {where}; budget {budget} of training each; ours: "
              f"{args.hparams}, {args.mixed_precision}, --batch_tokens {args.batch_tokens}, a "
              f"{args.vocab_size}-id shared BPE, beam {args.beam_size}, alpha "
              f"{args.alpha if args.alpha is not None else 'of the hparams set'}; the "
              f"keras.io recipe at the same size (bench/keras_io_recipe.py), beam "
              f"{args.beam_size}, no length penalty. One run each; minutes: the training's wall "
              f"time (ours: the kt-train command, start-up and checkpoints included).\n\n"
-             + markdown_table(COLUMNS, rows))
+             + markdown_table(columns(corpus.splits), rows))
     print(table)
     append_results(f"Translation quality on {args.data}, {budget}", table)
 
 
-COLUMNS = ["variant", "kt-train flags", "steps", "target tokens", "minutes", "dev BLEU", "chrF",
-           "length ratio", "BP", "precisions 1/2/3/4"]
+def columns(splits):
+    per_split = [f"{split} {what}" for split in splits for what in ("BLEU", "chrF", "length ratio")]
+    return ["variant", "kt-train flags", "steps", "target tokens", "minutes", *per_split,
+            f"{splits[0]} precisions 1/2/3/4"]
 
 
-def _dev_references(data_spec):
-    from keras_transformer import data
+def score_cells(row, splits):
+    cells = [cell for split in splits for cell in (
+        f"{row[split]['BLEU']:.2f}", f"{row[split]['chrF']:.1f}", f"{row[split]['ratio']:.3f}")]
+    return [*cells, row[splits[0]]["precisions"]]
 
-    return [target for _, target in data.get_source(data_spec).pairs("dev").as_numpy_iterator()]
+
+def _references(source, split):
+    return [target.decode() for _, target in source.pairs(split).as_numpy_iterator()]
 
 
-def run_peer(args):
+def run_peer(args, corpus):
     import keras
 
     import keras_transformer as kt
     from bench import keras_io_recipe
-    from keras_transformer import data
 
     keras.mixed_precision.set_global_policy(args.mixed_precision)
-    recipe = keras_io_recipe.train_and_translate(
-        data.get_source(args.data), kt.hparams.get(args.hparams), args.vocab_size,
-        minutes=args.minutes, steps=args.steps, beam_size=args.beam_size, seed=args.seed)
-    translations, references, steps, tokens, seconds = recipe
-    return dict(steps=steps, tokens=tokens, seconds=seconds, **scores(translations, references))
+    outputs, steps, tokens, seconds = keras_io_recipe.train_and_translate(
+        corpus.source, kt.hparams.get(args.hparams), args.vocab_size, minutes=args.minutes,
+        steps=args.steps, beam_size=args.beam_size, seed=args.seed, splits=corpus.splits)
+    return dict(steps=steps, tokens=tokens, seconds=seconds,
+                **{split: scores(*outputs[split]) for split in corpus.splits})
 
 
 if __name__ == "__main__":

@@ -99,16 +99,19 @@ def transformer_spec(model, vocabulary):
                                      head_dim=head_dim),
         specs.TransformerDecoderSpec(model.num_layers, heads, pre_norm=False,
                                      head_dim=head_dim))
-    embeddings = np.asarray(model.embedding.embeddings, np.float32)
+    def table(embedding):
+        return np.asarray(embedding.embeddings, np.float32)
+
     limit = model.max_length if model.position_encoding == "learned" else POSITIONS
-    for side, positions in ((spec.encoder, model.encoder_positions),
-                            (spec.decoder, model.decoder_positions)):
+    for side, positions, embedding in (
+            (spec.encoder, model.encoder_positions, model.source_embedding),
+            (spec.decoder, model.decoder_positions, model.embedding)):
         embedding_specs = side.embeddings if isinstance(side.embeddings, list) else \
             [side.embeddings]
-        embedding_specs[0].weight = embeddings
+        embedding_specs[0].weight = table(embedding)
         side.scale_embeddings = True
         side.position_encodings.encodings = _positions(positions, limit, d_model)
-    spec.decoder.projection.weight = embeddings
+    spec.decoder.projection.weight = table(model.output_projection)
 
     def attention(attention_spec, layer, block, fused_query):
         q, k, v = (_kernel(layer.query_kernel), _kernel(layer.key_kernel),

@@ -69,7 +69,7 @@ def cached_step(model, source_ids, max_length=None):
     to them with all of a sentence's hypotheses at once, `DecoderLayer.call_cached`): the cache
     the search carries, and beam search repeats and reorders, holds only the self-attention
     buffers. It captures the output projection too, made once
-    (`SharedEmbedding.output_kernel`), not at every step.
+    (`Transformer.output_kernel`), not at every step.
 
     Args:
         model: a `Transformer`.
@@ -85,7 +85,7 @@ def cached_step(model, source_ids, max_length=None):
         or 0, d].
     """
     cache = model.init_cache(model.encode(source_ids), padding_mask(source_ids), max_length)
-    output_kernel = model.embedding.output_kernel()
+    output_kernel = model.output_kernel()
     buffers = [{name: layer[name] for name in _SELF_ATTENTION} for layer in cache["layers"]]
     fixed = {"memory_mask": cache["memory_mask"],
              "layers": [{name: layer[name] for name in layer if name not in _SELF_ATTENTION}

@@ -10,14 +10,17 @@ from keras_transformer.masks import causal_mask, padding_mask
 from keras_transformer.positional import LearnedPositionEmbedding, SinusoidalPositionEncoding
 from keras_transformer.training import TokenLevelTraining
 
+# Which token matrices are one (Transformer's embedding_sharing).
+EMBEDDING_SHARING = ("all", "target", "none")
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Transformer(TokenLevelTraining, keras.Model):
     """The encoder-decoder Transformer of "Attention Is All You Need".
 
     Token ids follow tensor2tensor: 0 is padding, 1 is end of sentence; the decoder input is the
-    target shifted right by one with 0 in front. One vocabulary serves source and target, and its
-    embedding matrix is also the pre-softmax projection (section 3.4).
+    target shifted right by one with 0 in front. One vocabulary serves source and target, and by
+    default its embedding matrix is also the pre-softmax projection (section 3.4).
 
     Args:
         vocab_size: size of the shared vocabulary.
@@ -33,6 +36,12 @@ class Transformer(TokenLevelTraining, keras.Model):
         position_encoding: "sinusoidal" or "learned".
         max_length: positions in the learned table (ignored by sinusoids).
         layer_norm_epsilon: epsilon of every layer normalization.
+        embedding_sharing: which of the three token matrices are one: "all" (source embedding,
+            target embedding and pre-softmax projection; section 3.4), "target" (the target
+            embedding and the projection, the source its own; Press & Wolf 2017, fairseq's
+            --share-decoder-input-output-embed) or "none" (three matrices, as the keras.io
+            recipe). Untied matrices add 2 x vocab_size x d_model parameters at most, and
+            almost no computation.
 
     Call arguments:
         inputs: (source_ids [batch, source_length], target_input_ids [batch, target_length]), int.
@@ -59,7 +68,7 @@ class Transformer(TokenLevelTraining, keras.Model):
     def __init__(self, vocab_size, num_layers=6, d_model=512, d_ff=2048, num_heads=8, d_k=None,
                  d_v=None, dropout=0.1, attention_dropout=0.0, relu_dropout=0.0,
                  position_encoding="sinusoidal", max_length=256, layer_norm_epsilon=1e-6,
-                 **kwargs):
+                 embedding_sharing="all", **kwargs):
         super().__init__(**kwargs)
         if vocab_size < 2:
             raise ValueError(f"vocab_size must be >= 2 (pad and eos), got {vocab_size}")
@@ -69,6 +78,9 @@ class Transformer(TokenLevelTraining, keras.Model):
         if position_encoding not in ("sinusoidal", "learned"):
             raise ValueError(f"position_encoding must be 'sinusoidal' or 'learned', got "
                              f"{position_encoding!r}")
+        if embedding_sharing not in EMBEDDING_SHARING:
+            raise ValueError(f"embedding_sharing must be one of {EMBEDDING_SHARING}, got "
+                             f"{embedding_sharing!r}")
         self.vocab_size = vocab_size
         self.num_layers = num_layers
         self.d_model = d_model
@@ -82,9 +94,16 @@ class Transformer(TokenLevelTraining, keras.Model):
         self.position_encoding = position_encoding
         self.max_length = max_length
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.embedding_sharing = embedding_sharing
 
         policy = self.dtype_policy
+        # The target embedding, and whichever of the other two it stands for ("embedding" keeps
+        # the checkpoints of tied models as they were).
         self.embedding = SharedEmbedding(vocab_size, d_model, dtype=policy, name="embedding")
+        self.untied_source_embedding = None if embedding_sharing == "all" else SharedEmbedding(
+            vocab_size, d_model, dtype=policy, name="source_embedding")
+        self.untied_output_projection = None if embedding_sharing != "none" else SharedEmbedding(
+            vocab_size, d_model, dtype=policy, name="output_projection")
         # Encoder and decoder positions are separate tables when learned (as in Gehring et al.
         # 2017, which row E follows, and tensor2tensor); sinusoids have no weights to share.
         self.encoder_positions = self._position_layer("encoder_positions")
@@ -111,7 +130,10 @@ class Transformer(TokenLevelTraining, keras.Model):
         # Every weight's shape follows from the constructor arguments, so any input shape builds
         # the same model (which is what lets load_model rebuild it before restoring weights).
         hidden = (None, None, self.d_model)
-        self.embedding.build()
+        for table in (self.embedding, self.untied_source_embedding,
+                      self.untied_output_projection):
+            if table is not None:
+                table.build()
         self.encoder_positions.build(hidden)
         self.decoder_positions.build(hidden)
         for layer in self.encoder_layers:
@@ -144,8 +166,28 @@ class Transformer(TokenLevelTraining, keras.Model):
         if not self.built:
             self.build()
 
-    def _embed(self, ids, positions, dropout, training, start_index=0):
-        x = self.embedding(ids)
+    @property
+    def source_embedding(self):
+        """The `SharedEmbedding` the encoder reads its ids with."""
+        if self.untied_source_embedding is None:
+            return self.embedding
+        return self.untied_source_embedding
+
+    @property
+    def output_projection(self):
+        """The `SharedEmbedding` whose matrix, transposed, is the pre-softmax projection."""
+        if self.untied_output_projection is None:
+            return self.embedding
+        return self.untied_output_projection
+
+    def output_kernel(self):
+        """The pre-softmax projection [d_model, vocab_size] in the compute dtype, for a search to
+        make once and pass to `decode_cached` (`SharedEmbedding.output_kernel`)."""
+        self._ensure_built()
+        return self.output_projection.output_kernel()
+
+    def _embed(self, ids, table, positions, dropout, training, start_index=0):
+        x = table(ids)
         x = x + positions(x, start_index=start_index)
         return dropout(x, training=training)
 
@@ -164,7 +206,8 @@ class Transformer(TokenLevelTraining, keras.Model):
         self._ensure_built()
         source_ids = self._token_ids(source_ids, "source_ids")
         attention_mask = padding_mask(source_ids)[:, None, :]
-        x = self._embed(source_ids, self.encoder_positions, self.encoder_input_dropout, training)
+        x = self._embed(source_ids, self.source_embedding, self.encoder_positions,
+                        self.encoder_input_dropout, training)
         weights = []
         for layer in self.encoder_layers:
             x, layer_weights = layer(x, attention_mask=attention_mask,
@@ -217,7 +260,8 @@ class Transformer(TokenLevelTraining, keras.Model):
         """
         self._ensure_built()
         target_ids = self._token_ids(target_ids, "target_ids")
-        x = self._embed(target_ids, self.decoder_positions, self.decoder_input_dropout, training)
+        x = self._embed(target_ids, self.embedding, self.decoder_positions,
+                        self.decoder_input_dropout, training)
         self_mask = causal_mask(ops.shape(target_ids)[1])
         memory_mask = ops.convert_to_tensor(source_mask, "bool")[:, None, :]
         self_weights, memory_weights = [], []
@@ -227,7 +271,7 @@ class Transformer(TokenLevelTraining, keras.Model):
                 return_attention_scores=True, training=training)
             self_weights.append(layer_self)
             memory_weights.append(layer_memory)
-        logits = self.embedding(x, reverse=True)
+        logits = self.output_projection(x, reverse=True)
         if not return_attention_scores:
             return logits
         return logits, {"decoder_self_attention": ops.stack(self_weights, axis=1),
@@ -249,7 +293,7 @@ class Transformer(TokenLevelTraining, keras.Model):
             grow_cache: the cache is a growing one (`init_cache(max_length=None)`): the new
                 keys and values are appended to it, and `step` must be the number of positions
                 it holds. False: they are written at `step` into its preallocated buffers.
-            output_kernel: `self.embedding.output_kernel()`, made once before the steps (as
+            output_kernel: `self.output_kernel()`, made once before the steps (as
                 `decoding.cached_step` does): the projection then reads a [d_model, vocab_size]
                 matrix, which float32 matmuls read faster than the transposed embedding. None
                 makes it in this call.
@@ -281,8 +325,8 @@ class Transformer(TokenLevelTraining, keras.Model):
                 step, step + length <= cache_length,
                 "decode step runs past the end of the cache (a cache from init_cache("
                 "max_length=None) grows: pass grow_cache=True); its length is", cache_length)
-        x = self._embed(target_ids, self.decoder_positions, self.decoder_input_dropout, training,
-                        start_index=step)
+        x = self._embed(target_ids, self.embedding, self.decoder_positions,
+                        self.decoder_input_dropout, training, start_index=step)
         key_length = step + length if grow_cache else cache_length
         self_mask = causal_mask(length, key_length, start_index=step)
         memory_mask = cache["memory_mask"][:, None, :]
@@ -292,7 +336,7 @@ class Transformer(TokenLevelTraining, keras.Model):
                 x, layer_cache, self_attention_mask=self_mask, memory_mask=memory_mask,
                 cache_index=None if grow_cache else step, training=training)
             layer_caches.append(layer_cache)
-        logits = self.embedding(x, reverse=True, output_kernel=output_kernel)
+        logits = self.output_projection(x, reverse=True, output_kernel=output_kernel)
         return logits, dict(cache, layers=layer_caches)
 
     def get_config(self):
@@ -311,5 +355,6 @@ class Transformer(TokenLevelTraining, keras.Model):
             position_encoding=self.position_encoding,
             max_length=self.max_length,
             layer_norm_epsilon=self.layer_norm_epsilon,
+            embedding_sharing=self.embedding_sharing,
         )
         return config

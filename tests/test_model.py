@@ -93,12 +93,14 @@ def test_attention_scores_are_the_weights_the_layers_use(rng):
 
     # Recomputed with eq. 1 from the first layers' inputs and kernels.
     source_mask = (source != kt.PAD_ID)[:, None, :]
-    x = model._embed(source, model.encoder_positions, model.encoder_input_dropout, False)
+    x = model._embed(source, model.source_embedding, model.encoder_positions,
+                     model.encoder_input_dropout, False)
     expected = _softmax_attention(x, x, model.encoder_layers[0].self_attention,
                                   np.broadcast_to(source_mask, (3, 7, 7)))
     np.testing.assert_allclose(weights["encoder_self_attention"][:, 0], expected, atol=1e-5)
     decoder = model.decoder_layers[0]
-    y = model._embed(target, model.decoder_positions, model.decoder_input_dropout, False)
+    y = model._embed(target, model.embedding, model.decoder_positions,
+                     model.decoder_input_dropout, False)
     y = decoder.self_attention_block(y, decoder.self_attention(
         y, attention_mask=kt.causal_mask(6)))
     expected = _softmax_attention(y, model.encode(source), decoder.encoder_decoder_attention,
@@ -212,7 +214,7 @@ def test_a_step_given_the_output_kernel_made_once_projects_as_without(rng):
     assert all(t.shape[0] == source.shape[0] for t in tf.nest.flatten(cache))
     made_here, _ = model.decode_cached(target[:, :1], cache, step=0, grow_cache=True)
     given, _ = model.decode_cached(target[:, :1], cache, step=0, grow_cache=True,
-                                   output_kernel=model.embedding.output_kernel())
+                                   output_kernel=model.output_kernel())
     np.testing.assert_allclose(given, made_here, rtol=1e-6)
 
 

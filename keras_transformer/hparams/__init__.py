@@ -25,6 +25,7 @@ class HParamsError(ValueError):
 
 
 POSITION_ENCODINGS = ("sinusoidal", "learned")
+EMBEDDING_SHARING = ("all", "target", "none")
 # "mt_lstm": CoVe's MT-LSTM (McCann et al. 2017; keras_transformer/mt_lstm.py), trained by the
 # same kt-train on the same pipelines.
 MODELS = ("transformer", "mt_lstm")
@@ -50,6 +51,9 @@ class HParams:
         position_encoding: "sinusoidal" (section 3.5) or "learned" (Table 3 row E).
         max_length: size of the learned position table; sinusoids accept any length.
         layer_norm_epsilon: epsilon of every layer normalization.
+        embedding_sharing: "all" (one matrix for the source and target embeddings and the
+            pre-softmax projection, section 3.4), "target" (the target embedding and the
+            projection share, the source has its own) or "none" (three matrices).
 
     Training (section 5):
         label_smoothing: epsilon_ls of section 5.4.
@@ -78,6 +82,7 @@ class HParams:
     position_encoding: str = "sinusoidal"
     max_length: int = 256
     layer_norm_epsilon: float = 1e-6
+    embedding_sharing: str = "all"
     label_smoothing: float = 0.1
     learning_rate_multiplier: float = 1.0
     warmup_steps: int = 4000
@@ -117,6 +122,9 @@ class HParams:
         if self.model not in MODELS:
             raise HParamsError(f"hparams field 'model' must be one of {MODELS}, got "
                                f"{self.model!r}")
+        if self.embedding_sharing not in EMBEDDING_SHARING:
+            raise HParamsError(f"hparams field 'embedding_sharing' must be one of "
+                               f"{EMBEDDING_SHARING}, got {self.embedding_sharing!r}")
         if self.position_encoding not in POSITION_ENCODINGS:
             raise HParamsError(
                 f"hparams field 'position_encoding' must be one of {POSITION_ENCODINGS}, "
