@@ -84,6 +84,43 @@ def test_beam_4_alpha_06_best_hypotheses_agree(trained, exported, dev_split):
             assert other[0].score == pytest.approx(mine[0].score, rel=1e-3, abs=5e-3)
 
 
+def test_untied_embeddings_export_each_matrix_to_its_place(trained, dev_split, tmp_path):
+    """embedding_sharing="none": the trained model's layers with three different token tables
+    (its own, plus noise for the source side and for the projection), so a table exported to
+    the wrong place changes the probabilities. Each engine scores the dev references: every
+    token's log-probability the same."""
+    import ctranslate2
+    import tensorflow as tf
+
+    model = kt.build_model(trained.hparams.override(embedding_sharing="none"),
+                           trained.vocabulary.vocab_size)
+    for mine, theirs in zip(model.encoder_layers + model.decoder_layers,
+                            trained.model.encoder_layers + trained.model.decoder_layers):
+        mine.set_weights(theirs.get_weights())
+    table = np.asarray(trained.model.embedding.embeddings)
+    rng = np.random.default_rng(0)
+    model.embedding.embeddings.assign(table)
+    for untied in (model.source_embedding, model.output_projection):
+        untied.embeddings.assign(table + rng.normal(0, 0.2 * table.std(), table.shape))
+    ct2.export_ctranslate2(trained._replace(model=model), tmp_path / "1")
+    engine = ctranslate2.Translator(str(tmp_path / "1"))
+
+    vocabulary = trained.vocabulary
+    pieces = vocabulary.pieces(list(range(vocabulary.vocab_size)))
+    sources, references = (vocabulary.encode(tf.constant(texts[:20])).to_tensor().numpy()
+                           for texts in dev_split)
+    # CTranslate2 appends the end of sentence to a target itself.
+    scored = engine.score_batch([[pieces[i] for i in row if i] for row in sources],
+                                [[pieces[i] for i in row if i > kt.EOS_ID] for row in references])
+    ours = kt.score(model, sources, references, alpha=0.0)["token_log_probs"].numpy()
+    tied = kt.score(trained.model, sources, references, alpha=0.0)["token_log_probs"].numpy()
+    for row, result in enumerate(scored):
+        length = len(result.log_probs)
+        assert length == (references[row] != kt.PAD_ID).sum()
+        np.testing.assert_allclose(result.log_probs, ours[row, :length], atol=2e-3)
+        assert np.abs(tied[row, :length] - ours[row, :length]).max() > 0.05
+
+
 def test_int8_export_stays_close_to_float32(exported, dev_split):
     sources, _ = dev_split
     float32 = n_best_lines(ct2.Ctranslate2Translator(exported / "1", beam_size=1), sources,

@@ -108,10 +108,12 @@ def test_attention_scores_are_the_weights_the_layers_use(rng):
     np.testing.assert_allclose(weights["encoder_decoder_attention"][:, 0], expected, atol=1e-5)
 
 
-@pytest.mark.parametrize("position_encoding", ["sinusoidal", "learned"])
+@pytest.mark.parametrize("overrides", [
+    dict(position_encoding="sinusoidal"), dict(position_encoding="learned"),
+    dict(embedding_sharing="none")], ids=["sinusoidal", "learned", "untied"])
 @pytest.mark.parametrize("max_length", [8, None], ids=["preallocated", "growing"])
-def test_step_by_step_cached_decoding_equals_full_pass(rng, position_encoding, max_length):
-    model = tiny_model(position_encoding=position_encoding)
+def test_step_by_step_cached_decoding_equals_full_pass(rng, overrides, max_length):
+    model = tiny_model(**overrides)
     source, target = padded_pair(rng)
     full = np.asarray(model((source, target)))
     memory = model.encode(source)
@@ -189,6 +191,37 @@ def test_one_embedding_matrix_serves_source_target_and_softmax():
     # Every weight is the embedding's or a layer's: there is no separate softmax kernel.
     layers = model.encoder_layers + model.decoder_layers
     assert model.count_params() == VOCAB * 32 + sum(layer.count_params() for layer in layers)
+
+
+@pytest.mark.parametrize("sharing, tables", [("all", 1), ("target", 2), ("none", 3)])
+def test_embedding_sharing_decides_how_many_token_matrices_there_are(sharing, tables):
+    model = tiny_model(embedding_sharing=sharing)
+    layers = model.encoder_layers + model.decoder_layers
+    assert model.count_params() == tables * VOCAB * 32 + sum(l.count_params() for l in layers)
+    assert model.get_config()["embedding_sharing"] == sharing
+
+
+def test_untied_matrices_each_serve_their_own_side(rng):
+    """With embedding_sharing="none", the source table feeds only the encoder, the target table
+    only the decoder's input, and the projection only the logits."""
+    model = tiny_model(embedding_sharing="none")
+    source, target = padded_pair(rng)
+    memory, mask = np.asarray(model.encode(source)), kt.padding_mask(source)
+    logits = np.asarray(model.decode(target, memory, mask))
+
+    model.source_embedding.embeddings.assign(rng.normal(size=(VOCAB, 32)))
+    assert np.abs(np.asarray(model.encode(source)) - memory).max() > 0.1
+    np.testing.assert_allclose(np.asarray(model.decode(target, memory, mask)), logits, atol=1e-6)
+
+    # A zero target table leaves the decoder's input its positions alone, whatever the ids.
+    model.embedding.embeddings.assign(np.zeros((VOCAB, 32)))
+    other_ids = np.where(target == kt.PAD_ID, target, (target + 1) % VOCAB)
+    np.testing.assert_allclose(np.asarray(model.decode(other_ids, memory, mask)),
+                               np.asarray(model.decode(target, memory, mask)), atol=1e-5)
+    assert np.abs(np.asarray(model.decode(target, memory, mask)) - logits).max() > 0.01
+
+    model.output_projection.embeddings.assign(np.zeros((VOCAB, 32)))
+    assert not np.asarray(model.decode(target, memory, mask)).any()
 
 
 def test_learned_positions_are_separate_tables_for_encoder_and_decoder():
@@ -279,12 +312,13 @@ def test_get_config_from_config(rng):
 
 
 def test_save_and_load_keras_file(rng, tmp_path):
-    model = tiny_model(d_v=6)
+    model = tiny_model(d_v=6, embedding_sharing="none")
     pair = padded_pair(rng)
     expected = np.asarray(model(pair))
     model.save(tmp_path / "m.keras")
     loaded = keras.models.load_model(tmp_path / "m.keras")
     assert isinstance(loaded, kt.Transformer) and loaded.d_v == 6
+    assert loaded.embedding_sharing == "none" and len(loaded.weights) == len(model.weights)
     np.testing.assert_allclose(np.asarray(loaded(pair)), expected, atol=1e-6)
 
 
