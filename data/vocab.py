@@ -30,9 +30,8 @@ import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the token
 
 from keras_transformer import cli
 from keras_transformer.data import sources, treebank
-from keras_transformer.token_ids import EOS_ID, PAD_ID
+from keras_transformer.token_ids import EOS_ID, PAD_ID, UNK_ID
 
-UNK_ID = 2
 MODEL_TYPES = ("bpe", "unigram")
 
 

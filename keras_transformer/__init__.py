@@ -49,7 +49,8 @@ from keras_transformer.positional import (
 from keras_transformer.sampling import sampling_search
 from keras_transformer.schedules import FusedAdam, TransformerSchedule, paper_adam
 from keras_transformer.scoring import score
-from keras_transformer.token_ids import EOS_ID, PAD_ID
+from keras_transformer.token_ids import EOS_ID, PAD_ID, UNK_ID
+from keras_transformer.word_dropout import WordDropout
 
 __version__ = "0.1.0"
 
@@ -70,7 +71,8 @@ __all__ = [
     "FusedAdam", "HParams", "HParamsError", "LabelSmoothedCrossEntropy",
     "LearnedPositionEmbedding", "MTLSTM", "Maxout", "MultiHeadAttention", "PAD_ID", "Perplexity",
     "PositionwiseFeedForward", "SharedEmbedding", "SinusoidalPositionEncoding", "TargetTokens",
-    "TokenAccuracy", "Transformer", "TransformerCoVe", "TransformerSchedule", "beam_decode",
+    "TokenAccuracy", "Transformer", "TransformerCoVe", "TransformerSchedule", "UNK_ID",
+    "WordDropout", "beam_decode",
     "beam_search",
     "build_loss", "build_model", "build_optimizer", "causal_mask", "greedy_decode", "hparams",
     "length_penalty", "padding_mask", "paper_adam", "sample_decode", "sampling_search",

@@ -9,6 +9,7 @@ from keras_transformer.layers import DecoderLayer, EncoderLayer
 from keras_transformer.masks import causal_mask, padding_mask
 from keras_transformer.positional import LearnedPositionEmbedding, SinusoidalPositionEncoding
 from keras_transformer.training import TokenLevelTraining
+from keras_transformer.word_dropout import WordDropout
 
 # Which token matrices are one (Transformer's embedding_sharing).
 EMBEDDING_SHARING = ("all", "target", "none")
@@ -42,6 +43,8 @@ class Transformer(TokenLevelTraining, keras.Model):
             --share-decoder-input-output-embed) or "none" (three matrices, as the keras.io
             recipe). Untied matrices add 2 x vocab_size x d_model parameters at most, and
             almost no computation.
+        source_word_dropout: in training, the probability that a real source token is read as
+            unknown (`WordDropout`; Sennrich & Zhang 2019). 0 in the paper.
 
     Call arguments:
         inputs: (source_ids [batch, source_length], target_input_ids [batch, target_length]), int.
@@ -68,7 +71,7 @@ class Transformer(TokenLevelTraining, keras.Model):
     def __init__(self, vocab_size, num_layers=6, d_model=512, d_ff=2048, num_heads=8, d_k=None,
                  d_v=None, dropout=0.1, attention_dropout=0.0, relu_dropout=0.0,
                  position_encoding="sinusoidal", max_length=256, layer_norm_epsilon=1e-6,
-                 embedding_sharing="all", **kwargs):
+                 embedding_sharing="all", source_word_dropout=0.0, **kwargs):
         super().__init__(**kwargs)
         if vocab_size < 2:
             raise ValueError(f"vocab_size must be >= 2 (pad and eos), got {vocab_size}")
@@ -95,6 +98,7 @@ class Transformer(TokenLevelTraining, keras.Model):
         self.max_length = max_length
         self.layer_norm_epsilon = layer_norm_epsilon
         self.embedding_sharing = embedding_sharing
+        self.source_word_dropout = source_word_dropout
 
         policy = self.dtype_policy
         # The target embedding, and whichever of the other two it stands for ("embedding" keeps
@@ -108,6 +112,10 @@ class Transformer(TokenLevelTraining, keras.Model):
         # 2017, which row E follows, and tensor2tensor); sinusoids have no weights to share.
         self.encoder_positions = self._position_layer("encoder_positions")
         self.decoder_positions = self._position_layer("decoder_positions")
+        # Only where used: its random state would change what a checkpoint holds.
+        self.source_word_dropout_layer = WordDropout(
+            source_word_dropout, dtype=policy, name="source_word_dropout"
+        ) if source_word_dropout else None
         self.encoder_input_dropout = keras.layers.Dropout(
             dropout, dtype=policy, name="encoder_input_dropout")
         self.decoder_input_dropout = keras.layers.Dropout(
@@ -206,7 +214,9 @@ class Transformer(TokenLevelTraining, keras.Model):
         self._ensure_built()
         source_ids = self._token_ids(source_ids, "source_ids")
         attention_mask = padding_mask(source_ids)[:, None, :]
-        x = self._embed(source_ids, self.source_embedding, self.encoder_positions,
+        read_ids = source_ids if self.source_word_dropout_layer is None else \
+            self.source_word_dropout_layer(source_ids, training=training)
+        x = self._embed(read_ids, self.source_embedding, self.encoder_positions,
                         self.encoder_input_dropout, training)
         weights = []
         for layer in self.encoder_layers:
@@ -356,5 +366,6 @@ class Transformer(TokenLevelTraining, keras.Model):
             max_length=self.max_length,
             layer_norm_epsilon=self.layer_norm_epsilon,
             embedding_sharing=self.embedding_sharing,
+            source_word_dropout=self.source_word_dropout,
         )
         return config

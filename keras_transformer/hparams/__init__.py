@@ -54,6 +54,8 @@ class HParams:
         embedding_sharing: "all" (one matrix for the source and target embeddings and the
             pre-softmax projection, section 3.4), "target" (the target embedding and the
             projection share, the source has its own) or "none" (three matrices).
+        source_word_dropout: in training, the probability of reading a real source token as
+            unknown (Sennrich & Zhang 2019; 0 in the paper).
 
     Training (section 5):
         label_smoothing: epsilon_ls of section 5.4.
@@ -83,6 +85,7 @@ class HParams:
     max_length: int = 256
     layer_norm_epsilon: float = 1e-6
     embedding_sharing: str = "all"
+    source_word_dropout: float = 0.0
     label_smoothing: float = 0.1
     learning_rate_multiplier: float = 1.0
     warmup_steps: int = 4000
@@ -114,8 +117,8 @@ class HParams:
         if not 0.0 <= self.decode_alpha < float("inf"):
             raise HParamsError(f"hparams field 'decode_alpha' must be a finite number >= 0, got "
                                f"{self.decode_alpha}")
-        for name in ("dropout", "attention_dropout", "relu_dropout", "label_smoothing",
-                     "cooldown_fraction"):
+        for name in ("dropout", "attention_dropout", "relu_dropout", "source_word_dropout",
+                     "label_smoothing", "cooldown_fraction"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise HParamsError(
                     f"hparams field '{name}' must be in [0, 1), got {getattr(self, name)}")
