@@ -52,9 +52,11 @@ def test_the_best_is_kept_and_a_resumed_run_counts_on(tmp_path, compiled_tiny):
     assert resumed.stopped and keep_best.KeepBest(tmp_path, "loss", patience=3).stopped
     assert not keep_best.KeepBest(tmp_path, "loss", patience=4).stopped  # more patience: go on
 
-    bleu = keep_best.KeepBest(tmp_path / "bleu", "bleu")  # higher is better; no early stopping
-    assert evaluations(bleu, compiled_tiny, [(10, 5.0), (20, 9.0), (30, 8.0), (40, 1.0)]) == []
-    assert bleu.best_step == 20 and not bleu.stopped
+    for metric in ("bleu", "chrf"):  # higher is better; no early stopping
+        higher = keep_best.KeepBest(tmp_path / metric, metric)
+        steps = [(10, 5.0), (20, 9.0), (30, 8.0), (40, 1.0)]
+        assert evaluations(higher, compiled_tiny, steps) == []
+        assert higher.best_step == 20 and not higher.stopped
 
 
 def test_a_damaged_state_file_is_named(tmp_path):
@@ -99,8 +101,9 @@ def test_kt_train_keeps_the_best_after_the_rotation_stops_early_and_translates_w
 
 
 @pytest.mark.parametrize("flags, message", [
-    (("--early_stopping", "3"), "--early_stopping needs --keep_best bleu|loss"),
+    (("--early_stopping", "3"), "--early_stopping needs --keep_best bleu|chrf|loss"),
     (("--keep_best", "bleu", "--eval_sentences", "0"), "--keep_best bleu needs dev sentences"),
+    (("--keep_best", "chrf", "--eval_sentences", "0"), "--keep_best chrf needs dev sentences"),
 ])
 def test_keep_best_flags_that_cannot_work_are_refused(tmp_path, small_corpus, flags,  # noqa: F811
                                                      message, capsys):

@@ -1,7 +1,8 @@
 """The best checkpoint by a dev metric, kept apart from the periodic ones, and early stopping.
 
-`kt-train --keep_best bleu|loss|f1` saves the model into model_dir/best/ckpt-<step> each time an
-evaluation improves on the best value so far (BLEU or a parser's F1 higher, dev loss lower),
+`kt-train --keep_best bleu|chrf|loss|f1` saves the model into model_dir/best/ckpt-<step> each time
+an evaluation improves on the best value so far (BLEU, chrF or a parser's F1 higher, dev loss
+lower),
 replacing the one
 before; `--keep_checkpoints` rotates only model_dir/checkpoints/, so a best checkpoint from early
 in a run outlives the periodic ones of its time. `--early_stopping N` ends training after N
@@ -18,13 +19,13 @@ import pathlib
 from keras_transformer.model_dir import checkpoints, config
 
 # --keep_best value -> (the evaluation's result name, whether larger is better)
-METRICS = {"bleu": ("dev_bleu", True), "loss": ("dev_loss", False),
+METRICS = {"bleu": ("dev_bleu", True), "chrf": ("dev_chrf", True), "loss": ("dev_loss", False),
            "f1": ("dev_f1", True)}  # parsing runs (--data ptb:DIR): EVALB's F1
 STATE_FILE = "best.json"
 
 
 class KeepBest:
-    """Keeps the best checkpoint of model_dir by `metric` ("bleu" or "loss"), and says when
+    """Keeps the best checkpoint of model_dir by `metric` (a key of `METRICS`), and says when
     `patience` evaluations in a row have not improved it (0: never).
 
     Args:

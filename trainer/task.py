@@ -109,7 +109,7 @@ def parse_args(argv=None):
         help=f"beam size of the dev BLEU (default {defaults.eval_beam_size}: greedy; beam "
              f"search uses the hparams' decode_alpha)")
     add("--keep_best", choices=sorted(keep_best.METRICS),
-        help=f"keep the checkpoint with the best dev BLEU, loss or (a run on a treebank) "
+        help=f"keep the checkpoint with the best dev BLEU, chrF, loss or (a run on a treebank) "
              f"EVALB F1 in model_dir/"
              f"{config.BEST_DIR}/ (--keep_checkpoints never deletes it; kt-translate "
              f"--checkpoint best loads it)")
@@ -271,7 +271,7 @@ def train(args):
                                    run.hparams)
         args.vocab = init_from.check_vocabulary(run.init_from, args.vocab)
     if run.early_stopping and not run.keep_best:
-        raise config.ConfigError("--early_stopping needs --keep_best bleu|loss: the metric whose "
+        raise config.ConfigError("--early_stopping needs --keep_best bleu|chrf|loss: the metric whose "
                                  "improvement it waits for")
     distribution = distribute.strategy()
     chief = distribute.is_chief(distribution)
@@ -334,7 +334,7 @@ def train(args):
         if "dev" not in source.splits():
             raise config.ConfigError(f"--keep_best needs a dev split to evaluate on; {source!r} "
                                      f"has none")
-        if run.keep_best in ("bleu", "f1") and not run.eval_sentences:
+        if run.keep_best in ("bleu", "chrf", "f1") and not run.eval_sentences:
             raise config.ConfigError(f"--keep_best {run.keep_best} needs dev sentences to "
                                      f"translate; --eval_sentences is 0")
         if run.keep_best == "f1" and not data.is_treebank(run.data):
