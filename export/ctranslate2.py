@@ -8,10 +8,11 @@ is what OpenNMT-tf, fairseq and Marian models are served with. `export_ctranslat
 CTranslate2 model directory through its specification API (`ctranslate2.specs.TransformerSpec`),
 weight for weight:
 
-- post-norm layers (`pre_norm=False`: LayerNorm(x + Sublayer(x))), ReLU, the run's layer count,
-  heads and layer-norm epsilon;
-- the shared embedding matrix as the encoder's and the decoder's embeddings (CTranslate2 scales
-  them by sqrt(d_model), as the model does) and as the output projection, without a bias;
+- post-norm layers (`pre_norm=False`: LayerNorm(x + Sublayer(x))), or pre-norm ones with each
+  stack's final normalization, ReLU, the run's layer count, heads and layer-norm epsilon;
+- the token matrices (one shared, or the model's untied ones) as the encoder's and the decoder's
+  embeddings (CTranslate2 scales them by sqrt(d_model), as the model does) and as the output
+  projection, without a bias;
 - each side's position table written out as the model computes it: the interleaved sinusoids of
   section 3.5 (`positional.py`; CTranslate2's own would concatenate sines and cosines), or the
   learned tables;
@@ -94,10 +95,11 @@ def transformer_spec(model, vocabulary):
     head_dim = model.d_k or d_model // heads
     # head_dim only where it is not d_model / heads: CTranslate2 reads it as a special case.
     head_dim = None if head_dim * heads == d_model else head_dim
+    pre_norm = model.layer_norm_position == "pre"
     spec = specs.TransformerSpec(
-        specs.TransformerEncoderSpec(model.num_layers, heads, pre_norm=False,
+        specs.TransformerEncoderSpec(model.num_layers, heads, pre_norm=pre_norm,
                                      head_dim=head_dim),
-        specs.TransformerDecoderSpec(model.num_layers, heads, pre_norm=False,
+        specs.TransformerDecoderSpec(model.num_layers, heads, pre_norm=pre_norm,
                                      head_dim=head_dim))
     def table(embedding):
         return np.asarray(embedding.embeddings, np.float32)
@@ -125,8 +127,11 @@ def transformer_spec(model, vocabulary):
         norm(attention_spec.layer_norm, block)
 
     def norm(norm_spec, block):
-        norm_spec.gamma = np.asarray(block.norm.gamma, np.float32)
-        norm_spec.beta = np.asarray(block.norm.beta, np.float32)
+        layer_norm(norm_spec, block.norm)
+
+    def layer_norm(norm_spec, layer):
+        norm_spec.gamma = np.asarray(layer.gamma, np.float32)
+        norm_spec.beta = np.asarray(layer.beta, np.float32)
 
     def feed_forward(ffn_spec, layer):
         for linear, dense in ((ffn_spec.linear_0, layer.feed_forward.inner),
@@ -145,6 +150,9 @@ def transformer_spec(model, vocabulary):
         attention(layer_spec.attention, layer.encoder_decoder_attention,
                   layer.encoder_decoder_attention_block, False)
         feed_forward(layer_spec.ffn, layer)
+    if pre_norm:  # each stack's final normalization
+        layer_norm(spec.encoder.layer_norm, model.encoder_norm)
+        layer_norm(spec.decoder.layer_norm, model.decoder_norm)
 
     pieces = vocabulary.pieces(list(range(vocabulary.vocab_size)))
     spec.register_source_vocabulary(pieces)

@@ -9,7 +9,8 @@ from keras_transformer.schedules import cooldown_window, paper_adam
 # HParams fields that are Transformer constructor arguments (the rest are about training).
 MODEL_FIELDS = ("num_layers", "d_model", "d_ff", "num_heads", "d_k", "d_v", "dropout",
                 "attention_dropout", "relu_dropout", "position_encoding", "max_length",
-                "layer_norm_epsilon", "embedding_sharing", "source_word_dropout")
+                "layer_norm_epsilon", "layer_norm_position", "embedding_sharing",
+                "source_word_dropout")
 # The fields two runs must share to be the same model (which model, then its shape).
 ARCHITECTURE_FIELDS = ("model", *MODEL_FIELDS)
 

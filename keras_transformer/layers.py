@@ -1,7 +1,10 @@
 """Encoder and decoder layers: post-norm residual blocks (paper sections 3.1 and 5.4).
 
 Every sub-layer's output goes through dropout, is added to its input and layer-normalized:
-LayerNorm(x + Dropout(Sublayer(x))).
+LayerNorm(x + Dropout(Sublayer(x))). With `layer_norm_position="pre"` the sub-layer reads its
+input normalized and the sum is not: x + Dropout(Sublayer(LayerNorm(x))) (Wang et al. 2019, Xiong
+et al. 2020: trains without warmup; fairseq's --encoder-normalize-before); the model then
+normalizes each stack's output once more.
 """
 
 import keras
@@ -11,11 +14,17 @@ from keras_transformer.attention import MultiHeadAttention
 from keras_transformer.feed_forward import PositionwiseFeedForward
 
 
-class _ResidualBlock(keras.layers.Layer):
-    """LayerNorm(x + Dropout(y)), the wrapper around each sub-layer's output y."""
+LAYER_NORM_POSITIONS = ("post", "pre")
 
-    def __init__(self, dropout, epsilon, **kwargs):
+
+class _ResidualBlock(keras.layers.Layer):
+    """The residual connection around one sub-layer and its layer normalization: post-norm,
+    LayerNorm(x + Dropout(y)) of the sub-layer's output y; pre-norm, x + Dropout(y), the
+    sub-layer having read `sublayer_input(x)` = LayerNorm(x)."""
+
+    def __init__(self, dropout, epsilon, pre_norm=False, **kwargs):
         super().__init__(**kwargs)
+        self.pre_norm = pre_norm
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
         self.norm = keras.layers.LayerNormalization(epsilon=epsilon, dtype=self.dtype_policy,
                                                     name="layer_norm")
@@ -23,16 +32,25 @@ class _ResidualBlock(keras.layers.Layer):
     def build(self, inputs_shape):
         self.norm.build(inputs_shape)
 
+    def sublayer_input(self, inputs):
+        """What the sub-layer reads: `inputs`, or (pre-norm) `inputs` normalized."""
+        return self.norm(inputs) if self.pre_norm else inputs
+
     def call(self, inputs, sublayer_output, training=None):
-        return self.norm(inputs + self.dropout_layer(sublayer_output, training=training))
+        added = inputs + self.dropout_layer(sublayer_output, training=training)
+        return added if self.pre_norm else self.norm(added)
 
 
 class _TransformerLayer(keras.layers.Layer):
     """What encoder and decoder layers share: their arguments and the feed-forward block."""
 
     def __init__(self, num_heads, d_ff, d_k, d_v=None, dropout=0.1, attention_dropout=0.0,
-                 relu_dropout=0.0, layer_norm_epsilon=1e-6, **kwargs):
+                 relu_dropout=0.0, layer_norm_epsilon=1e-6, layer_norm_position="post",
+                 **kwargs):
         super().__init__(**kwargs)
+        if layer_norm_position not in LAYER_NORM_POSITIONS:
+            raise ValueError(f"layer_norm_position must be one of {LAYER_NORM_POSITIONS}, got "
+                             f"{layer_norm_position!r}")
         self.num_heads = num_heads
         self.d_ff = d_ff
         self.d_k = d_k
@@ -41,6 +59,7 @@ class _TransformerLayer(keras.layers.Layer):
         self.attention_dropout = attention_dropout
         self.relu_dropout = relu_dropout
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.layer_norm_position = layer_norm_position
         self.feed_forward = PositionwiseFeedForward(
             d_ff, relu_dropout, dtype=self.dtype_policy, name="feed_forward")
         self.feed_forward_block = self._residual_block("feed_forward_block")
@@ -51,15 +70,17 @@ class _TransformerLayer(keras.layers.Layer):
                                   name=name)
 
     def _residual_block(self, name):
-        return _ResidualBlock(self.dropout, self.layer_norm_epsilon, dtype=self.dtype_policy,
-                              name=name)
+        return _ResidualBlock(self.dropout, self.layer_norm_epsilon,
+                              pre_norm=self.layer_norm_position == "pre",
+                              dtype=self.dtype_policy, name=name)
 
     def _build_feed_forward(self, inputs_shape):
         self.feed_forward.build(inputs_shape)
         self.feed_forward_block.build(inputs_shape)
 
     def _feed_forward(self, x, training):
-        transformed = self.feed_forward(x, training=training)
+        transformed = self.feed_forward(self.feed_forward_block.sublayer_input(x),
+                                        training=training)
         return self.feed_forward_block(x, transformed, training=training)
 
     def get_config(self):
@@ -73,6 +94,7 @@ class _TransformerLayer(keras.layers.Layer):
             attention_dropout=self.attention_dropout,
             relu_dropout=self.relu_dropout,
             layer_norm_epsilon=self.layer_norm_epsilon,
+            layer_norm_position=self.layer_norm_position,
         )
         return config
 
@@ -90,6 +112,7 @@ class EncoderLayer(_TransformerLayer):
         attention_dropout: dropout on attention weights.
         relu_dropout: dropout inside the feed-forward network.
         layer_norm_epsilon: epsilon of the layer normalizations.
+        layer_norm_position: "post" (the paper's) or "pre" (see the module's docstring).
 
     Call arguments:
         inputs: [batch, length, d_model].
@@ -118,8 +141,8 @@ class EncoderLayer(_TransformerLayer):
 
     def call(self, inputs, attention_mask=None, return_attention_scores=False, training=None):
         attended, weights = self.self_attention(
-            inputs, attention_mask=attention_mask, return_attention_scores=True,
-            training=training)
+            self.self_attention_block.sublayer_input(inputs), attention_mask=attention_mask,
+            return_attention_scores=True, training=training)
         x = self.self_attention_block(inputs, attended, training=training)
         x = self._feed_forward(x, training)
         return (x, weights) if return_attention_scores else x
@@ -192,8 +215,8 @@ class DecoderLayer(_TransformerLayer):
     def call(self, inputs, memory, self_attention_mask=None, memory_mask=None,
              return_attention_scores=False, training=None):
         attended, self_weights = self.self_attention(
-            inputs, attention_mask=self_attention_mask, return_attention_scores=True,
-            training=training)
+            self.self_attention_block.sublayer_input(inputs), attention_mask=self_attention_mask,
+            return_attention_scores=True, training=training)
         x = self.self_attention_block(inputs, attended, training=training)
         x, memory_weights = self._attend_to_memory(x, memory, memory_mask, None, training)
         x = self._feed_forward(x, training)
@@ -222,15 +245,16 @@ class DecoderLayer(_TransformerLayer):
         # in graphs and profiles (bench/op_profile.py).
         with keras.name_scope(self.name):
             buffers = (cache["self_keys"], cache["self_values"])
+            read = self.self_attention_block.sublayer_input(inputs)
             if cache_index is None:  # a growing cache: append this step's keys and values
                 keys, values = (
                     ops.concatenate([old, ops.cast(new, old.dtype)], axis=2) for old, new in
-                    zip(buffers, self.self_attention.compute_key_value(inputs)))
-                attended, _ = self.self_attention(inputs, attention_mask=self_attention_mask,
+                    zip(buffers, self.self_attention.compute_key_value(read)))
+                attended, _ = self.self_attention(read, attention_mask=self_attention_mask,
                                                   cache=(keys, values), training=training)
             else:
                 attended, (keys, values) = self.self_attention(
-                    inputs, attention_mask=self_attention_mask, cache=buffers,
+                    read, attention_mask=self_attention_mask, cache=buffers,
                     cache_index=cache_index, training=training)
             x = self.self_attention_block(inputs, attended, training=training)
             # Where the memory's keys and values hold one row per sentence and `inputs` several
@@ -247,6 +271,7 @@ class DecoderLayer(_TransformerLayer):
     def _attend_to_memory(self, x, memory, memory_mask, memory_cache, training):
         """Encoder-decoder attention and its residual block; returns (output, weights)."""
         attended, *_, weights = self.encoder_decoder_attention(
-            x, memory, attention_mask=memory_mask, cache=memory_cache,
-            return_attention_scores=True, training=training)
+            self.encoder_decoder_attention_block.sublayer_input(x), memory,
+            attention_mask=memory_mask, cache=memory_cache, return_attention_scores=True,
+            training=training)
         return self.encoder_decoder_attention_block(x, attended, training=training), weights

@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_transformer import checks
 from keras_transformer.embedding import SharedEmbedding
-from keras_transformer.layers import DecoderLayer, EncoderLayer
+from keras_transformer.layers import LAYER_NORM_POSITIONS, DecoderLayer, EncoderLayer
 from keras_transformer.masks import causal_mask, padding_mask
 from keras_transformer.positional import LearnedPositionEmbedding, SinusoidalPositionEncoding
 from keras_transformer.training import TokenLevelTraining
@@ -37,6 +37,9 @@ class Transformer(TokenLevelTraining, keras.Model):
         position_encoding: "sinusoidal" or "learned".
         max_length: positions in the learned table (ignored by sinusoids).
         layer_norm_epsilon: epsilon of every layer normalization.
+        layer_norm_position: "post", the paper's LayerNorm(x + Dropout(Sublayer(x))), or "pre",
+            x + Dropout(Sublayer(LayerNorm(x))) with each stack's output normalized once more
+            (`keras_transformer.layers`).
         embedding_sharing: which of the three token matrices are one: "all" (source embedding,
             target embedding and pre-softmax projection; section 3.4), "target" (the target
             embedding and the projection, the source its own; Press & Wolf 2017, fairseq's
@@ -71,7 +74,8 @@ class Transformer(TokenLevelTraining, keras.Model):
     def __init__(self, vocab_size, num_layers=6, d_model=512, d_ff=2048, num_heads=8, d_k=None,
                  d_v=None, dropout=0.1, attention_dropout=0.0, relu_dropout=0.0,
                  position_encoding="sinusoidal", max_length=256, layer_norm_epsilon=1e-6,
-                 embedding_sharing="all", source_word_dropout=0.0, **kwargs):
+                 layer_norm_position="post", embedding_sharing="all", source_word_dropout=0.0,
+                 **kwargs):
         super().__init__(**kwargs)
         if vocab_size < 2:
             raise ValueError(f"vocab_size must be >= 2 (pad and eos), got {vocab_size}")
@@ -81,6 +85,9 @@ class Transformer(TokenLevelTraining, keras.Model):
         if position_encoding not in ("sinusoidal", "learned"):
             raise ValueError(f"position_encoding must be 'sinusoidal' or 'learned', got "
                              f"{position_encoding!r}")
+        if layer_norm_position not in LAYER_NORM_POSITIONS:
+            raise ValueError(f"layer_norm_position must be one of {LAYER_NORM_POSITIONS}, got "
+                             f"{layer_norm_position!r}")
         if embedding_sharing not in EMBEDDING_SHARING:
             raise ValueError(f"embedding_sharing must be one of {EMBEDDING_SHARING}, got "
                              f"{embedding_sharing!r}")
@@ -97,6 +104,7 @@ class Transformer(TokenLevelTraining, keras.Model):
         self.position_encoding = position_encoding
         self.max_length = max_length
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.layer_norm_position = layer_norm_position
         self.embedding_sharing = embedding_sharing
         self.source_word_dropout = source_word_dropout
 
@@ -123,11 +131,17 @@ class Transformer(TokenLevelTraining, keras.Model):
         layer_args = dict(
             num_heads=num_heads, d_ff=d_ff, d_k=d_k or d_model // num_heads,
             d_v=d_v or d_model // num_heads, dropout=dropout, attention_dropout=attention_dropout,
-            relu_dropout=relu_dropout, layer_norm_epsilon=layer_norm_epsilon, dtype=policy)
+            relu_dropout=relu_dropout, layer_norm_epsilon=layer_norm_epsilon,
+            layer_norm_position=layer_norm_position, dtype=policy)
         self.encoder_layers = [EncoderLayer(**layer_args, name=f"encoder_layer_{i}")
                                for i in range(num_layers)]
         self.decoder_layers = [DecoderLayer(**layer_args, name=f"decoder_layer_{i}")
                                for i in range(num_layers)]
+        # Pre-norm sums every sub-layer's output into an unnormalized stream: normalized once
+        # at the end of each stack (post-norm's last block already did).
+        self.encoder_norm, self.decoder_norm = (keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, dtype=policy, name=name
+        ) if layer_norm_position == "pre" else None for name in ("encoder_norm", "decoder_norm"))
 
     def _position_layer(self, name):
         if self.position_encoding == "learned":
@@ -148,6 +162,9 @@ class Transformer(TokenLevelTraining, keras.Model):
             layer.build(hidden)
         for layer in self.decoder_layers:
             layer.build(hidden, hidden)
+        for norm in (self.encoder_norm, self.decoder_norm):
+            if norm is not None:
+                norm.build(hidden)
 
     def call(self, inputs, training=None, return_attention_scores=False):
         if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:
@@ -223,6 +240,7 @@ class Transformer(TokenLevelTraining, keras.Model):
             x, layer_weights = layer(x, attention_mask=attention_mask,
                                      return_attention_scores=True, training=training)
             weights.append(layer_weights)
+        x = _normalized(x, self.encoder_norm)
         return (x, ops.stack(weights, axis=1)) if return_attention_scores else x
 
     def init_cache(self, memory, source_mask, max_length=None):
@@ -281,7 +299,7 @@ class Transformer(TokenLevelTraining, keras.Model):
                 return_attention_scores=True, training=training)
             self_weights.append(layer_self)
             memory_weights.append(layer_memory)
-        logits = self.output_projection(x, reverse=True)
+        logits = self.output_projection(_normalized(x, self.decoder_norm), reverse=True)
         if not return_attention_scores:
             return logits
         return logits, {"decoder_self_attention": ops.stack(self_weights, axis=1),
@@ -346,7 +364,8 @@ class Transformer(TokenLevelTraining, keras.Model):
                 x, layer_cache, self_attention_mask=self_mask, memory_mask=memory_mask,
                 cache_index=None if grow_cache else step, training=training)
             layer_caches.append(layer_cache)
-        logits = self.output_projection(x, reverse=True, output_kernel=output_kernel)
+        logits = self.output_projection(_normalized(x, self.decoder_norm), reverse=True,
+                                        output_kernel=output_kernel)
         return logits, dict(cache, layers=layer_caches)
 
     def get_config(self):
@@ -365,7 +384,13 @@ class Transformer(TokenLevelTraining, keras.Model):
             position_encoding=self.position_encoding,
             max_length=self.max_length,
             layer_norm_epsilon=self.layer_norm_epsilon,
+            layer_norm_position=self.layer_norm_position,
             embedding_sharing=self.embedding_sharing,
             source_word_dropout=self.source_word_dropout,
         )
         return config
+
+
+def _normalized(x, norm):
+    """`x` through a stack's final layer normalization, where it has one (pre-norm)."""
+    return x if norm is None else norm(x)

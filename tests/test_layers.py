@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 from conftest import assert_roundtrip
 
 from keras_transformer import DecoderLayer, EncoderLayer
@@ -31,6 +32,44 @@ def test_decoder_layer_is_three_post_norm_residual_blocks(rng):
     np.testing.assert_allclose(out, np.asarray(expected), atol=1e-5)
 
 
+def layer_norm(layer_normalization, x, epsilon=1e-6):
+    """LayerNorm over the last axis in NumPy, with a Keras layer's gain and bias."""
+    mean, variance = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    return ((x - mean) / np.sqrt(variance + epsilon) * np.asarray(layer_normalization.gamma)
+            + np.asarray(layer_normalization.beta))
+
+
+def test_pre_norm_encoder_layer_normalizes_what_each_sublayer_reads(rng):
+    layer = EncoderLayer(**ARGS, layer_norm_position="pre")
+    layer.build((2, 5, 8))
+    for block in (layer.self_attention_block, layer.feed_forward_block):  # not the identity
+        block.norm.gamma.assign(rng.normal(1.0, 0.2, 8))
+        block.norm.beta.assign(rng.normal(0.0, 0.2, 8))
+    x = rng.normal(size=(2, 5, 8)).astype("float32")
+    mask = np.ones((2, 1, 5), bool)
+    out = np.asarray(layer(x, attention_mask=mask))
+    # x + Sublayer(LayerNorm(x)) twice; the sums themselves are not normalized.
+    read = layer_norm(layer.self_attention_block.norm, x)
+    y = x + np.asarray(layer.self_attention(read, attention_mask=mask))
+    expected = y + np.asarray(layer.feed_forward(layer_norm(layer.feed_forward_block.norm, y)))
+    np.testing.assert_allclose(out, expected, atol=1e-5)
+    assert np.abs(out.mean(-1)).max() > 0.05
+
+
+def test_pre_norm_decoder_layer_normalizes_what_each_sublayer_reads(rng):
+    layer = DecoderLayer(**ARGS, layer_norm_position="pre")
+    x = rng.normal(size=(2, 4, 8)).astype("float32")
+    memory = rng.normal(size=(2, 6, 8)).astype("float32")
+    causal = np.tril(np.ones((4, 4), bool))[None]
+    out = np.asarray(layer(x, memory, self_attention_mask=causal))
+    y = x + np.asarray(layer.self_attention(layer_norm(layer.self_attention_block.norm, x),
+                                            attention_mask=causal))
+    z = y + np.asarray(layer.encoder_decoder_attention(
+        layer_norm(layer.encoder_decoder_attention_block.norm, y), memory))
+    expected = z + np.asarray(layer.feed_forward(layer_norm(layer.feed_forward_block.norm, z)))
+    np.testing.assert_allclose(out, expected, atol=1e-5)
+
+
 def test_encoder_ignores_content_at_padded_positions(rng):
     layer = EncoderLayer(**ARGS)
     x = rng.normal(size=(1, 6, 8)).astype("float32")
@@ -48,8 +87,9 @@ def test_residual_dropout_only_in_training(rng):
     assert not np.allclose(np.asarray(layer(x, training=True)), np.asarray(layer(x)))
 
 
-def test_decoder_cache_equals_full_pass(rng):
-    layer = DecoderLayer(**ARGS)
+@pytest.mark.parametrize("position", ["post", "pre"])
+def test_decoder_cache_equals_full_pass(rng, position):
+    layer = DecoderLayer(**ARGS, layer_norm_position=position)
     x = rng.normal(size=(2, 5, 8)).astype("float32")
     memory = rng.normal(size=(2, 3, 8)).astype("float32")
     memory_mask = np.array([[[True, True, True]], [[True, True, False]]])
@@ -90,4 +130,5 @@ def test_hypotheses_sharing_a_memory_row_decode_as_with_the_memory_tiled(rng):
 def test_config_roundtrip(rng):
     x = rng.normal(size=(2, 4, 8)).astype("float32")
     assert_roundtrip(EncoderLayer(**ARGS, dropout=0.2, attention_dropout=0.1, relu_dropout=0.1), x)
-    assert_roundtrip(DecoderLayer(**ARGS, layer_norm_epsilon=1e-5), x, x)
+    assert_roundtrip(DecoderLayer(**ARGS, layer_norm_epsilon=1e-5, layer_norm_position="pre"),
+                     x, x)

@@ -110,7 +110,8 @@ def test_attention_scores_are_the_weights_the_layers_use(rng):
 
 @pytest.mark.parametrize("overrides", [
     dict(position_encoding="sinusoidal"), dict(position_encoding="learned"),
-    dict(embedding_sharing="none")], ids=["sinusoidal", "learned", "untied"])
+    dict(embedding_sharing="none"), dict(layer_norm_position="pre")],
+    ids=["sinusoidal", "learned", "untied", "pre-norm"])
 @pytest.mark.parametrize("max_length", [8, None], ids=["preallocated", "growing"])
 def test_step_by_step_cached_decoding_equals_full_pass(rng, overrides, max_length):
     model = tiny_model(**overrides)
@@ -222,6 +223,21 @@ def test_untied_matrices_each_serve_their_own_side(rng):
 
     model.output_projection.embeddings.assign(np.zeros((VOCAB, 32)))
     assert not np.asarray(model.decode(target, memory, mask)).any()
+
+
+def test_pre_norm_normalizes_each_stacks_output(rng):
+    """Pre-norm layers leave their sums unnormalized; the model normalizes the encoder's output
+    (the memory) and the decoder's (before the projection) once, with layers of their own."""
+    model = tiny_model(layer_norm_position="pre")
+    source, target = padded_pair(rng)
+    memory = np.asarray(model.encode(source))
+    np.testing.assert_allclose(memory.mean(-1), 0.0, atol=1e-4)
+    stack = model.source_embedding(source) + model.encoder_positions(
+        model.source_embedding(source))
+    for layer in model.encoder_layers:
+        stack = layer(stack, attention_mask=kt.padding_mask(source)[:, None, :])
+    np.testing.assert_allclose(np.asarray(model.encoder_norm(stack)), memory, atol=1e-5)
+    assert tiny_model().encoder_norm is None and tiny_model().decoder_norm is None
 
 
 def test_learned_positions_are_separate_tables_for_encoder_and_decoder():

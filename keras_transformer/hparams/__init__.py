@@ -26,6 +26,7 @@ class HParamsError(ValueError):
 
 POSITION_ENCODINGS = ("sinusoidal", "learned")
 EMBEDDING_SHARING = ("all", "target", "none")
+LAYER_NORM_POSITIONS = ("post", "pre")
 # "mt_lstm": CoVe's MT-LSTM (McCann et al. 2017; keras_transformer/mt_lstm.py), trained by the
 # same kt-train on the same pipelines.
 MODELS = ("transformer", "mt_lstm")
@@ -51,6 +52,8 @@ class HParams:
         position_encoding: "sinusoidal" (section 3.5) or "learned" (Table 3 row E).
         max_length: size of the learned position table; sinusoids accept any length.
         layer_norm_epsilon: epsilon of every layer normalization.
+        layer_norm_position: "post" (the paper's, LayerNorm(x + Dropout(Sublayer(x)))) or "pre"
+            (x + Dropout(Sublayer(LayerNorm(x))), each stack's output normalized once more).
         embedding_sharing: "all" (one matrix for the source and target embeddings and the
             pre-softmax projection, section 3.4), "target" (the target embedding and the
             projection share, the source has its own) or "none" (three matrices).
@@ -84,6 +87,7 @@ class HParams:
     position_encoding: str = "sinusoidal"
     max_length: int = 256
     layer_norm_epsilon: float = 1e-6
+    layer_norm_position: str = "post"
     embedding_sharing: str = "all"
     source_word_dropout: float = 0.0
     label_smoothing: float = 0.1
@@ -125,6 +129,9 @@ class HParams:
         if self.model not in MODELS:
             raise HParamsError(f"hparams field 'model' must be one of {MODELS}, got "
                                f"{self.model!r}")
+        if self.layer_norm_position not in LAYER_NORM_POSITIONS:
+            raise HParamsError(f"hparams field 'layer_norm_position' must be one of "
+                               f"{LAYER_NORM_POSITIONS}, got {self.layer_norm_position!r}")
         if self.embedding_sharing not in EMBEDDING_SHARING:
             raise HParamsError(f"hparams field 'embedding_sharing' must be one of "
                                f"{EMBEDDING_SHARING}, got {self.embedding_sharing!r}")
