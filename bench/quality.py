@@ -14,7 +14,10 @@ reference tokens, sacrebleu's) and the n-gram precisions, each from one run.
 
 On bible_en_es every system trains without four books of the train split and is also scored on
 them (bench/heldout.py: "test", 468 verses never seen, dev never used to choose anything there);
-`--no-heldout` trains on the whole bundled train split and scores dev alone.
+`--no-heldout` trains on the whole bundled train split and scores dev alone. `--alphas 0.6,1,1.4`
+decodes dev at each length penalty and reports every split at the one with the best dev BLEU
+(chosen on dev, reported on the held-out books). The matmul peak of the hour is measured before
+and after the runs and printed beside the tokens a second.
 """
 
 import argparse
@@ -74,13 +77,27 @@ def train_ours(model_dir, vocab, corpus, args, flags, log):
     return steps, tokens, time.monotonic() - start
 
 
-def translate_ours(model_dir, corpus, split, args, log):
-    output = pathlib.Path(model_dir) / f"{split}.hyp"
-    alpha = [] if args.alpha is None else ["--alpha", str(args.alpha)]
+def translate_ours(model_dir, corpus, split, alpha, args, log):
+    """kt-translate of a split at `alpha` (None: the hparams set's); returns the lines."""
+    output = pathlib.Path(model_dir) / f"{split}.alpha-{alpha}.hyp"
+    alpha_flags = [] if alpha is None else ["--alpha", str(alpha)]
     run([sys.executable, "-m", "keras_transformer.export.translate", "--model_dir",
          str(model_dir), *corpus.flags, "--split", split, "--beam_size",
-         str(args.beam_size), *alpha, "--output", str(output), "--overwrite"], log)
+         str(args.beam_size), *alpha_flags, "--output", str(output), "--overwrite"], log)
     return output.read_text(encoding="utf-8").splitlines()
+
+
+def score_ours(model_dir, corpus, args, log):
+    """Scores of every split of `corpus`, at the alpha of `args.alphas` with the best dev BLEU
+    (the other splits are decoded at that alpha only); returns ({split: scores}, alpha)."""
+    on_dev = {alpha: scores(translate_ours(model_dir, corpus, "dev", alpha, args, log),
+                            _references(corpus.source, "dev")) for alpha in args.alphas}
+    alpha = max(on_dev, key=lambda a: on_dev[a]["BLEU"])
+    results = {"dev": on_dev[alpha]}
+    for split in corpus.splits[1:]:
+        results[split] = scores(translate_ours(model_dir, corpus, split, alpha, args, log),
+                                _references(corpus.source, split))
+    return results, alpha
 
 
 class Corpus(typing.NamedTuple):
@@ -128,12 +145,18 @@ def parse_args(argv=None):
     parser.add_argument("--beam_size", type=int, default=4)
     parser.add_argument("--alpha", type=float,
                         help="ours (default: the hparams set's decode_alpha); the peer has none")
+    parser.add_argument("--alphas", type=lambda text: [float(a) for a in text.split(",")],
+                        help="ours: decode dev at each of these comma-separated alphas and "
+                             "report every split at the one with the best dev BLEU (default: "
+                             "--alpha alone)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--heldout", action=argparse.BooleanOptionalAction, default=True,
                         help=f"on {heldout.CORPUS}: train without bench/heldout.py's books and "
                              f"score them as a test split (default: %(default)s)")
     parser.add_argument("--work_dir", help="keep the runs here (default: a temporary directory)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.alphas = args.alphas or [args.alpha]
+    return args
 
 
 def main(argv=None):
@@ -148,40 +171,62 @@ def main(argv=None):
         if not vocab.exists() and any(name != PEER for name, _ in variants):
             run([sys.executable, "-m", "keras_transformer.data.vocab", *corpus.flags,
                  "--vocab_size", str(args.vocab_size), "--output", str(vocab)], log)
-        rows = []
+        rows, peaks = [], [matmul_peak_gflops(args.mixed_precision)]
         for number, (name, flags) in enumerate(variants):
             if name == PEER:
                 row = run_peer(args, corpus)
             else:
                 model_dir = work / f"{number}-{re.sub(r'[^a-z0-9]+', '-', name.lower())}"
                 steps, tokens, seconds = train_ours(model_dir, vocab, corpus, args, flags, log)
-                row = dict(steps=steps, tokens=tokens, seconds=seconds, **{
-                    split: scores(translate_ours(model_dir, corpus, split, args, log),
-                                  _references(corpus.source, split))
-                    for split in corpus.splits})
+                results, alpha = score_ours(model_dir, corpus, args, log)
+                row = dict(steps=steps, tokens=tokens, seconds=seconds, alpha=alpha, **results)
             rows.append([name, " ".join(flags) or "-", row["steps"], f"{row['tokens']:,.0f}",
-                         f"{row['seconds'] / 60:.1f}", *score_cells(row, corpus.splits)])
+                         f"{row['seconds'] / 60:.1f}", f"{row['tokens'] / row['seconds']:,.0f}",
+                         alpha_cell(row),
+                         *score_cells(row, corpus.splits)])
             print(markdown_table(columns(corpus.splits), rows[-1:]), flush=True)
         log.close()
+        peaks.append(matmul_peak_gflops(args.mixed_precision))
     budget = f"{args.minutes:g} minutes" if args.minutes else f"{args.steps} steps"
     where = ("whole dev split and the held-out books (test: bench/heldout.py, not trained on)"
              if "test" in corpus.splits else "whole dev split")
     table = (f"{args.data}, {where}; budget {budget} of training each; ours: "
              f"{args.hparams}, {args.mixed_precision}, --batch_tokens {args.batch_tokens}, a "
              f"{args.vocab_size}-id shared BPE, beam {args.beam_size}, alpha "
-             f"{args.alpha if args.alpha is not None else 'of the hparams set'}; the "
+             f"{alphas(args)}; the "
              f"keras.io recipe at the same size (bench/keras_io_recipe.py), beam "
              f"{args.beam_size}, no length penalty. One run each; minutes: the training's wall "
-             f"time (ours: the kt-train command, start-up and checkpoints included).\n\n"
+             f"time (ours: the kt-train command, start-up and checkpoints included); tokens/s: "
+             f"target tokens trained a second of it. {args.mixed_precision} matmul peak (2048^3) "
+             f"before and after the runs: {peaks[0]:.0f} and {peaks[1]:.0f} GFLOP/s.\n\n"
              + markdown_table(columns(corpus.splits), rows))
     print(table)
     append_results(f"Translation quality on {args.data}, {budget}", table)
 
 
+def alphas(args):
+    if len(args.alphas) > 1:
+        return f"the best dev BLEU of {', '.join(f'{a:g}' for a in args.alphas)} (column alpha)"
+    return f"{args.alphas[0]:g}" if args.alphas[0] is not None else "of the hparams set"
+
+
+def alpha_cell(row):
+    """The alpha a row was decoded at: "-" for the peer (no length penalty)."""
+    if "alpha" not in row:
+        return "-"
+    return "set's" if row["alpha"] is None else f"{row['alpha']:g}"
+
+
+def matmul_peak_gflops(policy):
+    from bench.train_step import matmul_peak
+
+    return matmul_peak("bfloat16" if "bfloat16" in policy else "float32") / 1e9
+
+
 def columns(splits):
     per_split = [f"{split} {what}" for split in splits for what in ("BLEU", "chrF", "length ratio")]
-    return ["variant", "kt-train flags", "steps", "target tokens", "minutes", *per_split,
-            f"{splits[0]} precisions 1/2/3/4"]
+    return ["variant", "kt-train flags", "steps", "target tokens", "minutes", "tokens/s", "alpha",
+            *per_split, f"{splits[0]} precisions 1/2/3/4"]
 
 
 def score_cells(row, splits):
