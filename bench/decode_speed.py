@@ -167,9 +167,9 @@ def main():
             data.corpus_texts(data.get_source("bible_en_es")), args.vocab_size,
             pathlib.Path(tmp) / "vocab.model")
         model = kt.build_model(args.hparams, vocabulary.vocab_size)
-        table = np.asarray(model.embedding.embeddings)
+        table = np.asarray(model.output_projection.embeddings)
         table[kt.EOS_ID] = 0.0
-        model.embedding.embeddings.assign(table)
+        model.output_projection.embeddings.assign(table)
         models = {"": model}
         for policy, suffix in (("mixed_bfloat16", ", mixed_bfloat16"),
                                ("bfloat16", ", bfloat16 weights")):

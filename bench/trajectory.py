@@ -37,7 +37,8 @@ def parse_decoders(text):
 
 
 def embedding_scale(model):
-    """Median root-mean-square of the scaled embedding rows (1.0 at initialization)."""
+    """Median root-mean-square of the scaled target embedding rows (1.0 at initialization; the
+    one matrix where the model shares it)."""
     rows = np.asarray(model.embedding.embeddings, np.float32)
     return float(np.median(np.sqrt((rows ** 2).mean(axis=1)) * np.sqrt(rows.shape[1])))
 

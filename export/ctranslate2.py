@@ -42,7 +42,7 @@ from keras_transformer.data import Vocabulary
 from keras_transformer.decoding import EXTRA_LENGTH
 from keras_transformer.export.translator import source_ids_of
 from keras_transformer.model_dir import config
-from keras_transformer.token_ids import EOS_ID, PAD_ID
+from keras_transformer.token_ids import EOS_ID, PAD_ID, UNK_ID
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "bfloat16", "int8_bfloat16")
 POSITIONS = 2048  # sinusoid rows written; inputs and outputs are limited to this many tokens
@@ -161,7 +161,7 @@ def transformer_spec(model, vocabulary):
     spec.config.bos_token = pieces[PAD_ID]
     spec.config.decoder_start_token = pieces[PAD_ID]
     spec.config.eos_token = pieces[EOS_ID]
-    spec.config.unk_token = pieces[2]
+    spec.config.unk_token = pieces[UNK_ID]
     spec.config.layer_norm_epsilon = model.layer_norm_epsilon
     return spec
 

@@ -1,4 +1,4 @@
-"""Encoder and decoder layers: post-norm residual blocks (paper sections 3.1 and 5.4).
+"""Encoder and decoder layers: residual blocks, post-norm as in the paper (sections 3.1 and 5.4).
 
 Every sub-layer's output goes through dropout, is added to its input and layer-normalized:
 LayerNorm(x + Dropout(Sublayer(x))). With `layer_norm_position="pre"` the sub-layer reads its
@@ -12,9 +12,7 @@ from keras import ops
 
 from keras_transformer.attention import MultiHeadAttention
 from keras_transformer.feed_forward import PositionwiseFeedForward
-
-
-LAYER_NORM_POSITIONS = ("post", "pre")
+from keras_transformer.hparams import LAYER_NORM_POSITIONS
 
 
 class _ResidualBlock(keras.layers.Layer):

@@ -5,14 +5,12 @@ from keras import ops
 
 from keras_transformer import checks
 from keras_transformer.embedding import SharedEmbedding
-from keras_transformer.layers import LAYER_NORM_POSITIONS, DecoderLayer, EncoderLayer
+from keras_transformer.hparams import EMBEDDING_SHARING, LAYER_NORM_POSITIONS
+from keras_transformer.layers import DecoderLayer, EncoderLayer
 from keras_transformer.masks import causal_mask, padding_mask
 from keras_transformer.positional import LearnedPositionEmbedding, SinusoidalPositionEncoding
 from keras_transformer.training import TokenLevelTraining
 from keras_transformer.word_dropout import WordDropout
-
-# Which token matrices are one (Transformer's embedding_sharing).
-EMBEDDING_SHARING = ("all", "target", "none")
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -110,11 +108,13 @@ class Transformer(TokenLevelTraining, keras.Model):
 
         policy = self.dtype_policy
         # The target embedding, and whichever of the other two it stands for ("embedding" keeps
-        # the checkpoints of tied models as they were).
+        # the checkpoints of tied models as they were). Keras saves a layer under the first
+        # attribute, in alphabetical order, that holds it: these names sort before the model's
+        # "layers" list, so each untied table is saved under its own name, not a numbered one.
         self.embedding = SharedEmbedding(vocab_size, d_model, dtype=policy, name="embedding")
-        self.untied_source_embedding = None if embedding_sharing == "all" else SharedEmbedding(
+        self.encoder_embedding = None if embedding_sharing == "all" else SharedEmbedding(
             vocab_size, d_model, dtype=policy, name="source_embedding")
-        self.untied_output_projection = None if embedding_sharing != "none" else SharedEmbedding(
+        self.decoder_projection = None if embedding_sharing != "none" else SharedEmbedding(
             vocab_size, d_model, dtype=policy, name="output_projection")
         # Encoder and decoder positions are separate tables when learned (as in Gehring et al.
         # 2017, which row E follows, and tensor2tensor); sinusoids have no weights to share.
@@ -152,8 +152,8 @@ class Transformer(TokenLevelTraining, keras.Model):
         # Every weight's shape follows from the constructor arguments, so any input shape builds
         # the same model (which is what lets load_model rebuild it before restoring weights).
         hidden = (None, None, self.d_model)
-        for table in (self.embedding, self.untied_source_embedding,
-                      self.untied_output_projection):
+        for table in (self.embedding, self.encoder_embedding,
+                      self.decoder_projection):
             if table is not None:
                 table.build()
         self.encoder_positions.build(hidden)
@@ -194,16 +194,16 @@ class Transformer(TokenLevelTraining, keras.Model):
     @property
     def source_embedding(self):
         """The `SharedEmbedding` the encoder reads its ids with."""
-        if self.untied_source_embedding is None:
+        if self.encoder_embedding is None:
             return self.embedding
-        return self.untied_source_embedding
+        return self.encoder_embedding
 
     @property
     def output_projection(self):
         """The `SharedEmbedding` whose matrix, transposed, is the pre-softmax projection."""
-        if self.untied_output_projection is None:
+        if self.decoder_projection is None:
             return self.embedding
-        return self.untied_output_projection
+        return self.decoder_projection
 
     def output_kernel(self):
         """The pre-softmax projection [d_model, vocab_size] in the compute dtype, for a search to

@@ -57,7 +57,7 @@ class RunConfig:
     eval_every: int = 1000
     eval_sentences: int = 500
     eval_beam_size: int = 1  # in-training BLEU: greedy (1) or beam search
-    keep_best: str = None  # "bleu" or "loss": keep the best checkpoint in model_dir/best/
+    keep_best: str = None  # "bleu", "chrf", "loss" or "f1": the best checkpoint in model_dir/best/
     early_stopping: int = 0  # evaluations without improvement before stopping (0: never)
     keep_checkpoints: int = 5
     checkpoint_every_steps: int = 1000

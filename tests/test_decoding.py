@@ -46,10 +46,10 @@ def test_ended_sentences_produce_padding():
     u[0] = 1.0
     final_norm.gamma.assign(np.zeros(32, "float32"))
     final_norm.beta.assign(u)
-    table = np.asarray(model.embedding.embeddings)
+    table = np.asarray(model.output_projection.embeddings)
     table[:, 0] = 0.0
     table[kt.EOS_ID] = 10.0 * u
-    model.embedding.embeddings.assign(table)
+    model.output_projection.embeddings.assign(table)
     ids, scores = greedy_decode(model, np.full((2, 5), 3, "int32"), 40)
     assert ids.shape == (2, 40)
     np.testing.assert_array_equal(ids.numpy()[:, 0], kt.EOS_ID)

@@ -3,6 +3,7 @@ stops when its metric stops improving, and `--checkpoint best` loads what was ke
 
 import io
 import json
+import re
 import sys
 
 import numpy as np
@@ -98,6 +99,17 @@ def test_kt_train_keeps_the_best_after_the_rotation_stops_early_and_translates_w
                          str(run / "checkpoints" / "ckpt-6")]) == 0
     assert "averaged ckpt-2, ckpt-6 into" in capsys.readouterr().out
     assert (run / "averaged" / "ckpt-6" / "model.weights.h5").exists()
+
+
+def test_kt_train_keeps_the_best_by_chrf(tmp_path, small_corpus):  # noqa: F811
+    """--keep_best chrf reads the chrF that the evaluation computes of its dev translations."""
+    run = tmp_path / "run"
+    trained = kt_train(run, small_corpus, "--hparams", "transformer_tiny", "--train_steps", "2",
+                       "--eval_every", "2", "--eval_sentences", "2", "--keep_best", "chrf")
+    assert trained.returncode == 0, trained.stderr
+    assert re.search(r"dev BLEU \d+\.\d\d, chrF \d+\.\d\d on 2 sentences", trained.stdout)
+    assert "new best dev_chrf" in trained.stdout
+    assert model_dir.best_checkpoint(run).name == "ckpt-2"
 
 
 @pytest.mark.parametrize("flags, message", [

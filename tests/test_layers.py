@@ -39,12 +39,19 @@ def layer_norm(layer_normalization, x, epsilon=1e-6):
             + np.asarray(layer_normalization.beta))
 
 
+def randomize_norms(layer, rng):
+    """Every layer normalization of `layer` a different function (not the identity), so a test
+    notices one used in another's place."""
+    for variable in layer.weights:
+        if "layer_norm" in variable.path:
+            mean = 1.0 if variable.path.endswith("gamma") else 0.0
+            variable.assign(rng.normal(mean, 0.3, variable.shape))
+
+
 def test_pre_norm_encoder_layer_normalizes_what_each_sublayer_reads(rng):
     layer = EncoderLayer(**ARGS, layer_norm_position="pre")
     layer.build((2, 5, 8))
-    for block in (layer.self_attention_block, layer.feed_forward_block):  # not the identity
-        block.norm.gamma.assign(rng.normal(1.0, 0.2, 8))
-        block.norm.beta.assign(rng.normal(0.0, 0.2, 8))
+    randomize_norms(layer, rng)
     x = rng.normal(size=(2, 5, 8)).astype("float32")
     mask = np.ones((2, 1, 5), bool)
     out = np.asarray(layer(x, attention_mask=mask))
@@ -58,6 +65,8 @@ def test_pre_norm_encoder_layer_normalizes_what_each_sublayer_reads(rng):
 
 def test_pre_norm_decoder_layer_normalizes_what_each_sublayer_reads(rng):
     layer = DecoderLayer(**ARGS, layer_norm_position="pre")
+    layer.build((2, 4, 8), (2, 6, 8))
+    randomize_norms(layer, rng)
     x = rng.normal(size=(2, 4, 8)).astype("float32")
     memory = rng.normal(size=(2, 6, 8)).astype("float32")
     causal = np.tril(np.ones((4, 4), bool))[None]
@@ -90,6 +99,8 @@ def test_residual_dropout_only_in_training(rng):
 @pytest.mark.parametrize("position", ["post", "pre"])
 def test_decoder_cache_equals_full_pass(rng, position):
     layer = DecoderLayer(**ARGS, layer_norm_position=position)
+    layer.build((2, 5, 8), (2, 3, 8))
+    randomize_norms(layer, rng)
     x = rng.normal(size=(2, 5, 8)).astype("float32")
     memory = rng.normal(size=(2, 3, 8)).astype("float32")
     memory_mask = np.array([[[True, True, True]], [[True, True, False]]])

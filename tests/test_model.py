@@ -115,6 +115,10 @@ def test_attention_scores_are_the_weights_the_layers_use(rng):
 @pytest.mark.parametrize("max_length", [8, None], ids=["preallocated", "growing"])
 def test_step_by_step_cached_decoding_equals_full_pass(rng, overrides, max_length):
     model = tiny_model(**overrides)
+    for variable in model.weights:  # every norm a different function, not the identity
+        if "norm" in variable.path:
+            mean = 1.0 if variable.path.endswith("gamma") else 0.0
+            variable.assign(rng.normal(mean, 0.3, variable.shape))
     source, target = padded_pair(rng)
     full = np.asarray(model((source, target)))
     memory = model.encode(source)
@@ -200,6 +204,20 @@ def test_embedding_sharing_decides_how_many_token_matrices_there_are(sharing, ta
     layers = model.encoder_layers + model.decoder_layers
     assert model.count_params() == tables * VOCAB * 32 + sum(l.count_params() for l in layers)
     assert model.get_config()["embedding_sharing"] == sharing
+
+
+def test_untied_tables_are_saved_under_names_of_their_own(tmp_path):
+    """A weights file names each table after the attribute holding it; numbered names would
+    change with the order the layers are made in, and old files would load into the wrong
+    tables."""
+    import h5py
+
+    model = tiny_model(embedding_sharing="none", layer_norm_position="pre")
+    model.save_weights(tmp_path / "m.weights.h5")
+    with h5py.File(tmp_path / "m.weights.h5") as saved:
+        assert {"embedding", "encoder_embedding", "decoder_projection", "encoder_norm",
+                "decoder_norm"} <= set(saved)
+        assert "layers" not in saved  # where Keras puts layers no attribute of its own holds
 
 
 def test_untied_matrices_each_serve_their_own_side(rng):

@@ -7,7 +7,9 @@ about the learning rate: fine-tuning wants a much lower rate, e.g. `--hparams_ov
 learning_rate_multiplier=0.05,warmup_steps=100`), unless `--init_optimizer` also takes the
 optimizer's state and step, which continues the schedule where the other run left it. The hparams
 default to the other run's; the fields that make the model (builders.ARCHITECTURE_FIELDS) must
-match theirs, except dropout rates, which only act in training. In Python the same is
+match theirs, except dropout rates (source_word_dropout among them), which only act in training
+(with `--init_optimizer`, adding or removing source word dropout is refused when the checkpoint
+is read: its random streams no longer match the model's). In Python the same is
 `model.load_weights(checkpoint / "model.weights.h5")` on a model built with the other run's
 hparams and vocabulary size, before `compile` (docs/training.md).
 """
@@ -21,7 +23,7 @@ from keras_transformer.model_dir import checkpoints, config
 
 # Model fields a fine-tuning run may change: they shape no weight and change no computation
 # outside training.
-FREE_FIELDS = ("dropout", "attention_dropout", "relu_dropout")
+FREE_FIELDS = ("dropout", "attention_dropout", "relu_dropout", "source_word_dropout")
 
 
 def resolve(path):
