@@ -16,10 +16,12 @@ from keras_transformer._layout import require_installed_name
 require_installed_name(__name__, "data")
 
 from keras_transformer.data.batching import (
+    UpdateBatches,
     batch_by_length,
     bucket_batch_sizes,
     bucket_boundaries,
     length_sorted_batches,
+    update_batches,
 )
 from keras_transformer.data.input_pipeline import (
     counted,
@@ -56,11 +58,12 @@ from keras_transformer.data.vocab import (
 
 __all__ = [
     "BUNDLED", "CorpusError", "EOS_ID", "LocalSource", "PAD_ID", "TfdsSource", "Tree",
-    "TreeError", "TreebankSource", "Vocabulary", "VocabularyError", "batch_by_length",
+    "TreeError", "TreebankSource", "UpdateBatches", "Vocabulary", "VocabularyError",
+    "batch_by_length",
     "bucket_batch_sizes", "bucket_boundaries", "build_vocabulary", "bundled_source",
     "corpus_texts", "corpus_whole_tokens", "counted", "default_vocab_size", "delinearize",
     "directory_source", "first_pairs", "get_source",
     "is_treebank", "length_sorted_batches", "limit_length", "linearize",
     "normalize_whitespace", "pipeline", "read_trees", "shift_right", "spread", "spread_pairs",
-    "tokenized_pairs",
+    "tokenized_pairs", "update_batches",
 ]

@@ -8,6 +8,8 @@ batch_tokens // (b - 1) pairs, so no batch exceeds the budget on either side, an
 distinct shapes keeps `model.fit` from retracing for every batch.
 """
 
+import dataclasses
+
 import numpy as np
 import tensorflow as tf
 
@@ -42,6 +44,69 @@ def bucket_batch_sizes(boundaries, batch_tokens, batch_size_multiple=1):
             f"batch_tokens={batch_tokens} cannot hold {batch_size_multiple} pair(s) of "
             f"{boundaries[-1] - 1} tokens; raise batch_tokens or lower max_length")
     return sizes
+
+
+@dataclasses.dataclass(frozen=True)
+class UpdateBatches:
+    """How the tokens of one optimizer update are cut into the batches one pipeline yields.
+
+    Attributes:
+        update_tokens: padded tokens a side of one update, all micro-batches and replicas.
+        replicas: replicas in sync, over all workers.
+        batch_tokens: most padded tokens a side of one pipeline batch.
+        size_multiple: its rows come in multiples of this (the replicas that share the batch
+            times the micro-batches each splits its rows into).
+        per_update: pipeline batches one update takes from one worker's pipeline (what a resume
+            skips per step done).
+    """
+
+    update_tokens: int
+    replicas: int
+    batch_tokens: int
+    size_multiple: int
+    per_update: int
+
+    def check(self, max_length):
+        """Raises ValueError when the longest bucket (pairs of `max_length` tokens) cannot hold
+        `size_multiple` pairs: its batches would be empty."""
+        if self.batch_tokens // max_length < self.size_multiple:
+            raise ValueError(
+                f"an update of {self.update_tokens:,} padded tokens a side over "
+                f"{self.replicas} replica(s) makes batches of {self.batch_tokens:,}, too few for "
+                f"{self.size_multiple} pair(s) of the longest bucket ({max_length} tokens); "
+                f"raise batch_tokens or lower max_length")
+
+
+def update_batches(batch_tokens, *, accumulate_steps=1, replicas=1, per_replica=False,
+                   local_replicas=1):
+    """The batch arithmetic of data-parallel training: an update is `accumulate_steps`
+    micro-batches of `batch_tokens` padded tokens a side over all `replicas`.
+
+    Args:
+        batch_tokens: padded tokens a side of one micro-batch over all replicas (kt-train's
+            --batch_tokens).
+        accumulate_steps: micro-batches an update adds up (each replica splits its rows).
+        replicas: replicas in sync, over all workers.
+        per_replica: each pipeline batch goes to one replica (`distribute_datasets_from_function`,
+            as for several workers); otherwise a batch is split over the replicas by rows
+            (`model.fit` under MirroredStrategy).
+        local_replicas: with `per_replica`, the replicas of this worker, each taking one batch of
+            its pipeline per update.
+
+    Returns:
+        UpdateBatches. E.g. the paper's 25,000 tokens on 2 workers x 8 GPUs: per-replica batches of
+        1,562 tokens, 6 pairs of the 256-token bucket, 8 batches an update from each worker.
+    """
+    for name, value in (("batch_tokens", batch_tokens), ("accumulate_steps", accumulate_steps),
+                        ("replicas", replicas), ("local_replicas", local_replicas)):
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    update_tokens = batch_tokens * accumulate_steps
+    if per_replica:
+        return UpdateBatches(update_tokens, replicas, batch_tokens=update_tokens // replicas,
+                             size_multiple=accumulate_steps, per_update=local_replicas)
+    return UpdateBatches(update_tokens, replicas, batch_tokens=update_tokens,
+                         size_multiple=replicas * accumulate_steps, per_update=1)
 
 
 def batch_by_length(pairs, batch_tokens, max_length, batch_size_multiple=1, min_length=8,

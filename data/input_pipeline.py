@@ -126,7 +126,7 @@ def counted(batches):
 def pipeline(source, vocabulary, split="train", batch_tokens=25_000, max_length=256,
              overlong="drop", training=None, shuffle_buffer=SHUFFLE_BUFFER, cache=None, seed=None,
              deterministic=False, batch_size_multiple=1, input_context=None,
-             source_vocabulary=None):
+             source_vocabulary=None, accumulate_steps=1):
     """The batches of one split, ready for `model.fit` / `model.evaluate`.
 
     Args:
@@ -134,7 +134,8 @@ def pipeline(source, vocabulary, split="train", batch_tokens=25_000, max_length=
         vocabulary: a `Vocabulary` or the path of its `.model` file.
         split: "train", "dev" or "test".
         batch_tokens: most padded tokens per batch on each side (25000 in the paper), over all
-            replicas: with an `input_context`, batches hold one replica's share.
+            replicas (with `accumulate_steps`, of one micro-batch): with an `input_context`,
+            batches hold one replica's share (`batching.update_batches` does the arithmetic).
         max_length: longest pair kept, in tokens including end of sentence.
         overlong: "drop" or "truncate" pairs longer than max_length.
         training: shuffle (files too, for TFDS) and repeat forever; defaults to split == "train".
@@ -144,12 +145,15 @@ def pipeline(source, vocabulary, split="train", batch_tokens=25_000, max_length=
         seed: shuffle seed.
         deterministic: the same batches in the same order on every run (when training, needs a
             seed; slower: parallel stages keep their order).
-        batch_size_multiple: every batch size is a multiple of it (the number of replicas that
-            share each batch); the last, partial batches of a bucket get all-padding rows, which
+        batch_size_multiple: the number of replicas that share each batch (under `model.fit`
+            with MirroredStrategy); every batch size is a multiple of it (and of
+            `accumulate_steps`); the last, partial batches of a bucket get all-padding rows, which
             carry no loss.
         input_context: `tf.distribute.InputContext` from `distribute_datasets_from_function`:
             this pipeline reads its own shard of the pairs, in per-replica batches.
         source_vocabulary: encodes the source side instead of `vocabulary` (`tokenized_pairs`).
+        accumulate_steps: each batch holds the K micro-batches of one update (for
+            `compile(accumulate_steps=K)`): K times the tokens, rows a multiple of K.
 
     Returns:
         tf.data.Dataset of ((source_ids [b, L], target_input_ids [b, L]), target_output_ids
@@ -157,17 +161,29 @@ def pipeline(source, vocabulary, split="train", batch_tokens=25_000, max_length=
 
     Raises:
         CorpusError: no pair of the split survives the length limits.
+        ValueError: a batch cannot hold a pair of max_length tokens (per replica, per
+            micro-batch).
     """
     training = split == "train" if training is None else training
     if deterministic and training and seed is None:
         raise ValueError("deterministic=True needs a seed to shuffle the same way every run")
     source, vocabulary = _resolve(source, vocabulary)
     shard = None
-    if input_context is not None:
+    if input_context is None:
+        share = batching.update_batches(batch_tokens, accumulate_steps=accumulate_steps,
+                                        replicas=batch_size_multiple)
+    else:
+        if batch_size_multiple != 1:
+            raise ValueError(f"batch_size_multiple counts the replicas that share a batch; with "
+                             f"an input_context each batch goes to one replica, got "
+                             f"batch_size_multiple={batch_size_multiple}")
         # distribute_datasets_from_function hands each batch to one replica.
-        batch_tokens //= input_context.num_replicas_in_sync
+        share = batching.update_batches(batch_tokens, accumulate_steps=accumulate_steps,
+                                        replicas=input_context.num_replicas_in_sync,
+                                        per_replica=True)
         if input_context.num_input_pipelines > 1:
             shard = (input_context.num_input_pipelines, input_context.input_pipeline_id)
+    share.check(max_length)
     if overlong not in OVERLONG_MODES:
         raise ValueError(f"overlong must be one of {OVERLONG_MODES}, got {overlong!r}")
     cut = max_length if overlong == "truncate" else None
@@ -185,7 +201,8 @@ def pipeline(source, vocabulary, split="train", batch_tokens=25_000, max_length=
                                           shard, source_vocabulary))
     if training:
         pairs = _shuffled_epochs(pairs, shuffle_buffer, seed)
-    batches = batching.batch_by_length(pairs, batch_tokens, max_length, batch_size_multiple)
+    batches = batching.batch_by_length(pairs, share.batch_tokens, max_length,
+                                       share.size_multiple)
     batches = batches.map(lambda s, t: ((s, shift_right(t)), t),
                           num_parallel_calls=tf.data.AUTOTUNE)
     options = tf.data.Options()

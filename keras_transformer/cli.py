@@ -8,8 +8,11 @@ import contextlib
 import os
 import pathlib
 import sys
+import tempfile
 
 VERBOSE_FLAG = "--verbose"
+# What `quiet_tensorflow_startup` hid, one string a line.
+STARTUP_LINES = []
 
 
 def is_command():
@@ -23,7 +26,8 @@ def is_command():
 
 @contextlib.contextmanager
 def quiet_tensorflow_startup():
-    """For the commands: TensorFlow's C++ start-up lines (oneDNN, CUDA, CPU features) go nowhere.
+    """For the commands: TensorFlow's C++ start-up lines (oneDNN, CUDA, CPU features) are hidden,
+    kept in `STARTUP_LINES` (a run without the GPU it expected quotes them).
 
     They are written to file descriptor 2 before TensorFlow's log level is read, so only a
     redirect hides them; the block loads TensorFlow and asks for GPUs (which prints CUDA's
@@ -37,8 +41,8 @@ def quiet_tensorflow_startup():
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "1"
     sys.stderr.flush()
     saved = os.dup(2)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 2)
+    hidden = tempfile.TemporaryFile()
+    os.dup2(hidden.fileno(), 2)
     try:
         import tensorflow as tf
 
@@ -47,7 +51,9 @@ def quiet_tensorflow_startup():
     finally:
         os.dup2(saved, 2)
         os.close(saved)
-        os.close(devnull)
+        hidden.seek(0)
+        STARTUP_LINES[:] = hidden.read().decode("utf-8", "replace").splitlines()
+        hidden.close()
 
 
 def add_verbose_flag(parser):

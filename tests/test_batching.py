@@ -1,4 +1,5 @@
 import collections
+import re
 
 import numpy as np
 import pytest
@@ -23,6 +24,56 @@ def test_batch_sizes_fill_the_budget_at_the_padded_length():
         s // 4 * 4 for s in sizes]
     with pytest.raises(ValueError, match="batch_tokens=50 cannot hold 1 pair"):
         data.bucket_batch_sizes(boundaries, 50)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("accumulate_steps", [1, 3])
+def test_an_update_is_batch_tokens_times_micro_batches_over_every_replica(workers,
+                                                                           accumulate_steps):
+    for local_replicas in range(1, 9):
+        replicas = workers * local_replicas
+        share = data.update_batches(4096, accumulate_steps=accumulate_steps, replicas=replicas,
+                                    per_replica=workers > 1, local_replicas=local_replicas)
+        update_tokens = 4096 * accumulate_steps
+        assert share.update_tokens == update_tokens and share.replicas == replicas
+        if workers == 1:  # one batch, split over the replicas by rows, then into micro-batches
+            assert (share.batch_tokens, share.size_multiple, share.per_update) == (
+                update_tokens, replicas * accumulate_steps, 1)
+        else:  # a batch a replica; each worker's replicas take one batch each an update
+            assert update_tokens - replicas < share.batch_tokens * replicas <= update_tokens
+            assert (share.size_multiple, share.per_update) == (accumulate_steps, local_replicas)
+
+
+def test_the_papers_batch_on_two_workers_of_eight_gpus_fills_every_bucket():
+    # 25,000 tokens over 16 replicas: 1,562 a replica, 6 pairs of the 256-token bucket (rounding
+    # each replica's share to a multiple of 16 replicas would have left none).
+    share = data.update_batches(25_000, replicas=16, per_replica=True, local_replicas=8)
+    share.check(256)
+    sizes = data.bucket_batch_sizes(data.bucket_boundaries(256), share.batch_tokens,
+                                    share.size_multiple)
+    assert share.batch_tokens == 1_562 and sizes[-1] == 6 and min(sizes) >= 1
+
+
+@pytest.mark.parametrize("batch_tokens, replicas, per_replica, accumulate_steps, message", [
+    (4000, 16, False, 1, "an update of 4,000 padded tokens a side over 16 replica(s) makes "
+                         "batches of 4,000, too few for 16 pair(s) of the longest bucket (256 "
+                         "tokens)"),
+    (4000, 16, True, 1, "an update of 4,000 padded tokens a side over 16 replica(s) makes "
+                        "batches of 250, too few for 1 pair(s)"),
+    (2000, 8, True, 4, "an update of 8,000 padded tokens a side over 8 replica(s) makes batches "
+                       "of 1,000, too few for 4 pair(s) of the longest bucket (256 tokens); "
+                       "raise batch_tokens or lower max_length"),
+])
+def test_a_budget_too_small_for_the_longest_bucket_is_refused(batch_tokens, replicas,
+                                                              per_replica, accumulate_steps,
+                                                              message):
+    share = data.update_batches(batch_tokens, accumulate_steps=accumulate_steps,
+                                replicas=replicas, per_replica=per_replica)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        share.check(256)
+    share.check(share.batch_tokens // share.size_multiple)  # the most that fits
+    with pytest.raises(ValueError, match="replicas must be >= 1, got 0"):
+        data.update_batches(4096, replicas=0)
 
 
 def random_pairs(rng, count, max_length):

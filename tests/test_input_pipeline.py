@@ -172,8 +172,13 @@ def test_nothing_left_after_the_length_limits_is_an_error(tmp_path, bible_vocab)
 def test_bad_arguments(bible_vocab, bible_vocab_path, tmp_path):
     with pytest.raises(ValueError, match="overlong must be one of"):
         data.pipeline("bible_en_es", bible_vocab, overlong="wrap")
-    with pytest.raises(ValueError, match="batch_tokens=100 cannot hold 1 pair"):
+    with pytest.raises(ValueError, match=r"an update of 100 padded tokens a side over 1 "
+                       r"replica\(s\) makes batches of 100, too few for 1 pair\(s\) of the "
+                       r"longest bucket \(256 tokens\); raise batch_tokens"):
         data.pipeline("bible_en_es", bible_vocab, batch_tokens=100)
+    with pytest.raises(ValueError, match="with an input_context each batch goes to one replica"):
+        data.pipeline("bible_en_es", bible_vocab, batch_size_multiple=2,
+                      input_context=tf.distribute.InputContext(2, 0, 2))
     with pytest.raises(data.VocabularyError, match="no such vocabulary file"):
         data.pipeline("bible_en_es", tmp_path / "nope.model")
     assert data.pipeline("bible_en_es", bible_vocab_path, "dev") is not None  # a path works

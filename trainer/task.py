@@ -42,9 +42,10 @@ PRECISIONS = {"none": "float32", "mixed_float16": "mixed_float16",
 
 
 def policy_of(mixed_precision):
-    """The Keras dtype policy of a --mixed_precision value; "auto" asks the devices."""
+    """The Keras dtype policy of a --mixed_precision value; "auto" asks the devices
+    (`distribute.auto_policy`)."""
     if mixed_precision == "auto":
-        return "mixed_bfloat16" if distribute.native_bfloat16() else "float32"
+        return distribute.auto_policy()
     return PRECISIONS[mixed_precision]
 
 
@@ -251,6 +252,22 @@ def check_mt_lstm(run, hp):
                                  "another run")
 
 
+def update_batches(run, distribution):
+    """How an update's tokens are cut into this worker's pipeline batches
+    (`data.update_batches`); refused when the longest bucket's batches would hold no pair."""
+    share = data.update_batches(run.batch_tokens, accumulate_steps=run.accumulate_steps,
+                                replicas=distribution.num_replicas_in_sync,
+                                per_replica=distribute.is_multi_worker(distribution),
+                                local_replicas=len(distribution.extended.worker_devices))
+    try:
+        share.check(run.max_length)
+    except ValueError as error:
+        raise config.ConfigError(f"--batch_tokens {run.batch_tokens:,} with --accumulate_steps "
+                                 f"{run.accumulate_steps} and --max_length {run.max_length}: "
+                                 f"{error}") from None
+    return share
+
+
 def train(args):
     model_dir = pathlib.Path(args.model_dir)
     run = run_config(args)
@@ -281,6 +298,10 @@ def train(args):
     if args.max_minutes and distribute.is_multi_worker(distribution):
         raise config.ConfigError("--max_minutes would stop workers at different steps (each "
                                  "has its own clock); use --train_steps with several workers")
+    share = update_batches(run, distribution)
+    warning = distribute.missing_gpu_warning(cli.STARTUP_LINES)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     keras.utils.set_random_seed(run.seed)
     keras.mixed_precision.set_global_policy(policy_of(run.mixed_precision))
     source = run.source(bool(args.download))
@@ -320,12 +341,14 @@ def train(args):
     print(f"{'resuming from ' + str(restored) if restored else 'starting'} at step {step} of "
           f"{train_steps}: {run.hparams_name} ({model.count_params():,} parameters), "
           f"{source!r}, vocabulary {vocabulary.vocab_size}, {distribution.num_replicas_in_sync} "
-          f"replica(s), {keras.mixed_precision.global_policy().name}"
+          f"replica(s) on {distribute.describe_devices()}, "
+          f"{keras.mixed_precision.global_policy().name}"
           f"{', XLA' if run.jit_compile else ''}, model_dir {model_dir}", flush=True)
     replicas = distribution.num_replicas_in_sync
     print(f"each update: {run.accumulate_steps} micro-batch(es) x {run.batch_tokens:,} padded "
-          f"tokens a side over {replicas} replica(s) = {run.accumulate_steps * run.batch_tokens:,}"
-          f" padded tokens a side", flush=True)
+          f"tokens a side over {replicas} replica(s) = {share.update_tokens:,} padded tokens a "
+          f"side" + (f"; a replica's batches hold {share.batch_tokens:,}"
+                     if distribute.is_multi_worker(distribution) else ""), flush=True)
     if step >= train_steps:
         print(f"nothing to do: step {step} >= --train_steps {train_steps}")
         return 0
@@ -347,18 +370,17 @@ def train(args):
             return 0
 
     def pipeline(split, training, input_context=None, seed=run.seed):
-        # A training batch holds an update's micro-batches, each replica's rows a multiple of
-        # them, so the train step splits it without padding rows.
-        micro_batches = run.accumulate_steps if training else 1
-        return data.pipeline(source, vocabulary, split, run.batch_tokens * micro_batches,
-                             run.max_length, run.overlong, training=training, seed=seed,
+        # A training batch holds an update's micro-batches (data.update_batches, as `share`).
+        return data.pipeline(source, vocabulary, split, run.batch_tokens, run.max_length,
+                             run.overlong, training=training, seed=seed,
                              deterministic=run.deterministic,
-                             batch_size_multiple=replicas * micro_batches,
-                             input_context=input_context, source_vocabulary=words)
+                             batch_size_multiple=1 if input_context else replicas,
+                             input_context=input_context, source_vocabulary=words,
+                             accumulate_steps=run.accumulate_steps if training else 1)
 
     if run.deterministic:  # exactly the batches an uninterrupted run would see next
         def train_batches(context=None):
-            return pipeline("train", True, context).skip(step)
+            return pipeline("train", True, context).skip(step * share.per_update)
     else:  # a fresh shuffle, cheaper than skipping
         def train_batches(context=None):
             return pipeline("train", True, context, seed=run.seed + step)
