@@ -1,4 +1,5 @@
-"""A test split of our own for the quality bench: whole books taken out of bible_en_es's train split.
+"""A test split of our own for the quality bench: whole books taken out of bible_en_es's train
+split.
 
 The bundled corpus has train and dev only (its README: some books are kept aside elsewhere, to
 judge models on text they never saw). Choosing settings on dev and reporting on dev flatters them,

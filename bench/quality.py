@@ -200,7 +200,8 @@ def main(argv=None):
              f"keras.io recipe at the same size (bench/keras_io_recipe.py), beam "
              f"{args.beam_size}, no length penalty. One run each; minutes: the training's wall "
              f"time (ours: the kt-train command, start-up and checkpoints included); tokens/s: "
-             f"target tokens trained a second of those minutes (so ours pays its start-up). {args.mixed_precision} matmul peak (2048^3) "
+             f"target tokens trained a second of those minutes (so ours pays its start-up). "
+             f"{args.mixed_precision} matmul peak (2048^3) "
              f"before and after the runs: {peaks[0]:.0f} and {peaks[1]:.0f} GFLOP/s.\n\n"
              + markdown_table(columns(corpus.splits), rows))
     print(table)

@@ -2,7 +2,7 @@
 
 import argparse
 
-from keras_transformer import cli, model_dir
+from keras_transformer import cli, devices, model_dir
 from keras_transformer.cli import at_least
 from keras_transformer.data import treebank
 from keras_transformer.decoding import EXTRA_LENGTH
@@ -13,6 +13,19 @@ from keras_transformer.export.translator import Translator
 DECODE_PRESETS = {"translation": dict(beam_size=4, alpha=None, extra_length=EXTRA_LENGTH),
                   "parsing": dict(beam_size=21, alpha=0.3, extra_length=treebank.EXTRA_LENGTH)}
 MODELS_PRESET = "parsing for a model trained on a treebank, else translation"
+
+
+def add_batch_size_flag(parser, what):
+    """--batch_size, `what` decoded together; `with_batch_size` fills in the device's default."""
+    parser.add_argument("--batch_size", type=at_least(1),
+                        help=f"{what} together (default: 32 on a CPU, 128 on a GPU)")
+
+
+def with_batch_size(args):
+    """`args` with --batch_size set: the user's, or `devices.decode_batch_size()`."""
+    if args.batch_size is None:
+        args.batch_size = devices.decode_batch_size()
+    return args
 
 
 def add_decoding_flags(parser, beam=True, preset=None, model_dir_required=True):

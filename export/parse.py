@@ -23,9 +23,14 @@ import sys
 import time
 
 from keras_transformer import cli, data
-from keras_transformer.cli import at_least
 from keras_transformer.data import evalb, trees
-from keras_transformer.export.flags import add_decoding_flags, checkpoints, translator_from_flags
+from keras_transformer.export.flags import (
+    add_batch_size_flag,
+    add_decoding_flags,
+    checkpoints,
+    translator_from_flags,
+    with_batch_size,
+)
 from keras_transformer.export.lines import InputError, read_lines, translate_lines
 from keras_transformer.model_dir import ConfigError, ModelDirError
 
@@ -46,8 +51,7 @@ def parse_args(argv=None):
                         help="which split of --data (default test)")
     parser.add_argument("--output", help="file for the trees (default: stdout)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
-    parser.add_argument("--batch_size", type=at_least(1), default=32,
-                        help="sentences parsed together (default %(default)s)")
+    add_batch_size_flag(parser, "sentences parsed")
     args = parser.parse_args(argv)
     if args.split and not args.data:
         parser.error("--split needs --data")
@@ -56,7 +60,7 @@ def parse_args(argv=None):
                      f"ptb-xx:)")
     if args.output:
         cli.check_output(parser, args.output, args.overwrite)
-    return args
+    return with_batch_size(args)
 
 
 class Sentence:

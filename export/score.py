@@ -22,8 +22,13 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer import cli
-from keras_transformer.cli import at_least
-from keras_transformer.export.flags import add_decoding_flags, checkpoints, translator_from_flags
+from keras_transformer.export.flags import (
+    add_batch_size_flag,
+    add_decoding_flags,
+    checkpoints,
+    translator_from_flags,
+    with_batch_size,
+)
 from keras_transformer.export.lines import InputError, read_lines, sorted_batches, token_ids
 from keras_transformer.model_dir import ConfigError, ModelDirError
 
@@ -82,12 +87,11 @@ def parse_args(argv=None):
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     parser.add_argument("--per_token", action="store_true",
                         help="add a column of each token's log-probability")
-    parser.add_argument("--batch_size", type=at_least(1), default=32,
-                        help="pairs scored together (default %(default)s)")
+    add_batch_size_flag(parser, "pairs scored")
     args = parser.parse_args(argv)
     if args.output:
         cli.check_output(parser, args.output, args.overwrite)
-    return args
+    return with_batch_size(args)
 
 
 def main(argv=None):

@@ -25,10 +25,12 @@ from keras_transformer import cli, data
 from keras_transformer.cli import at_least
 from keras_transformer.export.ctranslate2 import PATIENCE, Ctranslate2Translator
 from keras_transformer.export.flags import (
+    add_batch_size_flag,
     add_decoding_flags,
     apply_decode_preset,
     checkpoints,
     translator_from_flags,
+    with_batch_size,
 )
 from keras_transformer.export.lines import (
     InputError,
@@ -115,8 +117,7 @@ def parse_args(argv=None):
     corpus.add_argument("--split", choices=data.sources.SPLITS,
                         help="which split of --data (default test); the languages default to "
                              "the model's")
-    parser.add_argument("--batch_size", type=at_least(1), default=32,
-                        help="sentences translated together (default %(default)s)")
+    add_batch_size_flag(parser, "sentences translated")
     parser.add_argument("--scores", action="store_true",
                         help="write 'score<TAB>translation' lines")
     parser.add_argument("--n_best", type=at_least(1),
@@ -174,7 +175,7 @@ def parse_args(argv=None):
         parser.error(f"--{corpus_flags[0]} needs --data")
     if args.output:
         cli.check_output(parser, args.output, args.overwrite)
-    return args
+    return with_batch_size(args)
 
 
 def engine_from_flags(args):

@@ -94,7 +94,8 @@ def named_checkpoint(model_dir, checkpoint):
         best = best_checkpoint(model_dir)
         if best is None:
             raise ModelDirError(f"--checkpoint best: {pathlib.Path(model_dir) / config.BEST_DIR} "
-                                f"holds no checkpoint; kt-train --keep_best bleu|chrf|loss keeps one")
+                                f"holds no checkpoint; kt-train --keep_best bleu|chrf|loss keeps "
+                                f"one")
         return best
     return pathlib.Path(checkpoint)
 

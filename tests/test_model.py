@@ -202,7 +202,8 @@ def test_one_embedding_matrix_serves_source_target_and_softmax():
 def test_embedding_sharing_decides_how_many_token_matrices_there_are(sharing, tables):
     model = tiny_model(embedding_sharing=sharing)
     layers = model.encoder_layers + model.decoder_layers
-    assert model.count_params() == tables * VOCAB * 32 + sum(l.count_params() for l in layers)
+    assert model.count_params() == tables * VOCAB * 32 + sum(
+        layer.count_params() for layer in layers)
     assert model.get_config()["embedding_sharing"] == sharing
 
 

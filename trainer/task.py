@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 import keras_transformer as kt
-from keras_transformer import cli, data
+from keras_transformer import cli, data, devices
 from keras_transformer.cli import at_least
 from keras_transformer.data import glove
 from keras_transformer.decoding import EXTRA_LENGTH
@@ -43,9 +43,9 @@ PRECISIONS = {"none": "float32", "mixed_float16": "mixed_float16",
 
 def policy_of(mixed_precision):
     """The Keras dtype policy of a --mixed_precision value; "auto" asks the devices
-    (`distribute.auto_policy`)."""
+    (`devices.auto_policy`)."""
     if mixed_precision == "auto":
-        return distribute.auto_policy()
+        return devices.auto_policy()
     return PRECISIONS[mixed_precision]
 
 
@@ -288,8 +288,8 @@ def train(args):
                                    run.hparams)
         args.vocab = init_from.check_vocabulary(run.init_from, args.vocab)
     if run.early_stopping and not run.keep_best:
-        raise config.ConfigError("--early_stopping needs --keep_best bleu|chrf|loss: the metric whose "
-                                 "improvement it waits for")
+        raise config.ConfigError("--early_stopping needs --keep_best bleu|chrf|loss: the metric "
+                                 "whose improvement it waits for")
     distribution = distribute.strategy()
     chief = distribute.is_chief(distribution)
     if run.keep_best and distribute.is_multi_worker(distribution):
@@ -299,7 +299,7 @@ def train(args):
         raise config.ConfigError("--max_minutes would stop workers at different steps (each "
                                  "has its own clock); use --train_steps with several workers")
     share = update_batches(run, distribution)
-    warning = distribute.missing_gpu_warning(cli.STARTUP_LINES)
+    warning = devices.missing_gpu_warning(cli.STARTUP_LINES)
     if warning:
         print(warning, file=sys.stderr, flush=True)
     keras.utils.set_random_seed(run.seed)
@@ -341,7 +341,7 @@ def train(args):
     print(f"{'resuming from ' + str(restored) if restored else 'starting'} at step {step} of "
           f"{train_steps}: {run.hparams_name} ({model.count_params():,} parameters), "
           f"{source!r}, vocabulary {vocabulary.vocab_size}, {distribution.num_replicas_in_sync} "
-          f"replica(s) on {distribute.describe_devices()}, "
+          f"replica(s) on {devices.describe_devices()}, "
           f"{keras.mixed_precision.global_policy().name}"
           f"{', XLA' if run.jit_compile else ''}, model_dir {model_dir}", flush=True)
     replicas = distribution.num_replicas_in_sync
