@@ -33,10 +33,12 @@ from keras_transformer.beam_search import beam_search, length_penalty
 from keras_transformer.builders import build_loss, build_model, build_optimizer
 from keras_transformer.cove import CoVe, TransformerCoVe
 from keras_transformer.decoding import beam_decode, greedy_decode, sample_decode
+from keras_transformer.dropout import Dropout
 from keras_transformer.embedding import SharedEmbedding
 from keras_transformer.feed_forward import PositionwiseFeedForward
 from keras_transformer.hparams import HParams, HParamsError
 from keras_transformer.layers import DecoderLayer, EncoderLayer
+from keras_transformer.loss_scaling import LossScaleOptimizer
 from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.masks import causal_mask, padding_mask
 from keras_transformer.metrics import Perplexity, TargetTokens, TokenAccuracy
@@ -67,14 +69,13 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
-    "BiattentiveClassificationNetwork", "CoVe", "DecoderLayer", "EOS_ID", "EncoderLayer",
-    "FusedAdam", "HParams", "HParamsError", "LabelSmoothedCrossEntropy",
-    "LearnedPositionEmbedding", "MTLSTM", "Maxout", "MultiHeadAttention", "PAD_ID", "Perplexity",
-    "PositionwiseFeedForward", "SharedEmbedding", "SinusoidalPositionEncoding", "TargetTokens",
-    "TokenAccuracy", "Transformer", "TransformerCoVe", "TransformerSchedule", "UNK_ID",
-    "WordDropout", "beam_decode",
-    "beam_search",
-    "build_loss", "build_model", "build_optimizer", "causal_mask", "greedy_decode", "hparams",
-    "length_penalty", "padding_mask", "paper_adam", "sample_decode", "sampling_search",
+    "BiattentiveClassificationNetwork", "CoVe", "DecoderLayer", "Dropout", "EOS_ID",
+    "EncoderLayer", "FusedAdam", "HParams", "HParamsError", "LabelSmoothedCrossEntropy",
+    "LearnedPositionEmbedding", "LossScaleOptimizer", "MTLSTM", "Maxout", "MultiHeadAttention",
+    "PAD_ID", "Perplexity", "PositionwiseFeedForward", "SharedEmbedding",
+    "SinusoidalPositionEncoding", "TargetTokens", "TokenAccuracy", "Transformer",
+    "TransformerCoVe", "TransformerSchedule", "UNK_ID", "WordDropout", "beam_decode",
+    "beam_search", "build_loss", "build_model", "build_optimizer", "causal_mask", "greedy_decode",
+    "hparams", "length_penalty", "padding_mask", "paper_adam", "sample_decode", "sampling_search",
     "scaled_dot_product_attention", "score",
 ]

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_transformer.dropout import Dropout
+
 # Masking and softmax run in float32 whatever the compute dtype (the Q K^T product itself runs in
 # the compute dtype), so a finite large negative hides masked keys without the float16 overflow a
 # -1e9 added to half-precision scores would cause.
@@ -24,7 +26,7 @@ def scaled_dot_product_attention(query, key, value, attention_mask=None, dropout
         value: [batch, heads, key_length, d_v].
         attention_mask: optional boolean tensor broadcastable to [batch, query_length, key_length];
             True where a query may attend to a key.
-        dropout_layer: optional layer applied to the attention weights (`keras.layers.Dropout`).
+        dropout_layer: optional layer applied to the attention weights (a `Dropout`).
         training: passed to `dropout_layer`.
 
     Returns:
@@ -97,7 +99,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.output_dim = output_dim
         self.dropout = dropout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.dropout_layer = (keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.dropout_layer = (Dropout(dropout, dtype=self.dtype_policy)
                                  if dropout else None)
 
     def build(self, query_shape, memory_shape=None):

@@ -18,6 +18,8 @@ or ids == 0 where the caller passes a mask).
 import keras
 from keras import ops
 
+from keras_transformer.dropout import Dropout
+
 _NEG = -1e9
 
 
@@ -92,7 +94,7 @@ class BiattentiveClassificationNetwork(keras.layers.Layer):
                                                             name=f"batch_norm_{i}")
                             for i in range(3)]
         self.classifier = keras.layers.Dense(num_classes, name="classifier")
-        self.dropout_layer = keras.layers.Dropout(dropout)
+        self.dropout_layer = Dropout(dropout)
         self.supports_masking = True
 
     def build(self, input_shape):

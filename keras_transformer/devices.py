@@ -78,7 +78,9 @@ def describe_devices(flags=None, gpus=None, cores=None):
             kinds[gpu] = kinds.get(gpu, 0) + 1
         return ", ".join(f"{count} x GPU ({name}, compute capability {major}.{minor})"
                          for (name, (major, minor)), count in kinds.items())
-    cores = len(os.sched_getaffinity(0)) if cores is None else cores
+    if cores is None:  # the cores this process may use (Linux), or the machine's
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+            os.cpu_count()
     bfloat16 = _cpu_bfloat16(cpu_flags() if flags is None else flags)
     return f"CPU ({cores} core{'s' if cores != 1 else ''}" + (
         f", {bfloat16} bfloat16)" if bfloat16 else ")")

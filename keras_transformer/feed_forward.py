@@ -2,6 +2,8 @@
 
 import keras
 
+from keras_transformer.dropout import Dropout
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class PositionwiseFeedForward(keras.layers.Layer):
@@ -30,7 +32,7 @@ class PositionwiseFeedForward(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.inner = keras.layers.Dense(d_ff, activation="relu", dtype=self.dtype_policy,
                                         kernel_initializer=self.kernel_initializer, name="inner")
-        self.dropout_layer = keras.layers.Dropout(relu_dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(relu_dropout, dtype=self.dtype_policy)
         self.outer = None  # Its width is the input's, known in build.
 
     def build(self, inputs_shape):

@@ -11,6 +11,7 @@ import keras
 from keras import ops
 
 from keras_transformer.attention import MultiHeadAttention
+from keras_transformer.dropout import Dropout
 from keras_transformer.feed_forward import PositionwiseFeedForward
 from keras_transformer.hparams import LAYER_NORM_POSITIONS
 
@@ -23,7 +24,7 @@ class _ResidualBlock(keras.layers.Layer):
     def __init__(self, dropout, epsilon, pre_norm=False, **kwargs):
         super().__init__(**kwargs)
         self.pre_norm = pre_norm
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(dropout, dtype=self.dtype_policy)
         self.norm = keras.layers.LayerNormalization(epsilon=epsilon, dtype=self.dtype_policy,
                                                     name="layer_norm")
 

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_transformer import checks
+from keras_transformer.dropout import Dropout
 from keras_transformer.embedding import SharedEmbedding
 from keras_transformer.hparams import EMBEDDING_SHARING, LAYER_NORM_POSITIONS
 from keras_transformer.layers import DecoderLayer, EncoderLayer
@@ -124,9 +125,9 @@ class Transformer(TokenLevelTraining, keras.Model):
         self.source_word_dropout_layer = WordDropout(
             source_word_dropout, dtype=policy, name="source_word_dropout"
         ) if source_word_dropout else None
-        self.encoder_input_dropout = keras.layers.Dropout(
+        self.encoder_input_dropout = Dropout(
             dropout, dtype=policy, name="encoder_input_dropout")
-        self.decoder_input_dropout = keras.layers.Dropout(
+        self.decoder_input_dropout = Dropout(
             dropout, dtype=policy, name="decoder_input_dropout")
         layer_args = dict(
             num_heads=num_heads, d_ff=d_ff, d_k=d_k or d_model // num_heads,

@@ -27,6 +27,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_transformer.decoding import graph_function
+from keras_transformer.dropout import Dropout
 from keras_transformer.training import TokenLevelTraining
 
 
@@ -77,7 +78,7 @@ class MTLSTM(TokenLevelTraining, keras.Model):
         self.attentional_state = keras.layers.Dense(hidden_size, activation="tanh",
                                                     name="attentional_state")  # W2
         self.output_projection = keras.layers.Dense(target_vocab_size, name="output")  # W_out
-        self.dropout_layer = keras.layers.Dropout(dropout)
+        self.dropout_layer = Dropout(dropout)
 
     def build(self, inputs_shape=None):
         # Every weight's shape follows from the constructor, so load_model can rebuild it.

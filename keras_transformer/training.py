@@ -17,7 +17,9 @@ The mixin gives `model.fit` three things Keras 3.15 does not do on its own for t
   callbacks and checkpoints count updates, and no state outlives a step. Give it batches K times
   as large (rows that do not split evenly are made up with all-padding rows, which carry no loss).
   Under float16 loss scaling every micro-batch's loss is scaled alike and the optimizer checks
-  the sum once, so an overflow in any micro-batch skips the update.
+  the sum once, so an overflow in any micro-batch skips the update; `compile` makes the loss
+  scaling `kt.LossScaleOptimizer`'s, whose check covers every replica (Keras's reads the first
+  replica's gradients only).
 - Building under a distribution strategy. Keras 3.15 builds a model from a batch it first averages
   across replicas, which turns int token ids into floats and fails on batches that do not split
   evenly. The distributed dataset's element spec (one replica's) has the right structure,
@@ -42,6 +44,7 @@ from keras import ops
 from keras.src.losses import loss as loss_module
 from tensorflow.python.distribute import values
 
+from keras_transformer.loss_scaling import agreeing_loss_scale
 from keras_transformer.losses import LabelSmoothedCrossEntropy, token_weights
 
 
@@ -57,8 +60,10 @@ class TokenLevelTraining:
     report_batch_shape = False
     accumulate_steps = 1
 
-    def compile(self, *args, accumulate_steps=1, **kwargs):
+    def compile(self, optimizer="rmsprop", *args, accumulate_steps=1, **kwargs):
         """`keras.Model.compile`, plus `accumulate_steps`: micro-batches per update (module doc).
+        Under mixed_float16 the optimizer's loss scaling is `kt.LossScaleOptimizer`'s, whose
+        overflow check covers every replica.
 
         Raises:
             ValueError: accumulate_steps is not a positive integer, or is used without a
@@ -69,7 +74,10 @@ class TokenLevelTraining:
                 accumulate_steps < 1:
             raise ValueError(f"accumulate_steps must be an integer >= 1, got "
                              f"{accumulate_steps!r}")
-        super().compile(*args, **kwargs)
+        if self.dtype_policy.name == "mixed_float16" and optimizer is not None and \
+                kwargs.get("auto_scale_loss", True):
+            optimizer = agreeing_loss_scale(optimizer)
+        super().compile(optimizer, *args, **kwargs)
         if accumulate_steps > 1:
             if not isinstance(self.loss, LabelSmoothedCrossEntropy):
                 raise ValueError(f"accumulate_steps needs the loss kt.build_loss gives (a "

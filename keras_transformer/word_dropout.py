@@ -8,8 +8,10 @@ translate around words it cannot read, as it must with rare words at test time.
 """
 
 import keras
+import tensorflow as tf
 from keras import ops
 
+from keras_transformer.dropout import replica_seed
 from keras_transformer.token_ids import EOS_ID, UNK_ID
 
 
@@ -23,7 +25,8 @@ class WordDropout(keras.layers.Layer):
     Args:
         rate: probability of replacing a token, in [0, 1).
         unk_id: the id that replaces it (the project's vocabularies: 2).
-        seed: seeds the layer's own random stream (`keras.random.SeedGenerator`).
+        seed: seeds the layer's own random stream (`keras.random.SeedGenerator`), drawn per
+            replica under a distribution strategy (keras_transformer/dropout.py).
 
     Call arguments:
         ids: int token ids [batch, length].
@@ -49,7 +52,8 @@ class WordDropout(keras.layers.Layer):
     def call(self, ids, training=None):
         if not training or self.rate == 0.0:
             return ids
-        draw = keras.random.uniform(ops.shape(ids), seed=self.seed_generator)
+        # Each replica its own draw (keras_transformer/dropout.py).
+        draw = tf.random.stateless_uniform(tf.shape(ids), seed=replica_seed(self.seed_generator))
         dropped = ops.logical_and(draw < self.rate, ids > max(EOS_ID, self.unk_id))
         return ops.where(dropped, ops.cast(self.unk_id, ids.dtype), ids)
 

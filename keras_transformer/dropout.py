@@ -1,0 +1,64 @@
+"""Dropout whose masks differ across the replicas of a tf.distribute strategy (paper section 5.4).
+
+Keras's `SeedGenerator` keeps its state in one variable that `MirroredStrategy` mirrors on every
+replica, so Keras's own dropout draws the same mask on every replica: a batch split over N devices
+would be regularized with N copies of one mask, not as the same batch is on one device. Here each
+draw folds the replica's index in the sync group (global across workers) into the generator's
+seed (`tf.random.experimental.stateless_fold_in`): replicas draw independent masks, the same ones
+for the same seed on every run and after a resume (the state is checkpointed, the fold is a
+function of it). With one replica the seed is Keras's own, so single-device training draws
+exactly the masks `keras.layers.Dropout` draws.
+"""
+
+import keras
+import tensorflow as tf
+
+
+def replica_seed(seed_generator):
+    """The generator's next seed for this replica: int32 [2], what TF's stateless ops take.
+
+    Advances `seed_generator` once (as any Keras random op does).
+    """
+    # As Keras's TensorFlow backend maps the int64 state into int32 (the seeds XLA compiles).
+    seed = tf.cast(tf.math.floormod(seed_generator.next(), tf.int32.max - 1), tf.int32)
+    context = tf.distribute.get_replica_context()
+    if context is not None and context.num_replicas_in_sync > 1:
+        seed = tf.random.experimental.stateless_fold_in(seed, context.replica_id_in_sync_group)
+    return seed
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Dropout(keras.layers.Dropout):
+    """`keras.layers.Dropout` (same arguments, same masks on one device) whose masks differ
+    across replicas (module doc).
+
+    Args:
+        rate: fraction of the inputs to drop, in [0, 1].
+        noise_shape: optional shape of the mask (None entries: the input's size there), e.g.
+            (None, 1, None): one mask for every position along axis 1.
+        seed: seeds the layer's random stream (`keras.random.SeedGenerator`).
+
+    Call arguments:
+        inputs: any float tensor.
+        training: drop only when True.
+
+    Returns:
+        `inputs` with each element (or each slice `noise_shape` names) zeroed with probability
+        `rate` and the rest scaled by 1 / (1 - rate); `inputs` unchanged outside training.
+
+    Example:
+    >>> Dropout(0.5, seed=1)(np.ones((1, 4)), training=False).numpy()
+    array([[1., 1., 1., 1.]], dtype=float32)
+    """
+
+    def call(self, inputs, training=False):
+        if not training or self.rate == 0:
+            return inputs
+        if self.rate == 1:
+            return tf.zeros_like(inputs)
+        shape = tf.shape(inputs)
+        noise_shape = shape if self.noise_shape is None else [
+            shape[axis] if size is None else size for axis, size in enumerate(self.noise_shape)]
+        return tf.nn.experimental.stateless_dropout(inputs, rate=self.rate,
+                                                    noise_shape=noise_shape,
+                                                    seed=replica_seed(self.seed_generator))

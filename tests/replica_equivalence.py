@@ -1,0 +1,181 @@
+"""Run by tests/test_distributed.py in a process of its own (the logical devices must be made
+before TensorFlow starts): N replicas on logical CPUs against one device, per precision, with and
+without gradient accumulation; float16 overflow in one replica's rows; dropout per replica.
+Prints one JSON line. `python tests/replica_equivalence.py full` runs every replica count in every
+precision, with and without accumulation (the suite runs a covering third of them)."""
+
+import json
+import sys
+
+import tensorflow as tf
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 8)
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+import keras_transformer as kt  # noqa: E402
+
+VOCAB = 30
+HOT = VOCAB - 1  # a source token whose embedding overflows float16 in the encoder
+ROWS = 16  # splits over 8 replicas x 2 micro-batches
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+# Every precision with and without accumulation, every replica count twice: what the suite runs.
+# "full" (the first argument) runs all 18.
+COVERING = [("float32", 1, 8), ("float32", 2, 2), ("mixed_bfloat16", 1, 2),
+            ("mixed_bfloat16", 2, 4), ("mixed_float16", 1, 4), ("mixed_float16", 2, 8)]
+FULL = [(policy, accumulate_steps, replicas) for policy in PRECISIONS
+        for accumulate_steps in (1, 2) for replicas in (2, 4, 8)]
+
+
+def batches(count=2, seed=0):
+    """Global batches of ROWS pairs, padding on both sides, unequal real tokens per row."""
+    rng = np.random.default_rng(seed)
+    result = []
+    for _ in range(count):
+        source = rng.integers(3, HOT, (ROWS, 7)).astype("int32")
+        target = rng.integers(3, VOCAB, (ROWS, 6)).astype("int32")
+        for row in range(ROWS):
+            source[row, rng.integers(1, 8):] = 0
+            target[row, rng.integers(1, 7):] = 0
+        result.append(((source, np.pad(target[:, :-1], [(0, 0), (1, 0)])), target))
+    return result
+
+
+def dataset(data):
+    spec = tf.TensorSpec([None, None], tf.int32)
+    return tf.data.Dataset.from_generator(lambda: iter(data), output_signature=((spec, spec), spec))
+
+
+STRATEGIES = {1: tf.distribute.get_strategy()}
+
+
+def strategy_of(replicas):
+    if replicas not in STRATEGIES:
+        # Every MirroredStrategy numbers its collective groups from 1: strategies of other sizes
+        # in one process need ranges of their own (as TensorFlow's own tests give them).
+        tf.distribute.MirroredStrategy._collective_key_base = replicas * 10_000
+        STRATEGIES[replicas] = tf.distribute.MirroredStrategy(
+            [f"/cpu:{i}" for i in range(replicas)])
+    return STRATEGIES[replicas]
+
+
+def train(hp, initial, data, *, replicas, policy, accumulate_steps=1):
+    """Weights, loss scale (None outside float16) and optimizer steps after fit on `data`."""
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        with strategy_of(replicas).scope():
+            model = kt.build_model(hp, VOCAB)
+            model.set_weights(initial)
+            # SGD: the weights move by the gradient itself. Adam would hide a gradient off by a
+            # factor (its steps are lr * g / |g|), and its first steps would turn rounding in
+            # near-zero gradients into whole steps. Under mixed_float16 compile wraps it in a
+            # kt.LossScaleOptimizer.
+            model.compile(optimizer=keras.optimizers.SGD(0.5), loss=kt.build_loss(hp),
+                          accumulate_steps=accumulate_steps)
+        model.fit(dataset(data), epochs=1, verbose=0)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    scale = getattr(model.optimizer, "dynamic_scale", None)
+    return (model.get_weights(), None if scale is None else float(scale.numpy()),
+            int(model.optimizer.iterations.numpy()))
+
+
+def largest_difference(a, b):
+    return max(float(np.abs(x - y).max()) for x, y in zip(a, b))
+
+
+def equivalence(cases):
+    """Per (precision, accumulate_steps): how far one device moved the weights, and for each
+    replica count the largest weight difference from one device."""
+    hp = kt.hparams.get("transformer_tiny", dropout=0.0)
+    keras.utils.set_random_seed(1)
+    initial = kt.build_model(hp, VOCAB).get_weights()
+    data = batches()
+    report, one_device = {}, {}
+    for policy, accumulate_steps, replicas in cases:
+        key = f"{policy} accumulate {accumulate_steps}"
+        if key not in one_device:
+            one_device[key], _, _ = train(hp, initial, data, replicas=1, policy=policy,
+                                          accumulate_steps=accumulate_steps)
+            report[key] = {"moved": largest_difference(initial, one_device[key])}
+        weights, _, _ = train(hp, initial, data, replicas=replicas, policy=policy,
+                              accumulate_steps=accumulate_steps)
+        report[key][str(replicas)] = largest_difference(one_device[key], weights)
+    return report
+
+
+def overflow():
+    """mixed_float16: rows holding HOT overflow in the encoder. Overflow in one replica's rows
+    (or one micro-batch's) must skip the update on every replica and halve the loss scale."""
+    hp = kt.hparams.get("transformer_tiny", dropout=0.0, embedding_sharing="none")
+    keras.utils.set_random_seed(2)
+    model = kt.build_model(hp, VOCAB)
+    model.source_embedding.embeddings.assign(  # inf in float16 once it reaches the queries
+        tf.tensor_scatter_nd_update(model.source_embedding.embeddings, [[HOT]],
+                                    tf.fill([1, hp.d_model], 1e4)))
+    initial = model.get_weights()
+    report = {}
+    for name, replicas, accumulate_steps, hot_rows in [
+            ("no overflow", 2, 1, slice(0, 0)),
+            ("one device", 1, 1, slice(12, 16)), ("last of 8 replicas", 8, 1, slice(14, 16)),
+            ("replica 1 of 2", 2, 1, slice(8, 16)),
+            ("micro-batch 2 of replica 0 of 2", 2, 2, slice(4, 8)),
+            ("micro-batch 1 of replica 1 of 2", 2, 2, slice(8, 12))]:
+        (source, target_input), target = batches(1, seed=5)[0]
+        source = source.copy()
+        source[hot_rows, 0] = HOT
+        weights, scale, steps = train(hp, initial, [((source, target_input), target)],
+                                      replicas=replicas, policy="mixed_float16",
+                                      accumulate_steps=accumulate_steps)
+        report[name] = {"changed": largest_difference(initial, weights), "scale": scale,
+                        "finite": all(bool(np.isfinite(w).all()) for w in weights)}
+    return report
+
+
+def replica_outputs(strategy, layer, inputs):
+    """`layer(inputs, training=True)` on each replica, the same inputs on all: a list of arrays."""
+    return [value.numpy() for value in strategy.experimental_local_results(tf.function(
+        lambda: strategy.run(lambda: layer(inputs, training=True)))())]
+
+
+def dropout():
+    """Replicas fed the same rows in training: how much their outputs differ, for kt.Dropout,
+    keras.layers.Dropout, and the model with only its dropout or only its word dropout on; the
+    difference between two runs of one seed; the seed state before and after one call."""
+    strategy = strategy_of(2)
+    ones = np.ones((4, 16), "float32")
+    report = {}
+    for name, make in [("kt.Dropout", kt.Dropout), ("keras.layers.Dropout", keras.layers.Dropout)]:
+        with strategy.scope():
+            layer = make(0.5, seed=3)
+        first, second = replica_outputs(strategy, layer, ones)
+        report[name] = float(np.abs(first - second).max())
+    rows = (np.array([[5, 6, 7, 8, 1]] * 2, "int32"), np.array([[1, 5, 6, 7, 8]] * 2, "int32"))
+
+    def model_outputs(seed, **rates):
+        """Each replica's output, and the state of the decoder input dropout's (or, with dropout
+        0, the word dropout's) seed generator before and after the call."""
+        keras.utils.set_random_seed(seed)
+        with strategy.scope():
+            model = kt.build_model(kt.hparams.get("transformer_tiny", **rates), VOCAB)
+            model(rows)
+        generator = (model.decoder_input_dropout if rates.get("dropout") else
+                     model.source_word_dropout_layer).seed_generator
+        before = generator.state.numpy().tolist()
+        outputs = replica_outputs(strategy, model, rows)
+        return outputs, [before, generator.state.numpy().tolist()]
+
+    for name, rates in [("model, dropout", dict(dropout=0.3)),
+                        ("model, word dropout", dict(dropout=0.0, source_word_dropout=0.5))]:
+        (first, second), _ = model_outputs(1, **rates)
+        report[name] = float(np.abs(first - second).max())
+    once, report["states"] = model_outputs(1, dropout=0.3)
+    again, _ = model_outputs(1, dropout=0.3)
+    report["same seed"] = largest_difference(once, again)
+    return report
+
+
+cases = FULL if sys.argv[1:] == ["full"] else COVERING
+print(json.dumps({"dropout": dropout(), "equivalence": equivalence(cases),
+                  "overflow": overflow()}))
