@@ -2,6 +2,7 @@
 peak a kt-train run used.
 
     python -m bench.gpu_check devices
+    python -m bench.gpu_check paper_batch
     python -m bench.gpu_check utilization --model_dir RUN --log RUN.log
 
 Model FLOPs utilization (MFU) = 6 x parameters x target tokens a second / peak FLOP/s. Six FLOPs a
@@ -28,13 +29,22 @@ PEAK_TFLOPS = [("H100 PCIe", 756.0), ("H100", 989.0), ("A100", 312.0), ("L4", 12
 
 
 def gpu_peak_tflops(name):
-    """The data-sheet peak of a GPU named `name` (e.g. "Tesla T4"), or None if not listed."""
-    return next((peak for model, peak in PEAK_TFLOPS if model in name), None)
+    """The data-sheet peak of a GPU named `name` (e.g. "Tesla T4"), or None if not listed (whole
+    words only: an L40S is no L4, an RTX A1000 no A100)."""
+    return next((peak for model, peak in PEAK_TFLOPS
+                 if re.search(rf"\b{re.escape(model)}\b", name)), None)
 
 
 def mfu(parameters, tokens_per_second, peak_flops):
     """Model FLOPs utilization (module doc): 6 x parameters x tokens/s over the peak."""
     return 6 * parameters * tokens_per_second / peak_flops
+
+
+def paper_batch(gpus):
+    """(--batch_tokens, --accumulate_steps) giving the paper's 25,000 tokens an update on `gpus`
+    GPUs, each holding the P100's 3,125 a micro-batch (docs/gpus.md's table; 0 GPUs: as 1)."""
+    accumulate_steps = max(1, 8 // max(1, gpus))
+    return 25_000 // accumulate_steps, accumulate_steps
 
 
 def steady_tokens_per_second(log_text):
@@ -104,12 +114,19 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("devices", help="the devices, auto's precision, the GPUs' peaks")
+    commands.add_parser("paper_batch", help="kt-train's batch flags for 25,000 tokens an update "
+                                            "on this machine's GPUs")
     measured = commands.add_parser("utilization", help="tokens/s and MFU of a kt-train run")
     measured.add_argument("--model_dir", required=True)
     measured.add_argument("--log", required=True, help="kt-train's printed output")
     args = parser.parse_args(argv)
     if args.command == "devices":
         devices()
+    elif args.command == "paper_batch":
+        from keras_transformer import devices as kt_devices
+
+        batch_tokens, accumulate_steps = paper_batch(len(kt_devices.gpu_details()))
+        print(f"--batch_tokens {batch_tokens} --accumulate_steps {accumulate_steps}")
     else:
         utilization(args.model_dir, args.log)
     return 0

@@ -13,14 +13,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-hparams=transformer_base batch_tokens=25000 minutes=2 log_every=20
+python=${PYTHON:-python}
+hparams=transformer_base minutes=2 log_every=20
 if [[ "${1:-}" == "--tiny" ]]; then
-    hparams=transformer_tiny batch_tokens=2000 minutes=0.3 log_every=5
+    hparams=transformer_tiny minutes=0.3 log_every=5 batch=(--batch_tokens 2000)
     shift
+else  # 25,000 tokens an update, 3,125 a GPU a micro-batch (what a P100 held; docs/gpus.md)
+    read -r -a batch <<< "$("$python" -m bench.gpu_check paper_batch)"
 fi
 work=${1:-$(mktemp -d)}
 mkdir -p "$work"
-python=${PYTHON:-python}
 data=(--data bible_en_es --source_lang en --target_lang es)
 
 echo "== devices"
@@ -29,9 +31,9 @@ echo "== devices"
 echo "== vocabulary (8,000 SentencePiece pieces of the bundled Bible corpus)"
 kt-vocab "${data[@]}" --vocab_size 8000 --output "$work/vocab.model"
 
-echo "== kt-train $hparams, $batch_tokens tokens an update, $minutes minutes"
+echo "== kt-train $hparams ${batch[*]}, $minutes minutes"
 kt-train --model_dir "$work/run" "${data[@]}" --vocab "$work/vocab.model" --hparams "$hparams" \
-    --batch_tokens "$batch_tokens" --mixed_precision auto --max_minutes "$minutes" \
+    "${batch[@]}" --mixed_precision auto --max_minutes "$minutes" \
     --train_steps 100000 --log_every "$log_every" --eval_sentences 0 --eval_every 1000000 \
     --checkpoint_every_steps 0 | tee "$work/train.log"
 "$python" -m bench.gpu_check utilization --model_dir "$work/run" --log "$work/train.log"

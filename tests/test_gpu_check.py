@@ -23,6 +23,14 @@ def test_utilization_is_six_flops_a_parameter_a_token_over_the_peak():
     assert gpu_check.gpu_peak_tflops("NVIDIA H100 PCIe") == 756.0
     assert gpu_check.gpu_peak_tflops("NVIDIA H100 80GB HBM3") == 989.0
     assert gpu_check.gpu_peak_tflops("Quadro RTX 8000") is None
+    assert gpu_check.gpu_peak_tflops("NVIDIA L40S") is None  # not the L4's 121
+    assert gpu_check.gpu_peak_tflops("NVIDIA RTX A1000") is None  # not the A100's 312
+
+
+def test_the_papers_batch_is_25000_tokens_an_update_3125_a_gpu():
+    for gpus, flags in [(0, (3125, 8)), (1, (3125, 8)), (2, (6250, 4)), (4, (12500, 2)),
+                        (8, (25000, 1)), (16, (25000, 1))]:
+        assert gpu_check.paper_batch(gpus) == flags
 
 
 def test_the_rate_is_the_median_of_the_log_lines_after_the_first():

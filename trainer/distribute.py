@@ -6,6 +6,9 @@ One machine: `MirroredStrategy` over its GPUs, or its CPU. Several workers named
 
 import json
 import os
+import pathlib
+import secrets
+import time
 
 import tensorflow as tf
 
@@ -34,3 +37,74 @@ def is_chief(distribution):
     return resolver.task_type == "chief" or (
         resolver.task_type == "worker" and resolver.task_id == 0
         and "chief" not in resolver.cluster_spec().as_dict())
+
+
+# Written by the chief at the start of a multi-worker run; every worker must read it back.
+SHARED_CHECK_FILE = "workers.check"
+
+
+def worker_index(distribution):
+    """This worker's place among all workers, 0 for the chief (or worker 0 without a chief)."""
+    resolver = distribution.cluster_resolver
+    if resolver.task_type == "chief":
+        return 0
+    return resolver.task_id + ("chief" in resolver.cluster_spec().as_dict())
+
+
+def sum_over_workers(distribution, values):
+    """The element-wise sum over all workers of each worker's `values` (floats, exact below
+    2^53): one collective, which every worker must reach."""
+    local_replicas = len(distribution.extended.worker_devices)
+    values = tf.constant(values, tf.float64)
+
+    def replica_share():  # the worker's first replica carries its values, the others zeros
+        first = tf.equal(tf.distribute.get_replica_context().replica_id_in_sync_group
+                         % local_replicas, 0)
+        return values * tf.cast(first, tf.float64)
+
+    return distribution.reduce(tf.distribute.ReduceOp.SUM, distribution.run(replica_share),
+                               axis=None).numpy()
+
+
+def _read_token(path, expected, attempts=5):
+    """The int in `path`, waiting a second at a time (up to `attempts` reads) for `expected`: a
+    network file system may show another host's new file a moment late. None if unreadable."""
+    for attempt in range(attempts):
+        try:
+            seen = int(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            seen = None
+        if seen == expected or attempt == attempts - 1:
+            return seen
+        time.sleep(1)
+
+
+def check_shared_model_dir(distribution, model_dir):
+    """Several workers restore from model_dir and only the chief writes it: a worker whose
+    model_dir is a directory of its own would train from step 0, and the cluster would diverge.
+    The chief writes a fresh token there; after a collective (which orders the write first) every
+    worker reads it back, and a second collective tells all of them who could not.
+
+    Returns:
+        the indices (`worker_index`) of the workers that did not read the chief's token (all of
+        them when the chief could not write it): empty when model_dir is shared.
+    """
+    path = pathlib.Path(model_dir) / SHARED_CHECK_FILE
+    chief = is_chief(distribution)
+    token = 0  # the chief's, when it could write it: every worker must reach both collectives
+    if chief:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(str(secrets.randbelow(2 ** 52) + 1), encoding="utf-8")
+            token = int(path.read_text(encoding="utf-8"))
+        except OSError:
+            token = 0
+    token = int(sum_over_workers(distribution, [token])[0])
+    seen = _read_token(path, token) if token else None
+    missing = [0.0] * cluster_workers()
+    missing[worker_index(distribution)] = float(not token or seen != token)
+    unseen = [index for index, count in enumerate(sum_over_workers(distribution, missing))
+              if count]
+    if chief:
+        path.unlink(missing_ok=True)  # read by all by now (the collective above)
+    return unseen

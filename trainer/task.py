@@ -292,6 +292,14 @@ def train(args):
                                  "whose improvement it waits for")
     distribution = distribute.strategy()
     chief = distribute.is_chief(distribution)
+    # First, before anything that could fail on one worker alone: the others would wait for it.
+    if distribute.is_multi_worker(distribution):
+        unshared = distribute.check_shared_model_dir(distribution, model_dir)
+        if unshared:
+            raise config.ConfigError(
+                f"--model_dir {model_dir}: worker(s) {', '.join(map(str, unshared))} cannot read "
+                f"what the chief writes there, so they would not resume from its checkpoints; "
+                f"give every worker the same directory on a shared file system (e.g. NFS)")
     if run.keep_best and distribute.is_multi_worker(distribution):
         raise config.ConfigError("--keep_best: several workers evaluate after training only; "
                                  "keep the best with one worker")
@@ -302,6 +310,12 @@ def train(args):
     warning = devices.missing_gpu_warning(cli.STARTUP_LINES)
     if warning:
         print(warning, file=sys.stderr, flush=True)
+    if run.jit_compile and distribution.num_replicas_in_sync > 1:
+        print(f"warning: --jit_compile over {distribution.num_replicas_in_sync} replicas puts "
+              f"every replica's step in one XLA program, which Keras's own default avoids under "
+              f"tf.distribute and which has not run where this project could test it (on "
+              f"logical CPU devices XLA cannot reach the other devices' variables); if it fails, "
+              f"train without --jit_compile (docs/gpus.md)", file=sys.stderr, flush=True)
     keras.utils.set_random_seed(run.seed)
     keras.mixed_precision.set_global_policy(policy_of(run.mixed_precision))
     source = run.source(bool(args.download))
