@@ -88,7 +88,7 @@ def largest_difference(a, b):
 def equivalence(cases):
     """Per (precision, accumulate_steps): how far one device moved the weights, and for each
     replica count the largest weight difference from one device."""
-    hp = kt.hparams.get("transformer_tiny", dropout=0.0)
+    hp = kt.hparams.get("transformer_tiny", dropout=0.0, num_layers=1)  # 1 layer: traced N times
     keras.utils.set_random_seed(1)
     initial = kt.build_model(hp, VOCAB).get_weights()
     data = batches()
@@ -108,7 +108,7 @@ def equivalence(cases):
 def overflow():
     """mixed_float16: rows holding HOT overflow in the encoder. Overflow in one replica's rows
     (or one micro-batch's) must skip the update on every replica and halve the loss scale."""
-    hp = kt.hparams.get("transformer_tiny", dropout=0.0, embedding_sharing="none")
+    hp = kt.hparams.get("transformer_tiny", dropout=0.0, num_layers=1, embedding_sharing="none")
     keras.utils.set_random_seed(2)
     model = kt.build_model(hp, VOCAB)
     model.source_embedding.embeddings.assign(  # inf in float16 once it reaches the queries
@@ -120,7 +120,6 @@ def overflow():
             ("no overflow", 2, 1, slice(0, 0)),
             ("one device", 1, 1, slice(12, 16)), ("last of 8 replicas", 8, 1, slice(14, 16)),
             ("replica 1 of 2", 2, 1, slice(8, 16)),
-            ("micro-batch 2 of replica 0 of 2", 2, 2, slice(4, 8)),
             ("micro-batch 1 of replica 1 of 2", 2, 2, slice(8, 12))]:
         (source, target_input), target = batches(1, seed=5)[0]
         source = source.copy()
