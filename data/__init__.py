@@ -16,8 +16,11 @@ from keras_transformer._layout import require_installed_name
 require_installed_name(__name__, "data")
 
 from keras_transformer.data.batching import (
+    BUCKET_GROWTH,
+    XLA_BUCKET_GROWTH,
     UpdateBatches,
     batch_by_length,
+    batch_shapes,
     bucket_batch_sizes,
     bucket_boundaries,
     length_sorted_batches,
@@ -57,9 +60,10 @@ from keras_transformer.data.vocab import (
 )
 
 __all__ = [
-    "BUNDLED", "CorpusError", "EOS_ID", "LocalSource", "PAD_ID", "TfdsSource", "Tree",
+    "BUCKET_GROWTH", "BUNDLED", "CorpusError", "EOS_ID", "LocalSource", "PAD_ID", "TfdsSource",
+    "Tree",
     "TreeError", "TreebankSource", "UpdateBatches", "Vocabulary", "VocabularyError",
-    "batch_by_length",
+    "XLA_BUCKET_GROWTH", "batch_by_length", "batch_shapes",
     "bucket_batch_sizes", "bucket_boundaries", "build_vocabulary", "bundled_source",
     "corpus_texts", "corpus_whole_tokens", "counted", "default_vocab_size", "delinearize",
     "directory_source", "first_pairs", "get_source",

@@ -6,6 +6,10 @@ tokens." Pairs go to buckets by their longer side; bucket boundaries grow geomet
 8, as in tensor2tensor); a bucket of boundary b pads both sides to b - 1 tokens and holds
 batch_tokens // (b - 1) pairs, so no batch exceeds the budget on either side, and the handful of
 distinct shapes keeps `model.fit` from retracing for every batch.
+
+XLA (`--jit_compile`) compiles a step once per batch shape, where TensorFlow's graphs take any:
+for it, `static_shapes` fills every batch of a bucket to the bucket's size, and a coarser growth
+(`XLA_BUCKET_GROWTH`) makes fewer buckets, so `batch_shapes` lists every shape a run can see.
 """
 
 import dataclasses
@@ -13,8 +17,12 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
+BUCKET_GROWTH = 1.1  # tensor2tensor's: 42 buckets up to 256 tokens
+# 10 buckets up to 256 tokens (widths 7, 11, 17, 26, 39, 59, 89, 134, 201, 256), for XLA.
+XLA_BUCKET_GROWTH = 1.5
 
-def bucket_boundaries(max_length, min_length=8, step=1.1):
+
+def bucket_boundaries(max_length, min_length=8, step=BUCKET_GROWTH):
     """Geometric boundaries from `min_length`, the last one max_length + 1.
 
     A pair of length n (its longer side, end of sentence included) falls in the first bucket whose
@@ -44,6 +52,15 @@ def bucket_batch_sizes(boundaries, batch_tokens, batch_size_multiple=1):
             f"batch_tokens={batch_tokens} cannot hold {batch_size_multiple} pair(s) of "
             f"{boundaries[-1] - 1} tokens; raise batch_tokens or lower max_length")
     return sizes
+
+
+def batch_shapes(max_length, batch_tokens, batch_size_multiple=1, min_length=8,
+                 step=BUCKET_GROWTH):
+    """[(rows, width)]: the shape of every batch `batch_by_length(..., static_shapes=True)` can
+    make with these arguments, one a bucket (so the XLA compilations of a step that reads them)."""
+    boundaries = bucket_boundaries(max_length, min_length, step)
+    sizes = bucket_batch_sizes(boundaries, batch_tokens, batch_size_multiple)
+    return [(size, boundary - 1) for size, boundary in zip(sizes, boundaries)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,7 +127,7 @@ def update_batches(batch_tokens, *, accumulate_steps=1, replicas=1, per_replica=
 
 
 def batch_by_length(pairs, batch_tokens, max_length, batch_size_multiple=1, min_length=8,
-                    step=1.1):
+                    step=BUCKET_GROWTH, static_shapes=False):
     """Batches (source_ids, target_ids) pairs of 1-D int32 tensors by length.
 
     Args:
@@ -119,6 +136,8 @@ def batch_by_length(pairs, batch_tokens, max_length, batch_size_multiple=1, min_
         max_length: the longest pair.
         batch_size_multiple: every batch size is a multiple of it.
         min_length, step: the bucket boundaries' start and growth factor.
+        static_shapes: every batch of a bucket has its size (`batch_shapes`): the last, partial
+            batches of a finite dataset are filled with all-padding rows too.
 
     Returns:
         dataset of (source_ids [batch, L], target_ids [batch, L]), 0-padded to the bucket's L;
@@ -132,12 +151,19 @@ def batch_by_length(pairs, batch_tokens, max_length, batch_size_multiple=1, min_
         # The bucket past the last boundary never fills: every pair is shorter than it.
         bucket_batch_sizes=sizes + [1],
         pad_to_bucket_boundary=True)
-    if batch_size_multiple == 1:
+    if batch_size_multiple == 1 and not static_shapes:
         return batches
+    widths = tf.constant([boundary - 1 for boundary in boundaries])
+    bucket_rows = tf.constant(sizes)
 
     def pad_rows(source, target):
         # A bucket's last batch of a finite dataset is partial; all-padding rows round it up.
-        missing = -tf.shape(source)[0] % batch_size_multiple
+        rows = tf.shape(source)[0]
+        if static_shapes:
+            bucket = tf.argmax(tf.cast(widths == tf.shape(source)[1], tf.int32))
+            missing = tf.gather(bucket_rows, bucket) - rows
+        else:
+            missing = -rows % batch_size_multiple
         return tuple(tf.pad(ids, [[0, missing], [0, 0]]) for ids in (source, target))
 
     return batches.map(pad_rows)

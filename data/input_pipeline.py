@@ -126,7 +126,8 @@ def counted(batches):
 def pipeline(source, vocabulary, split="train", batch_tokens=25_000, max_length=256,
              overlong="drop", training=None, shuffle_buffer=SHUFFLE_BUFFER, cache=None, seed=None,
              deterministic=False, batch_size_multiple=1, input_context=None,
-             source_vocabulary=None, accumulate_steps=1):
+             source_vocabulary=None, accumulate_steps=1, bucket_growth=batching.BUCKET_GROWTH,
+             static_shapes=False):
     """The batches of one split, ready for `model.fit` / `model.evaluate`.
 
     Args:
@@ -154,6 +155,11 @@ def pipeline(source, vocabulary, split="train", batch_tokens=25_000, max_length=
         source_vocabulary: encodes the source side instead of `vocabulary` (`tokenized_pairs`).
         accumulate_steps: each batch holds the K micro-batches of one update (for
             `compile(accumulate_steps=K)`): K times the tokens, rows a multiple of K.
+        bucket_growth: the growth factor of the length buckets' boundaries (tensor2tensor's
+            1.1; `batching.XLA_BUCKET_GROWTH` makes a handful).
+        static_shapes: every batch of a bucket has the same rows (partial ones are filled with
+            padding), so the batches take only `batching.batch_shapes`' shapes: for XLA
+            (`jit_compile`), which compiles once per shape.
 
     Returns:
         tf.data.Dataset of ((source_ids [b, L], target_input_ids [b, L]), target_output_ids
@@ -202,7 +208,8 @@ def pipeline(source, vocabulary, split="train", batch_tokens=25_000, max_length=
     if training:
         pairs = _shuffled_epochs(pairs, shuffle_buffer, seed)
     batches = batching.batch_by_length(pairs, share.batch_tokens, max_length,
-                                       share.size_multiple)
+                                       share.size_multiple, step=bucket_growth,
+                                       static_shapes=static_shapes)
     batches = batches.map(lambda s, t: ((s, shift_right(t)), t),
                           num_parallel_calls=tf.data.AUTOTUNE)
     options = tf.data.Options()

@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer import cli
-from keras_transformer.data import input_pipeline, sources
+from keras_transformer.data import batching, input_pipeline, sources
 from keras_transformer.data.vocab import Vocabulary, VocabularyError
 
 PERCENTILES = (50, 90, 95, 99, 100)
@@ -34,6 +34,7 @@ class Report:
     source_lengths: dict  # percentile -> tokens, end of sentence included, before limiting
     target_lengths: dict
     batches: int
+    batch_shapes: int  # distinct [rows, length] of the batches (XLA compiles each)
     mean_source_tokens: float  # real tokens per batch
     mean_target_tokens: float
     max_padded_tokens: int  # the most padded slots on one side of any batch
@@ -49,7 +50,8 @@ class Report:
             f"({'truncated' if self.overlong == 'truncate' else 'dropped'}), {self.kept} kept",
             f"source tokens per sentence: {lengths(self.source_lengths)}",
             f"target tokens per sentence: {lengths(self.target_lengths)}",
-            f"batches per epoch at batch_tokens={self.batch_tokens}: {self.batches}",
+            f"batches per epoch at batch_tokens={self.batch_tokens}: {self.batches}, of "
+            f"{self.batch_shapes} shapes",
             f"real tokens per batch: source {self.mean_source_tokens:.0f}, target "
             f"{self.mean_target_tokens:.0f}; most padded tokens on one side of a batch: "
             f"{self.max_padded_tokens} (budget {self.batch_tokens})",
@@ -58,22 +60,25 @@ class Report:
 
 
 def describe(source, vocabulary, split="train", batch_tokens=25_000, max_length=256,
-             overlong="drop"):
-    """One pass over a split, unshuffled, through the same stages as `pipeline`."""
+             overlong="drop", *, bucket_growth=batching.BUCKET_GROWTH, static_shapes=False):
+    """One pass over a split, unshuffled, through the same stages as `pipeline` (whose
+    `bucket_growth` and `static_shapes` these are)."""
     pair_lengths = input_pipeline.tokenized_pairs(source, vocabulary, split).map(
         lambda s, t: tf.stack([tf.size(s), tf.size(t)])).batch(8192)
     lengths = np.concatenate(list(pair_lengths.as_numpy_iterator()) or [np.zeros((0, 2), int)])
     empty = np.any(lengths == 0, axis=1)
     overlong_pairs = ~empty & np.any(lengths > max_length, axis=1)
     real = slots = max_padded = 0
-    source_tokens, target_tokens = [], []
+    source_tokens, target_tokens, shapes = [], [], set()
     batches = input_pipeline.pipeline(source, vocabulary, split, batch_tokens, max_length,
-                                    overlong, training=False, deterministic=True)
+                                    overlong, training=False, deterministic=True,
+                                    bucket_growth=bucket_growth, static_shapes=static_shapes)
     for (source_ids, _), target_ids in batches.as_numpy_iterator():
         source_tokens.append(np.count_nonzero(source_ids))
         target_tokens.append(np.count_nonzero(target_ids))
         slots += source_ids.size + target_ids.size
         max_padded = max(max_padded, source_ids.size, target_ids.size)
+        shapes.add(source_ids.shape)
     real = sum(source_tokens) + sum(target_tokens)
 
     def percentiles(values):
@@ -84,7 +89,8 @@ def describe(source, vocabulary, split="train", batch_tokens=25_000, max_length=
         pairs=len(lengths), empty=int(empty.sum()), overlong_pairs=int(overlong_pairs.sum()),
         kept=int(len(lengths) - empty.sum() - (overlong_pairs.sum() if overlong == "drop" else 0)),
         source_lengths=percentiles(lengths[:, 0]), target_lengths=percentiles(lengths[:, 1]),
-        batches=len(source_tokens), mean_source_tokens=float(np.mean(source_tokens or [0])),
+        batches=len(source_tokens), batch_shapes=len(shapes),
+        mean_source_tokens=float(np.mean(source_tokens or [0])),
         mean_target_tokens=float(np.mean(target_tokens or [0])), max_padded_tokens=max_padded,
         padding_efficiency=real / slots if slots else 0.0)
 

@@ -49,6 +49,7 @@ class RunConfig:
     embedding_dim: int = None  # an mt_lstm run's GloVe dimensions
     batch_tokens: int = 25_000
     accumulate_steps: int = 1  # micro-batches of batch_tokens per update
+    bucket_growth: float = None  # None: data.BUCKET_GROWTH, with jit_compile data.XLA_BUCKET_GROWTH
     train_steps: int = None  # None: the hparams set's train_steps
     seed: int = 1
     deterministic: bool = False

@@ -110,6 +110,27 @@ def test_batch_sizes_split_evenly_across_replicas(rng, repeat):
         assert real_rows == len(pairs)
 
 
+@pytest.mark.parametrize("multiple", [1, 4])
+def test_static_shapes_are_one_a_bucket_and_lose_no_pair(rng, multiple):
+    """For XLA: a finite dataset's partial batches too take their bucket's one shape."""
+    pairs = random_pairs(rng, 301, 60)
+    spec = tf.TensorSpec([None], tf.int32)
+    dataset = tf.data.Dataset.from_generator(lambda: iter(pairs), output_signature=(spec, spec))
+    shapes = data.batch_shapes(60, 600, multiple, step=data.XLA_BUCKET_GROWTH)
+    assert [width for _, width in shapes] == [7, 11, 17, 26, 39, 59, 60]
+    assert all(rows % multiple == 0 and rows * width <= 600 for rows, width in shapes)
+    batches = list(data.batch_by_length(dataset, 600, 60, multiple, step=data.XLA_BUCKET_GROWTH,
+                                        static_shapes=True).as_numpy_iterator())
+    assert {source.shape for source, _ in batches} | {target.shape for _, target in batches} \
+        == set(shapes)  # 301 random pairs reach every bucket, and no other shape appears
+    seen = collections.Counter((tuple(s[s > 0]), tuple(t[t > 0]))
+                               for source, target in batches for s, t in zip(source, target)
+                               if np.any(s > 0))
+    assert seen == collections.Counter((tuple(s), tuple(t)) for s, t in pairs)
+    default = data.batch_by_length(dataset, 600, 60, multiple, step=data.XLA_BUCKET_GROWTH)
+    assert len({source.shape for source, _ in default.as_numpy_iterator()}) > len(shapes)
+
+
 def test_length_sorted_batches_cover_every_row_once_trimmed_longest_first():
     ids = np.array([[5, 1, 0, 0], [5, 6, 7, 1], [1, 0, 0, 0], [5, 6, 1, 0], [0, 0, 0, 0]])
     batches = list(data.length_sorted_batches(ids, batch_size=2))

@@ -126,18 +126,27 @@ def test_a_damaged_or_newer_config_is_refused(tmp_path, small_corpus, capsys):
         assert (model_dir / "config.json").read_text() == text  # left for the user to look at
 
 
-def test_xla_and_bfloat16_training(tmp_path, small_corpus):
-    # Without a dev split: XLA would compile the dev loss's step again for each dev batch shape.
+def test_xla_and_bfloat16_training_compiles_once_a_bucket(tmp_path, small_corpus):
+    # Without a dev split: its loss's step would be compiled for its own shapes, at a cost.
     corpus = tmp_path / "train_only"
     corpus.mkdir()
     for path in small_corpus.glob("train.*"):
         shutil.copy(path, corpus)
-    result = kt_train_process(tmp_path / "run", corpus, *TINY, "--train_steps", "2",
-                              "--jit_compile", "--mixed_precision", "mixed_bfloat16",
-                              "--eval_sentences", "0")
+    dumps = tmp_path / "xla"
+    command = kt_train_command(tmp_path / "run", corpus, *TINY, "--train_steps", "8",
+                               "--jit_compile", "--mixed_precision", "mixed_bfloat16")
+    # XLA writes each program it compiles to --xla_dump_to: one per batch shape of the step.
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, env={
+        **os.environ, "XLA_FLAGS": f"--xla_dump_to={dumps} --xla_dump_hlo_as_text"})
     assert result.returncode == 0, result.stderr
     assert re.search(r"1 replica\(s\) on CPU \(\d+ cores?(, \w+ bfloat16)?\), mixed_bfloat16, XLA,",
-                     result.stdout) and "done: step 2" in result.stdout
+                     result.stdout) and "done: step 8" in result.stdout
+    shapes = re.search(r"XLA compiles the train step once for each of (\d+) batch shapes "
+                       r"\(padded lengths 7, 11, 17, 26, 39, 59, 89, 134, 150; --bucket_growth "
+                       r"1\.5\)", result.stdout)
+    assert shapes, result.stdout
+    compiled = list(dumps.glob("*one_step_on_data*before_optimizations.txt"))
+    assert 2 <= len(compiled) <= int(shapes.group(1)) == 9, sorted(p.name for p in compiled)
     assert json.loads((tmp_path / "run" / "config.json").read_text())["mixed_precision"] == \
         "mixed_bfloat16"
 

@@ -99,6 +99,12 @@ def parse_args(argv=None):
              f"token-exactly: an update sees accumulate_steps x batch_tokens tokens in the memory "
              f"of one micro-batch (default {defaults.accumulate_steps}; e.g. 25000 tokens on one "
              f"GPU: --batch_tokens 6250 --accumulate_steps 4)")
+    add("--bucket_growth", type=at_least(1.0, float),
+        help=f"growth factor (> 1) of the length buckets' boundaries, to which pairs are padded "
+             f"(default {data.BUCKET_GROWTH}: {len(data.bucket_boundaries(256))} buckets up to "
+             f"256 tokens; with --jit_compile {data.XLA_BUCKET_GROWTH}: "
+             f"{len(data.bucket_boundaries(256, step=data.XLA_BUCKET_GROWTH))}, as XLA compiles "
+             f"the step once for each)")
     add("--train_steps", type=at_least(1),
         help="total training steps (default: the hparams set's)")
     add("--eval_every", type=at_least(1),
@@ -268,6 +274,14 @@ def update_batches(run, distribution):
     return share
 
 
+def bucket_growth(run):
+    """The growth factor of the length buckets: few shapes for XLA, which compiles each."""
+    if run.bucket_growth is not None and not run.bucket_growth > 1:
+        raise config.ConfigError(f"--bucket_growth must be above 1, got {run.bucket_growth}")
+    return run.bucket_growth or (data.XLA_BUCKET_GROWTH if run.jit_compile else
+                                 data.BUCKET_GROWTH)
+
+
 def train(args):
     model_dir = pathlib.Path(args.model_dir)
     run = run_config(args)
@@ -307,6 +321,7 @@ def train(args):
         raise config.ConfigError("--max_minutes would stop workers at different steps (each "
                                  "has its own clock); use --train_steps with several workers")
     share = update_batches(run, distribution)
+    growth = bucket_growth(run)
     warning = devices.missing_gpu_warning(cli.STARTUP_LINES)
     if warning:
         print(warning, file=sys.stderr, flush=True)
@@ -363,6 +378,12 @@ def train(args):
           f"tokens a side over {replicas} replica(s) = {share.update_tokens:,} padded tokens a "
           f"side" + (f"; a replica's batches hold {share.batch_tokens:,}"
                      if distribute.is_multi_worker(distribution) else ""), flush=True)
+    if run.jit_compile:
+        shapes = data.batch_shapes(run.max_length, share.batch_tokens, share.size_multiple,
+                                   step=growth)
+        print(f"XLA compiles the train step once for each of {len(shapes)} batch shapes (padded "
+              f"lengths {', '.join(str(width) for _, width in shapes)}; --bucket_growth "
+              f"{growth:g})", flush=True)
     if step >= train_steps:
         print(f"nothing to do: step {step} >= --train_steps {train_steps}")
         return 0
@@ -390,7 +411,8 @@ def train(args):
                              deterministic=run.deterministic,
                              batch_size_multiple=1 if input_context else replicas,
                              input_context=input_context, source_vocabulary=words,
-                             accumulate_steps=run.accumulate_steps if training else 1)
+                             accumulate_steps=run.accumulate_steps if training else 1,
+                             bucket_growth=growth, static_shapes=run.jit_compile)
 
     if run.deterministic:  # exactly the batches an uninterrupted run would see next
         def train_batches(context=None):
