@@ -66,6 +66,12 @@ def add_decoding_flags(parser, beam=True, preset=None, model_dir_required=True):
                                  "well-formed trees over the sentence's words (the default for a "
                                  "parser); --no-tree_constraint decodes as the paper did, any "
                                  "sequence, repaired when read back")
+    if beam:
+        parser.add_argument("--jit_compile", action="store_true",
+                            help="beam search compiled with XLA, for GPUs (on a CPU it is "
+                                 "slower): inputs are padded to a few shapes, one compilation "
+                                 "each; a SavedModel exported so needs XLA where it is served "
+                                 "(TF Serving on a CPU: --xla_cpu_compilation_enabled)")
     parser.add_argument("--max_input_length", type=at_least(2),
                         help="longest input in tokens; longer ones are truncated (default: the "
                              "model_dir's training --max_length)")
@@ -154,7 +160,8 @@ def translator_from_flags(args, max_batch_size):
         extra_length=args.extra_length,
         max_input_length=args.max_input_length or loaded.run.max_length,
         max_output_length=args.max_output_length, max_batch_size=max_batch_size,
-        tree_leaves=tree_leaves_of(args, loaded.run.data))
+        tree_leaves=tree_leaves_of(args, loaded.run.data),
+        jit_compile=getattr(args, "jit_compile", False))
     return translator, members
 
 

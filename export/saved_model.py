@@ -152,6 +152,8 @@ def parse_args(argv=None):
         parser.error("--quantization is for --format ctranslate2")
     if args.format == "ctranslate2" and (args.ensemble or len(args.checkpoint or []) > 1):
         parser.error("--format ctranslate2 exports one model; an ensemble is a SavedModel only")
+    if args.format == "ctranslate2" and args.jit_compile:
+        parser.error("--jit_compile is for a SavedModel: CTranslate2 compiles its own kernels")
     if args.format == "ctranslate2" and args.tree_constraint:
         parser.error("--tree_constraint is for a SavedModel: CTranslate2 decodes any sequence")
     if args.format == "ctranslate2":

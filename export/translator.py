@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from keras_transformer import scoring
 from keras_transformer.beam_search import length_penalty
-from keras_transformer.data import treebank
+from keras_transformer.data import batching, treebank
 from keras_transformer.decoding import (
     EXTRA_LENGTH,
     beam_decode,
@@ -60,11 +60,16 @@ class Translator(tf.Module):
             "words", "tags" or "XX" (`data.trees.LEAVES`): every output is then a well-formed
             tree over the sentence's words (`data.treebank.tree_constraints`). None: any output
             the model writes.
+        jit_compile: beam search compiled with XLA (for GPUs; on CPUs it is slower). XLA
+            compiles a program for each input shape, so inputs are padded to a few: rows to a
+            power of two (or max_batch_size), columns to one of `xla_lengths` (the length
+            buckets of `kt-train --jit_compile`), at most len(xla_lengths) x
+            (log2(max_batch_size) + 1) programs. Outputs are the same, with more padding.
     """
 
     def __init__(self, model, vocabulary, beam_size=4, alpha=0.6, extra_length=EXTRA_LENGTH,
                  max_input_length=256, max_output_length=None, max_batch_size=64,
-                 max_input_bytes=None, tree_leaves=None, name="translator"):
+                 max_input_bytes=None, tree_leaves=None, jit_compile=False, name="translator"):
         super().__init__(name=name)
         max_output_length = max_output_length or max_input_length + extra_length
         for member in members(model):
@@ -92,12 +97,17 @@ class Translator(tf.Module):
         self.tree_leaves = tree_leaves
         self._tree_constraint = (treebank.tree_constraints(vocabulary, tree_leaves)
                                  if tree_leaves else lambda source_ids: None)
+        self.jit_compile = jit_compile
+        self.xla_lengths = [boundary - 1 for boundary in batching.bucket_boundaries(
+            max_input_length, step=batching.XLA_BUCKET_GROWTH)] if jit_compile else None
+        self.xla_rows = sorted({min(2 ** k, max_batch_size) for k in range(
+            max_batch_size.bit_length() + 1)}) if jit_compile else None
 
     def settings(self):
         """The decoding settings and bounds, as a JSON-able dict."""
         return {name: getattr(self, name) for name in (
             "beam_size", "alpha", "extra_length", "max_input_length", "max_output_length",
-            "max_batch_size", "max_input_bytes", "tree_leaves")}
+            "max_batch_size", "max_input_bytes", "tree_leaves", "jit_compile")}
 
     def _check_batch(self, batch_size):
         return tf.debugging.assert_less_equal(
@@ -156,17 +166,47 @@ class Translator(tf.Module):
 
     def _n_best(self, source_ids, prefix_ids=None):
         source_ids, empty, _ = self._cut_sources(source_ids)
-        ids, scores = beam_decode(self.model, source_ids,
-                                  tf.where(empty, 1, self._output_limits(source_ids)),
-                                  beam_size=self.beam_size, alpha=self.alpha,
-                                  prefix_ids=prefix_ids,
-                                  tree_constraint=self._tree_constraint(source_ids))
+        limits = tf.where(empty, 1, self._output_limits(source_ids))
+        if self.jit_compile:
+            ids, scores = self._beam_decode_xla(source_ids, limits, prefix_ids)
+        else:
+            ids, scores = self._beam_decode(source_ids, limits, prefix_ids)
         first = tf.range(self.beam_size) == 0
         ids = tf.where(empty[:, None, None], PAD_ID, ids)
         scores = tf.where(empty[:, None], tf.where(first, 0.0, float("-inf")), scores)
         lengths = tf.reduce_sum(tf.cast(scoring.target_mask(ids), tf.int32), axis=-1)
         return {"ids": ids, "scores": scores,
                 "log_probs": scores * length_penalty(lengths, self.alpha)}
+
+    def _beam_decode(self, source_ids, limits, prefix_ids, jit_compile=False):
+        # Under XLA, extra_length sizes the output buffer (source length + extra_length).
+        return beam_decode(self.model, source_ids, limits, extra_length=self.extra_length,
+                           beam_size=self.beam_size, alpha=self.alpha, jit_compile=jit_compile,
+                           prefix_ids=prefix_ids, tree_constraint=self._tree_constraint(source_ids))
+
+    def _beam_decode_xla(self, source_ids, limits, prefix_ids):
+        """`_beam_decode` under XLA on the inputs padded to one of its few shapes (see the class
+        docstring): added rows are all padding, limit 1 (empty translations), cut off again."""
+        rows, length = tf.shape(source_ids)[0], tf.shape(source_ids)[1]
+        missing_rows = tf.gather(self.xla_rows, tf.searchsorted(self.xla_rows, [rows])[0]) - rows
+        limits = tf.pad(limits, [[0, missing_rows]], constant_values=1)
+
+        def decode_at(padded_length):
+            def decode():
+                ids = tf.pad(source_ids, [[0, missing_rows], [0, padded_length - length]])
+                prefixes = prefix_ids
+                if prefix_ids is not None:  # as wide as the output (no limit lets one be wider)
+                    width = padded_length + self.extra_length
+                    prefixes = tf.pad(prefix_ids[:, :width], [
+                        [0, missing_rows], [0, width - tf.minimum(tf.shape(prefix_ids)[1], width)]])
+                    prefixes = tf.ensure_shape(prefixes, [None, width])
+                return self._beam_decode(tf.ensure_shape(ids, [None, padded_length]), limits,
+                                         prefixes, jit_compile=True)
+            return decode
+
+        ids, scores = tf.switch_case(tf.searchsorted(self.xla_lengths, [length])[0],
+                                     [decode_at(padded) for padded in self.xla_lengths])
+        return ids[:rows], scores[:rows]
 
     def sample_n_best_ids(self, source_ids, n, temperature, top_k=0, seed=(0, 0),
                           prefix_ids=None):

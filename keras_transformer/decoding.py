@@ -170,10 +170,13 @@ def _limits(model, source_ids, max_length, extra_length, static_buffer):
         limits = tf.minimum(limits, min(learned))  # no learned position beyond the table
     if not static_buffer:
         return limits, longest(limits)
-    if max_length is not None and not isinstance(max_length, int):
-        raise ValueError("with jit_compile, max_length must be None or a Python int (XLA "
-                         "needs the output length when it compiles)")
-    buffer = source_ids.shape[1] + extra_length if max_length is None else max_length
+    if isinstance(max_length, int):
+        buffer = max_length
+    elif source_ids.shape[1] is None:
+        raise ValueError("with jit_compile, source_ids need a static length, or max_length a "
+                         "Python int (XLA needs the output length when it compiles)")
+    else:  # a tensor max_length is capped, as the paper's limits are, at the buffer
+        buffer = source_ids.shape[1] + extra_length
     if learned:
         buffer = min(buffer, min(learned))
     return tf.minimum(limits, buffer), buffer
@@ -207,9 +210,10 @@ def beam_decode(model, source_ids, max_length=None, extra_length=EXTRA_LENGTH, b
             model's `max_length`.
         extra_length: see `max_length`.
         beam_size, alpha, eos_id: see `beam_search.beam_search` (the paper: 4 and 0.6).
-        jit_compile: compile with XLA; the output length is then source_length + extra_length,
-            or `max_length` (a Python int) if given, capped as above (one compilation per
-            input shape: pad to a few fixed shapes).
+        jit_compile: compile with XLA; the output length is then `max_length` if it is a
+            Python int, else source_length + extra_length (capping a tensor `max_length`), capped
+            as above (one compilation per input shape: pad to a few fixed shapes, as
+            `Translator(jit_compile=True)` does).
         prefix_ids: int [batch, prefix_length], 0-padded target subwords every hypothesis of
             a sentence starts with (see `beam_search`); None: no prefix.
         tree_constraint: a `tree_constraint.TreeConstraint`: only well-formed trees over each

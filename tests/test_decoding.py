@@ -57,10 +57,18 @@ def test_ended_sentences_produce_padding():
     assert np.all(scores.numpy() < 0) and np.all(scores.numpy() > -0.01)  # one likely token
 
 
-def test_xla_needs_a_python_max_length():
+def test_xla_sizes_its_buffer_from_the_input_shape():
     model = kt.build_model(kt.hparams.get("transformer_tiny"), VOCAB)
-    with pytest.raises(ValueError, match="with jit_compile, max_length must be None or a Python"):
-        kt.beam_decode(model, np.array([[5, 1]]), max_length=tf.constant(3), jit_compile=True)
+    source = np.array([[5, 1, 0]])
+    ids, _ = kt.beam_decode(model, source, max_length=tf.constant([100]), extra_length=4,
+                            jit_compile=True)
+    assert ids.shape == (1, 4, 3 + 4)  # a tensor limit is capped at source_length + extra_length
+    ids, _ = kt.beam_decode(model, source, max_length=9, jit_compile=True)
+    assert ids.shape == (1, 4, 9)
+    unknown = tf.function(lambda ids: kt.beam_decode(model, ids, jit_compile=True),
+                          input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    with pytest.raises(ValueError, match="with jit_compile, source_ids need a static length"):
+        unknown(source.astype("int32"))
 
 
 def test_decode_lengths_are_each_source_length_plus_extra():

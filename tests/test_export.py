@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 from conftest import run_main
 
-from keras_transformer import export
+from keras_transformer import decoding, export
 from keras_transformer.export import saved_model, translate
 from keras_transformer.export.lines import translate_lines
 
@@ -308,6 +308,31 @@ def test_requests_are_bounded(translator):
         translator.translate(tf.constant(["x"] * 65))
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"outside \[0, 2000\)"):
         translator.translate_ids(tf.constant([[5, 2000, 1]]))
+
+
+def test_under_xla_the_translator_pads_to_a_few_shapes_and_translates_the_same(
+        trained, dev_sentences):
+    """kt-translate / kt-export --jit_compile: XLA compiles a program for each input shape."""
+    settings = dict(max_input_length=20, max_batch_size=8)
+    graph = export.Translator(trained.model, trained.vocabulary, **settings)
+    xla = export.Translator(trained.model, trained.vocabulary, jit_compile=True, **settings)
+    assert (xla.xla_lengths, xla.xla_rows) == ([7, 11, 17, 20], [1, 2, 4, 8])
+    traced = decoding._beam_decode_xla.experimental_get_tracing_count()
+    english = [en for en, _ in dev_sentences]
+    for texts in (english[:3], english[3:4], ["In the beginning.", ""]):
+        ids = graph.tokenize(tf.constant(texts))["source_ids"]
+        expected, got = graph.translate_ids(ids), xla.translate_ids(ids)
+        width = expected["ids"].shape[1]
+        assert got["ids"].shape[0] == len(texts) and not got["ids"][:, width:].numpy().any()
+        np.testing.assert_array_equal(got["ids"][:, :width], expected["ids"])
+        np.testing.assert_allclose(got["scores"], expected["scores"], atol=1e-4)
+    prefixes = graph.tokenize_prefixes(tf.constant(["Y", "En el"]))["prefix_ids"]
+    ids = graph.tokenize(tf.constant(english[4:6]))["source_ids"]
+    expected = graph.translate_n_best_ids_with_prefix(ids, prefixes)["ids"]
+    got = xla.translate_n_best_ids_with_prefix(ids, prefixes)["ids"]
+    np.testing.assert_array_equal(got[..., :expected.shape[-1]], expected)
+    # One trace a padded length for each of the two functions; XLA compiles each at a row count.
+    assert decoding._beam_decode_xla.experimental_get_tracing_count() - traced == 2 * 4
 
 
 def test_kt_export_refuses_a_file_as_output(trained_model_dir, tmp_path, capsys):
