@@ -19,6 +19,7 @@ import keras
 from keras import ops
 
 from keras_transformer.dropout import Dropout
+from keras_transformer.recurrent import bidirectional_lstm
 
 _NEG = -1e9
 
@@ -82,10 +83,8 @@ class BiattentiveClassificationNetwork(keras.layers.Layer):
         self.maxout_units, self.maxout_pieces = maxout_units, maxout_pieces
         self.feed_forward = keras.layers.Dense(hidden_size, activation="relu",
                                                name="feed_forward")
-        self.encoder = keras.layers.Bidirectional(
-            keras.layers.LSTM(hidden_size, return_sequences=True), name="encoder")
-        self.integrator = keras.layers.Bidirectional(
-            keras.layers.LSTM(hidden_size, return_sequences=True), name="integrator")
+        self.encoder = bidirectional_lstm(hidden_size, name="encoder")
+        self.integrator = bidirectional_lstm(hidden_size, name="integrator")
         self.self_attention = keras.layers.Dense(1, name="self_attention")  # v, b
         self.maxout = [Maxout(maxout_units, maxout_pieces, name=f"maxout_{i}") for i in range(2)]
         # Momentum 0.9, not Keras's 0.99: the paper's tasks train for a few hundred steps an

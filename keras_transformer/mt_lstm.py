@@ -28,6 +28,7 @@ from keras import ops
 
 from keras_transformer.decoding import graph_function
 from keras_transformer.dropout import Dropout
+from keras_transformer.recurrent import bidirectional_lstm
 from keras_transformer.training import TokenLevelTraining
 
 
@@ -67,9 +68,8 @@ class MTLSTM(TokenLevelTraining, keras.Model):
             np.asarray(source_embedding, np.float32))
         self.glove = keras.layers.Embedding(source_vocab_size, embedding_dim, trainable=False,
                                             embeddings_initializer=initializer, name="glove")
-        self.encoder_layers = [
-            keras.layers.Bidirectional(keras.layers.LSTM(hidden_size, return_sequences=True),
-                                       name=f"encoder_{i}") for i in range(num_layers)]
+        self.encoder_layers = [bidirectional_lstm(hidden_size, name=f"encoder_{i}")
+                               for i in range(num_layers)]
         self.target_embedding = keras.layers.Embedding(target_vocab_size, hidden_size,
                                                        name="target_embedding")
         self.decoder_cells = [keras.layers.LSTMCell(hidden_size, name=f"decoder_{i}")
