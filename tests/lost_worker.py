@@ -23,8 +23,9 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
+import test_distributed as distributed  # noqa: E402
 from conftest import write_corpus_subset  # noqa: E402
-from test_distributed import free_port, worker_command  # noqa: E402
+from test_distributed import worker_command  # noqa: E402
 
 STEPS = 8
 KILLED_AFTER = 4  # checkpoint step after which worker 1 is killed
@@ -34,15 +35,7 @@ WAIT_FOR_WORKER_0 = 180  # seconds worker 0 is given to notice that worker 1 is 
 
 
 def start_workers(commands):
-    """Starts one process a command, as the workers of one localhost cluster."""
-    workers = [f"127.0.0.1:{free_port()}" for _ in commands]
-    processes = []
-    for index, command in enumerate(commands):
-        environment = dict(os.environ, TF_CONFIG=json.dumps(
-            {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}))
-        processes.append(subprocess.Popen(command, env=environment, stdout=subprocess.PIPE,
-                                          stderr=subprocess.STDOUT, text=True))
-    return processes
+    return distributed.start_workers(commands, stderr=subprocess.STDOUT)
 
 
 def finish(processes, timeout=600):

@@ -69,16 +69,23 @@ def free_port():
         return probe.getsockname()[1]
 
 
-def run_workers(commands, timeout=420):
-    """Runs one command a worker of a localhost cluster (TF_CONFIG set for each); returns their
-    (returncode, stdout, stderr), killing any still running when one fails or hangs."""
+def start_workers(commands, stderr=subprocess.PIPE):
+    """Starts one process a command, as the workers of one localhost cluster (TF_CONFIG set for
+    each), their output piped (stderr into stdout with `stderr=subprocess.STDOUT`)."""
     workers = [f"127.0.0.1:{free_port()}" for _ in commands]
     processes = []
     for index, command in enumerate(commands):
         environment = dict(os.environ, TF_CONFIG=json.dumps(
             {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}))
         processes.append(subprocess.Popen(command, env=environment, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, text=True))
+                                          stderr=stderr, text=True))
+    return processes
+
+
+def run_workers(commands, timeout=420):
+    """Runs one command a worker of a localhost cluster; returns their (returncode, stdout,
+    stderr), killing any still running when one fails or hangs."""
+    processes = start_workers(commands)
     results = []
     try:
         for process in processes:
