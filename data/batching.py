@@ -39,6 +39,11 @@ def bucket_boundaries(max_length, min_length=8, step=BUCKET_GROWTH):
     return boundaries + [max_length + 1]
 
 
+def bucket_widths(boundaries):
+    """The padded length of each bucket's batches: its boundary - 1."""
+    return [boundary - 1 for boundary in boundaries]
+
+
 def bucket_batch_sizes(boundaries, batch_tokens, batch_size_multiple=1):
     """Pairs per batch for each bucket: as many as fit `batch_tokens` at the padded length.
 
@@ -60,7 +65,7 @@ def batch_shapes(max_length, batch_tokens, batch_size_multiple=1, min_length=8,
     make with these arguments, one a bucket (so the XLA compilations of a step that reads them)."""
     boundaries = bucket_boundaries(max_length, min_length, step)
     sizes = bucket_batch_sizes(boundaries, batch_tokens, batch_size_multiple)
-    return [(size, boundary - 1) for size, boundary in zip(sizes, boundaries)]
+    return list(zip(sizes, bucket_widths(boundaries)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,7 +158,7 @@ def batch_by_length(pairs, batch_tokens, max_length, batch_size_multiple=1, min_
         pad_to_bucket_boundary=True)
     if batch_size_multiple == 1 and not static_shapes:
         return batches
-    widths = tf.constant([boundary - 1 for boundary in boundaries])
+    widths = tf.constant(bucket_widths(boundaries))
     bucket_rows = tf.constant(sizes)
 
     def pad_rows(source, target):

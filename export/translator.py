@@ -98,8 +98,8 @@ class Translator(tf.Module):
         self._tree_constraint = (treebank.tree_constraints(vocabulary, tree_leaves)
                                  if tree_leaves else lambda source_ids: None)
         self.jit_compile = jit_compile
-        self.xla_lengths = [boundary - 1 for boundary in batching.bucket_boundaries(
-            max_input_length, step=batching.XLA_BUCKET_GROWTH)] if jit_compile else None
+        self.xla_lengths = batching.bucket_widths(batching.bucket_boundaries(
+            max_input_length, step=batching.XLA_BUCKET_GROWTH)) if jit_compile else None
         self.xla_rows = sorted({min(2 ** k, max_batch_size) for k in range(
             max_batch_size.bit_length() + 1)}) if jit_compile else None
 
