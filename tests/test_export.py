@@ -335,6 +335,12 @@ def test_under_xla_the_translator_pads_to_a_few_shapes_and_translates_the_same(
     assert decoding._beam_decode_xla.experimental_get_tracing_count() - traced == 2 * 4
 
 
+def test_kt_export_refuses_xla_for_ctranslate2(trained_model_dir, tmp_path, capsys):
+    assert "--jit_compile is for a SavedModel" in refusal(saved_model.main, [
+        "--model_dir", str(trained_model_dir), "--output", str(tmp_path / "ct2"), "--format",
+        "ctranslate2", "--jit_compile"], capsys)
+
+
 def test_kt_export_refuses_a_file_as_output(trained_model_dir, tmp_path, capsys):
     target = tmp_path / "a_file"
     target.write_text("")

@@ -151,6 +151,11 @@ def test_xla_and_bfloat16_training_compiles_once_a_bucket(tmp_path, small_corpus
         "mixed_bfloat16"
 
 
+def test_a_bucket_growth_of_1_is_refused_naming_the_flag(tmp_path, small_corpus):
+    result = kt_train(tmp_path / "run", small_corpus, *TINY, "--bucket_growth", "1")
+    assert result.returncode == 2 and "--bucket_growth must be above 1, got 1.0" in result.stderr
+
+
 def test_a_diverging_loss_stops_with_the_step(tmp_path, small_corpus):
     result = kt_train(tmp_path / "run", small_corpus, "--hparams", "transformer_tiny",
                       "--hparams_override", "warmup_steps=1,learning_rate_multiplier=1e12",
