@@ -30,6 +30,10 @@ def real_tokens_per_micro_batch(target, steps):
     return [int(np.count_nonzero(target[i * rows:(i + 1) * rows])) for i in range(steps)]
 
 
+def largest_movement(initial, model):
+    return max(np.abs(a - b).max() for a, b in zip(initial, model.get_weights()))
+
+
 def one_update(accumulate_steps, initial, hp, batch, jit_compile=False):
     # Plain SGD: the weights move by the gradient itself. Adam's first step, lr * g / (|g| +
     # epsilon), would turn rounding noise in gradients near zero into whole steps.
@@ -55,8 +59,7 @@ def test_micro_batches_of_unequal_tokens_make_the_update_of_the_whole_batch(tiny
     assert real_tokens_per_micro_batch(batch[1], 2) == [33, 7]
     assert real_tokens_per_micro_batch(batch[1], 4) == [18, 15, 3, 4]
     whole, whole_logs = one_update(1, initial, hp, batch)
-    moved = max(np.abs(a - b).max() for a, b in zip(initial, whole.get_weights()))
-    assert moved > 1e-3
+    assert largest_movement(initial, whole) > 1e-3
     # 3 does not divide 8 rows: the last micro-batch is made up with an all-padding row.
     for steps in (2, 3, 4, 8):
         model, logs = one_update(steps, initial, hp, batch)
@@ -92,7 +95,9 @@ def test_an_equal_weight_average_of_micro_batches_would_differ(tiny):
         model.train_on_batch((source[rows], target_input[rows]), target[rows])
     difference = max(np.abs(a - b).max() for a, b in zip(whole.get_weights(),
                                                           model.get_weights()))
-    assert difference > 1e-4
+    # Measured 0.225 against a largest movement of 0.168: another update altogether, hundreds of
+    # times the float16 test's tolerance below (4 float16 epsilons of the movement, 6.6e-4).
+    assert difference > 0.5 * largest_movement(initial, whole)
 
 
 def test_loss_scaling_spans_the_micro_batches(tiny):
@@ -106,8 +111,12 @@ def test_loss_scaling_spans_the_micro_batches(tiny):
         keras.mixed_precision.set_global_policy("float32")
     assert isinstance(accumulated.optimizer, keras.optimizers.LossScaleOptimizer)
     assert int(accumulated.optimizer.iterations) == 1
+    # float16 activations and gradients: equal to a few of float16's relative steps of the
+    # largest movement (measured: 6.5e-5, 0.4 of one; the equal-weight average of micro-batches,
+    # Keras's, is 0.28 off here, more than the movement itself).
+    atol = 4 * np.finfo(np.float16).eps * largest_movement(initial, whole)
     for a, b in zip(whole.get_weights(), accumulated.get_weights()):
-        np.testing.assert_allclose(a, b, atol=2e-3, rtol=0)  # float16 activations
+        np.testing.assert_allclose(a, b, atol=atol, rtol=0)
     changed = [not np.array_equal(a, b) for a, b in zip(initial, accumulated.get_weights())]
     assert all(changed)
 
