@@ -12,13 +12,10 @@ Quick start:
 
 import os
 
-from keras_transformer.cli import quiet_tensorflow_startup
-
 # The layers use TensorFlow where TensorFlow is the point (tf.function, tf.data, SavedModel).
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-with quiet_tensorflow_startup():  # only in the kt-* commands
-    import keras
+import keras
 
 if keras.backend.backend() != "tensorflow":
     raise ImportError(

@@ -1,63 +1,21 @@
-"""What the kt-* commands share: quiet TensorFlow start-up, argparse types, safe output files.
+"""What the kt-* commands share: --verbose, argparse types, safe output files.
 
-Imports nothing heavy: `keras_transformer/__init__.py` uses it before TensorFlow loads.
+Imports nothing heavy: data/ uses it without the model.
 """
 
 import argparse
-import contextlib
 import os
 import pathlib
 import sys
-import tempfile
 
 VERBOSE_FLAG = "--verbose"
-# What `quiet_tensorflow_startup` hid, one string a line.
+# TensorFlow's C++ start-up lines, one string a line, which the kt-* scripts hide
+# (_keras_transformer_commands.py, beside this package, fills it).
 STARTUP_LINES = []
 
 
-def is_command():
-    """True in a kt-* console script or a `python -m keras_transformer...` command."""
-    if pathlib.Path(sys.argv[0]).name.startswith("kt-"):
-        return True
-    argv = getattr(sys, "orig_argv", [])
-    return any(flag == "-m" and module.startswith("keras_transformer")
-               for flag, module in zip(argv, argv[1:]))
-
-
-@contextlib.contextmanager
-def quiet_tensorflow_startup():
-    """For the commands: TensorFlow's C++ start-up lines (oneDNN, CUDA, CPU features) are hidden,
-    kept in `STARTUP_LINES` (a run without the GPU it expected quotes them).
-
-    They are written to file descriptor 2 before TensorFlow's log level is read, so only a
-    redirect hides them; the block loads TensorFlow and asks for GPUs (which prints CUDA's
-    complaints), then puts stderr back. Later C++ INFO lines are hidden by TF_CPP_MIN_LOG_LEVEL 1;
-    warnings and errors still show. Nothing changes outside a command, with `--verbose`, or
-    when the user set TF_CPP_MIN_LOG_LEVEL.
-    """
-    if not is_command() or VERBOSE_FLAG in sys.argv or "TF_CPP_MIN_LOG_LEVEL" in os.environ:
-        yield
-        return
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "1"
-    sys.stderr.flush()
-    saved = os.dup(2)
-    hidden = tempfile.TemporaryFile()
-    os.dup2(hidden.fileno(), 2)
-    try:
-        import tensorflow as tf
-
-        tf.config.list_physical_devices("GPU")
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        hidden.seek(0)
-        STARTUP_LINES[:] = hidden.read().decode("utf-8", "replace").splitlines()
-        hidden.close()
-
-
 def add_verbose_flag(parser):
-    """--verbose: accepted by every command (it is read from sys.argv before TensorFlow loads)."""
+    """--verbose: accepted by every command (the kt-* scripts read it before TensorFlow loads)."""
     parser.add_argument(VERBOSE_FLAG, action="store_true",
                         help="show TensorFlow's C++ start-up and INFO log lines")
 
