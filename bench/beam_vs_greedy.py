@@ -16,7 +16,7 @@ import tensorflow as tf
 
 import keras_transformer as kt
 from bench.common import append_results, markdown_table
-from keras_transformer import data, export
+from keras_transformer import export
 
 
 def main():
@@ -30,11 +30,12 @@ def main():
     args = parser.parse_args()
 
     loaded = export.load(args.model_dir)
-    source = data.get_source(loaded.run.data, loaded.run.source_lang, loaded.run.target_lang)
+    source = loaded.run.data.open()
     pairs = list(source.pairs("dev").take(args.sentences).as_numpy_iterator())
     sources = [en.decode("utf-8") for en, _ in pairs]
     references = [es.decode("utf-8") for _, es in pairs]
-    ids = loaded.vocabulary.encode(tf.constant(sources), loaded.run.max_length).to_tensor().numpy()
+    ids = loaded.vocabulary.encode(tf.constant(sources),
+                                   loaded.run.data.max_length).to_tensor().numpy()
 
     def decode(beam_size):
         """Best hypotheses' texts and scores; beam_size 0 is greedy decoding."""
@@ -67,7 +68,8 @@ def main():
                      f"{worse.sum()} ({(worse & ~greedy_ended).sum()} where greedy ran to the "
                      f"limit)", (scores > greedy_scores + 1e-5).sum(),
                      f"{sacrebleu.corpus_bleu(texts, [references]).score:.2f}"])
-    table = (f"{args.model_dir} ({loaded.run.hparams_name}, {loaded.checkpoint.name}), the first "
+    table = (f"{args.model_dir} ({loaded.run.model.hparams_name}, {loaded.checkpoint.name}), "
+             f"the first "
              f"{len(ids)} dev sentences, alpha {args.alpha}; greedy hypotheses ended on "
              f"{greedy_ended.sum()} of them, the rest ran to input + 50 tokens. "
              f"{time.perf_counter() - start:.0f} s in all.\n\n" + markdown_table(

@@ -15,7 +15,6 @@ measured here in the run's compute dtype.
 """
 
 import argparse
-import json
 import os
 import pathlib
 import re
@@ -94,14 +93,16 @@ def peak_flops(policy):
 
 def utilization(model_dir, log):
     import keras_transformer as kt
+    from keras_transformer.model_dir import config
 
-    run = json.loads((pathlib.Path(model_dir) / "config.json").read_text(encoding="utf-8"))
-    parameters = kt.build_model(kt.HParams(**run["hparams"]), run["vocab_size"]).count_params()
+    run = config.load(model_dir)
+    parameters = kt.build_model(kt.HParams(**run.model.hparams),
+                                run.model.vocab_size).count_params()
     log_text = pathlib.Path(log).read_text(encoding="utf-8")
     rate = steady_tokens_per_second(log_text)
     policy = re.search(r"\b(float32|mixed_bfloat16|mixed_float16)\b", log_text).group(1)
     peak, source = peak_flops(policy)
-    print(f"{run['hparams_name']}: {parameters:,} parameters, {rate:,.0f} target tokens/s "
+    print(f"{run.model.hparams_name}: {parameters:,} parameters, {rate:,.0f} target tokens/s "
           f"({policy})")
     if peak is None:
         print(f"MFU: {source}")

@@ -72,10 +72,10 @@ def main():
     model_dir = pathlib.Path(args.model_dir)
     decoders = parse_decoders(args.decoders)
     first = loading.load(model_dir)
-    source = first.run.source()
+    source = first.run.data.open()
     sources, references = data.first_pairs(source, args.split, 10**9)
-    batches = data.pipeline(source, first.vocabulary, args.split, first.run.batch_tokens,
-                            first.run.max_length, training=False)
+    batches = data.pipeline(source, first.vocabulary, args.split, first.run.batching.batch_tokens,
+                            first.run.data.max_length, training=False)
     rows = []
     for path in checkpoints.CheckpointDirectory(model_dir / "checkpoints").paths():
         loaded = loading.load(model_dir, path)
@@ -83,17 +83,18 @@ def main():
                  f"{dev_loss(loaded.model, batches):.3f}"]
         for _, beam_size, alpha in decoders:
             bleu = score(loaded.model, loaded.vocabulary, sources, references, beam_size, alpha,
-                         loaded.run.max_length)
+                         loaded.run.data.max_length)
             cells += [f"{bleu.score:.2f}", f"{bleu.sys_len / bleu.ref_len:.3f}"]
         print(" | ".join(str(cell) for cell in cells), flush=True)
         rows.append(cells)
     columns = ["step", "embedding RMS", "dev loss"]
     for name, beam_size, alpha in decoders:
         columns += [f"{name} BLEU", f"{name} length ratio"]
-    append_results(args.title, f"The {args.split} set of {first.run.data}, "
+    append_results(args.title, f"The {args.split} set of {first.run.data.corpus}, "
                    f"{len(sources)} sentences; model_dir config: hparams "
-                   f"{first.run.hparams_name}, batch_tokens {first.run.batch_tokens}, "
-                   f"{first.run.mixed_precision}.\n\n" + markdown_table(columns, rows))
+                   f"{first.run.model.hparams_name}, batch_tokens "
+                   f"{first.run.batching.batch_tokens}, "
+                   f"{first.run.compute.mixed_precision}.\n\n" + markdown_table(columns, rows))
 
 
 if __name__ == "__main__":

@@ -18,13 +18,13 @@ import sacrebleu
 
 from bench.common import append_results, markdown_table
 from bench.train_step import matmul_peak
-from keras_transformer import data, model_dir
+from keras_transformer import model_dir
 from keras_transformer.export import Translator
 from keras_transformer.export.lines import n_best_lines, translate_lines
 
 
 def dev_pairs(loaded, sentences=None):
-    source = data.get_source(loaded.run.data, loaded.run.source_lang, loaded.run.target_lang)
+    source = loaded.run.data.open()
     pairs = source.pairs("dev")
     pairs = list((pairs.take(sentences) if sentences else pairs).as_numpy_iterator())
     return [en for en, _ in pairs], [es.decode("utf-8") for _, es in pairs]
@@ -32,7 +32,7 @@ def dev_pairs(loaded, sentences=None):
 
 def translator_of(models, loaded, alpha):
     return Translator(models, loaded.vocabulary, alpha=alpha,
-                      max_input_length=loaded.run.max_length)
+                      max_input_length=loaded.run.data.max_length)
 
 
 def timed(function):
@@ -59,7 +59,7 @@ def n_best_cost(args, loaded, sources, references):
              f"{statistics.median(four) / statistics.median(one):.3f}", f"{bleu:.2f}"]]
     table = markdown_table(["output", "seconds (median)", "ratio", "dev BLEU"], rows)
     append_results(
-        f"n-best lists against the best hypothesis, {loaded.run.data}",
+        f"n-best lists against the best hypothesis, {loaded.run.data.corpus}",
         f"{args.model_dir} ({loaded.checkpoint.name}), {len(sources)} dev "
         f"sentences, beam 4, alpha {args.alpha}, batches of {args.batch_size}; the two "
         f"alternately, {args.repeats} times each (every time: 1-best, then 4-best, whose first "
@@ -84,7 +84,7 @@ def ensemble_gain(args, loaded, sources, references):
                      f"{seconds:.0f}"])
     table = markdown_table(["model", "dev BLEU", "length ratio", "seconds"], rows)
     append_results(
-        f"An ensemble of checkpoints, {loaded.run.data}",
+        f"An ensemble of checkpoints, {loaded.run.data.corpus}",
         f"{args.model_dir}, {len(sources)} dev sentences, beam 4, alpha "
         f"{args.alpha}; the ensemble averages its members' probabilities each step. One run "
         f"each (seconds include tracing).\n\n{table}")

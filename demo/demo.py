@@ -27,7 +27,7 @@ from keras_transformer.export.lines import print_scores, translate_lines
 from keras_transformer.export.saved_model import ExportError, export, provenance
 from keras_transformer.export.translator import Translator
 from keras_transformer.model_dir import config
-from keras_transformer.trainer import task
+from keras_transformer.trainer import callbacks, task
 
 # kt-train flags (by argparse dest) for a new run; a model_dir with a config keeps its own.
 NEW_RUN_DEFAULTS = {"hparams_name": ("--hparams", "transformer_small"),
@@ -40,6 +40,14 @@ NEW_RUN_DEFAULTS = {"hparams_name": ("--hparams", "transformer_small"),
                     "eval_every": ("--eval_every", "300")}
 EXAMPLES = 3
 PHASES = 6
+
+
+class DemoError(Exception):
+    """Training failed: kt-train's message (naming its flags) and exit code."""
+
+    def __init__(self, message, code):
+        super().__init__(message)
+        self.message, self.code = message, code
 
 
 def parse_args(argv=None):
@@ -80,10 +88,21 @@ def train_argv(args, train_flags):
     return argv
 
 
+def train(argv):
+    """Trains with the Python API (`trainer.Trainer`) the run kt-train's arguments `argv`
+    describe; errors name kt-train's flags."""
+    parser = task.argument_parser()
+    try:
+        task.trainer_of(parser.parse_args(argv)).fit()
+    except (*task.ERRORS, OSError) as error:
+        raise DemoError(task.in_flags(str(error), task.flag_names(parser)),
+                        1 if isinstance(error, callbacks.TrainingError) else 2) from None
+
+
 def dev_pairs(run, count):
     """`count` dev pairs spread evenly over the dev split (`data.spread_pairs`): the first few
     of tatoeba_en_es' would not show the model's work."""
-    source = run.source()
+    source = run.data.open()
     sources, references = data.spread_pairs(source, "dev", count)
     if not sources:
         raise data.CorpusError(f"{source!r} has no dev split to evaluate on")
@@ -101,9 +120,7 @@ def demo(args, train_flags):
     if args.minutes:
         argv = train_argv(args, train_flags)
         phase(1, f"training for {args.minutes:g} minutes: kt-train {' '.join(argv)}")
-        code = task.main(argv)
-        if code:
-            return code
+        train(argv)
     elif train_flags:
         raise config.ConfigError(f"{' '.join(train_flags)}: kt-train flags need --minutes > 0")
     else:
@@ -114,7 +131,7 @@ def demo(args, train_flags):
     phase(2, f"dev BLEU with beam search (beam 4, alpha {alpha:g}) on {loaded.checkpoint}")
     step = model_dir.step_in_name(loaded.checkpoint)
     translator = Translator(loaded.model, loaded.vocabulary, alpha=alpha,
-                            max_input_length=loaded.run.max_length)
+                            max_input_length=loaded.run.data.max_length)
     sources, references = dev_pairs(loaded.run, args.bleu_sentences)
     start = time.perf_counter()
     hypotheses, _ = translate_lines(translator, sources, batch_size=32, progress_every=10)
@@ -174,6 +191,9 @@ def main(argv=None):
             data.VocabularyError, ExportError) as error:
         print(f"kt-demo: error: {error}", file=sys.stderr)
         return 2
+    except DemoError as error:
+        print(f"kt-demo: error: {error.message}", file=sys.stderr)
+        return error.code
 
 
 if __name__ == "__main__":

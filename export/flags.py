@@ -150,7 +150,7 @@ def translator_from_flags(args, max_batch_size):
     input length, the tree constraint)."""
     members = load_members(args)
     loaded = members[0]
-    apply_decode_preset(args, loaded.run.data)
+    apply_decode_preset(args, loaded.run.data.corpus)
     if args.alpha is None:
         args.alpha = loaded.hparams.decode_alpha
     models = [member.model for member in members]
@@ -158,9 +158,9 @@ def translator_from_flags(args, max_batch_size):
         models if len(models) > 1 else models[0], loaded.vocabulary,
         beam_size=getattr(args, "beam_size", 1), alpha=args.alpha,
         extra_length=args.extra_length,
-        max_input_length=args.max_input_length or loaded.run.max_length,
+        max_input_length=args.max_input_length or loaded.run.data.max_length,
         max_output_length=args.max_output_length, max_batch_size=max_batch_size,
-        tree_leaves=tree_leaves_of(args, loaded.run.data),
+        tree_leaves=tree_leaves_of(args, loaded.run.data.corpus),
         jit_compile=getattr(args, "jit_compile", False))
     return translator, members
 

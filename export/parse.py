@@ -113,9 +113,9 @@ def main(argv=None):
     try:
         translator, members = translator_from_flags(args, args.batch_size)
         run = members[0].run
-        if not data.is_treebank(run.data):
+        if not data.is_treebank(run.data.corpus):
             raise ConfigError(
-                f"{args.model_dir} was trained on --data {run.data}, a translation corpus: "
+                f"{args.model_dir} was trained on --data {run.data.corpus}, a translation corpus: "
                 f"kt-parse needs a model trained on a treebank (kt-train --data ptb:DIR); "
                 f"kt-translate translates with this one")
         sentences = sentences_from_flags(args)
@@ -126,7 +126,7 @@ def main(argv=None):
     start = time.perf_counter()
     outputs, _ = translate_lines(translator, [" ".join(s.words) for s in sentences],
                                  args.batch_size, progress_every=10)
-    tagged = data.treebank.leaves_of(run.data) == "tags"
+    tagged = data.treebank.leaves_of(run.data.corpus) == "tags"
     parsed = [trees.parsed(output.split(), sentence.words, sentence.gold, tagged)
               for sentence, output in zip(sentences, outputs)]
     seconds = time.perf_counter() - start

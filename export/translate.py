@@ -40,7 +40,7 @@ from keras_transformer.export.lines import (
     print_scores,
     read_lines,
 )
-from keras_transformer.model_dir import ConfigError, ModelDirError
+from keras_transformer.model_dir import ConfigError, ModelDirError, RunConfig
 
 
 def split_lines(source, split):
@@ -179,7 +179,7 @@ def parse_args(argv=None):
 
 
 def engine_from_flags(args):
-    """(the translator the flags name, the training run's configuration as a dict, what is
+    """(the translator the flags name, the training run's `RunConfig`, what is
     translating as the summary line says it): a `Translator` over the model_dir's checkpoints,
     or a `Ctranslate2Translator` over an export (its run and, where neither flags nor
     --decode_preset say otherwise, its decoding settings from its export.json)."""
@@ -190,10 +190,11 @@ def engine_from_flags(args):
             args.ctranslate2_dir, args.beam_size, args.alpha, args.extra_length,
             args.max_input_length, args.max_output_length, patience=args.ctranslate2_patience)
         args.alpha, args.beam_size = translator.alpha, translator.beam_size
-        return (translator, translator.settings["run"],
+        return (translator, RunConfig.from_dict(translator.settings["run"],
+                                                f"{translator.directory}'s export.json"),
                 f"CTranslate2 {translator.directory} ({translator.settings['quantization']})")
     translator, members = translator_from_flags(args, args.batch_size)
-    return translator, json.loads(members[0].run.to_json()), checkpoints(members)
+    return translator, members[0].run, checkpoints(members)
 
 
 def main(argv=None):
@@ -204,14 +205,14 @@ def main(argv=None):
             raise ConfigError(f"--n_best {args.n_best} is more than --beam_size "
                               f"{args.beam_size}: the beam holds only {args.beam_size} "
                               f"hypotheses")
-        if args.sampling_top_k > run["vocab_size"]:
+        if args.sampling_top_k > run.model.vocab_size:
             raise ConfigError(f"--sampling_top_k {args.sampling_top_k} is more than the "
-                              f"vocabulary's {run['vocab_size']} ids")
+                              f"vocabulary's {run.model.vocab_size} ids")
         references = None
         if args.data:
             source = data.get_source(
-                args.data, args.source_lang or run["source_lang"],
-                args.target_lang or run["target_lang"], args.tfds_data_dir, args.download,
+                args.data, args.source_lang or run.data.source_lang,
+                args.target_lang or run.data.target_lang, args.tfds_data_dir, args.download,
                 args.invalid_utf8)
             lines, references = split_lines(source, args.split or "test")
         else:

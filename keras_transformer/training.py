@@ -27,7 +27,7 @@ The mixin gives `model.fit` three things Keras 3.15 does not do on its own for t
   Under `MultiWorkerMirroredStrategy`, Keras also fails reducing scalar logs
   (tensorflow/tensorflow#72388); they are returned with shape [1] there.
 
-With `report_batch_shape` set to True (kt-train does), the logs of each train step also carry
+With `compile(..., report_batch_shape=True)` (kt-train's), the logs of each train step also carry
 `batch_shape`, int32 [3]: the step's sentences, source length and target length (one replica's
 batch, a mean over replicas), so that a failure can name the batch. Off by default: Keras's
 progress bar and History would show it.
@@ -59,9 +59,14 @@ class TokenLevelTraining:
 
     report_batch_shape = False
     accumulate_steps = 1
+    # Python runs train_step once per trace (per replica): how often variable batch shapes made
+    # TensorFlow retrace the step.
+    train_step_traces = 0
 
-    def compile(self, optimizer="rmsprop", *args, accumulate_steps=1, **kwargs):
-        """`keras.Model.compile`, plus `accumulate_steps`: micro-batches per update (module doc).
+    def compile(self, optimizer="rmsprop", *args, accumulate_steps=1, report_batch_shape=False,
+                **kwargs):
+        """`keras.Model.compile`, plus `accumulate_steps`: micro-batches per update, and
+        `report_batch_shape`: each train step's logs carry its batch's shape (module doc).
         Under mixed_float16 the optimizer's loss scaling is `kt.LossScaleOptimizer`'s, whose
         overflow check covers every replica.
 
@@ -87,7 +92,9 @@ class TokenLevelTraining:
                                  "gradient_accumulation_steps would both accumulate; use one "
                                  "(accumulate_steps weighs micro-batches by their tokens)")
         self.accumulate_steps = accumulate_steps
-        self._compile_config.config["accumulate_steps"] = accumulate_steps
+        self.report_batch_shape = bool(report_batch_shape)
+        self._compile_config.config.update(accumulate_steps=accumulate_steps,
+                                           report_batch_shape=self.report_batch_shape)
 
     def compile_from_config(self, config):
         # Keras skips compiling a model whose compile() is overridden; this one's takes the
@@ -146,9 +153,7 @@ class TokenLevelTraining:
         return logs
 
     def train_step(self, data):
-        # Python runs once per trace (per replica), so this counts how often variable batch
-        # shapes made TensorFlow retrace the step.
-        self.train_step_traces = getattr(self, "train_step_traces", 0) + 1
+        self.train_step_traces += 1
         if self.accumulate_steps > 1:
             logs = self._accumulating_train_step(data)
         else:

@@ -2,7 +2,7 @@
 kt-translate, kt-export, kt-average and kt-demo read.
 
     model_dir/
-      config.json                the run's configuration (config.py: RunConfig)
+      config.json                the run's configuration (config.py: RunConfig, in sections)
       vocab.model                the shared SentencePiece vocabulary (data.Vocabulary)
       words.txt                  an MT-LSTM's source words, GloVe's (data.glove.WordVocabulary)
       checkpoints/ckpt-<step>/   model.weights.h5, rng.npz, manifest.json (checkpoints.py)
@@ -36,7 +36,14 @@ from keras_transformer.model_dir.config import (
     LOG_DIR,
     VOCAB_FILE,
     WORDS_FILE,
+    BatchingConfig,
+    CheckpointConfig,
+    ComputeConfig,
     ConfigError,
+    DataConfig,
+    EvaluationConfig,
+    ModelConfig,
+    OptimizationConfig,
     RunConfig,
 )
 from keras_transformer.model_dir.cove import LoadedCoVe, load_cove, load_transformer_cove
@@ -50,9 +57,10 @@ from keras_transformer.model_dir.loading import (
 )
 
 __all__ = [
-    "AVERAGED_DIR", "BEST_DIR", "CHECKPOINT_DIR", "CONFIG_FILE", "CheckpointDirectory",
-    "CheckpointError", "ConfigError", "DTYPES", "LOG_DIR", "Loaded", "LoadedCoVe", "ModelDirError",
-    "RunConfig", "VOCAB_FILE", "WORDS_FILE",
+    "AVERAGED_DIR", "BEST_DIR", "BatchingConfig", "CHECKPOINT_DIR", "CONFIG_FILE",
+    "CheckpointConfig", "CheckpointDirectory", "CheckpointError", "ComputeConfig", "ConfigError",
+    "DTYPES", "DataConfig", "EvaluationConfig", "LOG_DIR", "Loaded", "LoadedCoVe", "ModelConfig",
+    "ModelDirError", "OptimizationConfig", "RunConfig", "VOCAB_FILE", "WORDS_FILE",
     "best_checkpoint", "final_average", "load", "load_cove", "load_transformer_cove", "restore",
     "step_in_name", "step_of", "verify",
 ]

@@ -1,19 +1,28 @@
-"""A training run's configuration, kept in model_dir/config.json.
+"""A training run's configuration in sections, kept in model_dir/config.json.
 
-The file makes model_dir self-contained: translate, export and a resumed run need nothing else.
-Fields that define the model or its data are fixed once a run starts; a later command whose flags
-disagree with them is refused rather than allowed to mix two configurations in one directory.
-Fields about how to train (steps, batch size, checkpoint and evaluation cadence, precision) may
-change between runs.
+    run = RunConfig(model=ModelConfig(hparams_name="transformer_small"),
+                    data=DataConfig(corpus="tatoeba_en_es"),
+                    batching=BatchingConfig(batch_tokens=4096))
+
+Each section is a frozen dataclass whose fields have their defaults and are checked when it is
+made (a `ConfigError` names the field as `section.field`); `RunConfig.check` checks the fields
+that depend on each other. The file makes model_dir self-contained: translate, export and a
+resumed run need nothing else. Fields that define the model or its data (`FIXED`) are fixed once a
+run starts; a later run whose configuration disagrees with them is refused rather than allowed to
+mix two configurations in one directory. Fields about how to train (steps, batch size, checkpoint
+and evaluation cadence, precision) may change between runs.
+
+Format version 1 (kt-train before the sections) kept every field at the top level under the flag
+names of `FLAT_NAMES`; such files still load.
 """
 
 import dataclasses
 import json
-import os
 import pathlib
 import platform
 
 from keras_transformer import data
+from keras_transformer.cli import replace_atomically
 from keras_transformer.data import glove
 
 CONFIG_FILE = "config.json"
@@ -23,69 +32,340 @@ CHECKPOINT_DIR = "checkpoints"
 AVERAGED_DIR = "averaged"
 BEST_DIR = "best"  # kt-train --keep_best
 LOG_DIR = "logs"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+KEEP_BEST_METRICS = ("bleu", "chrf", "loss", "f1")  # f1: a parser's (EVALB)
+PRECISIONS = ("none", "mixed_float16", "mixed_bfloat16", "auto")
 
 
 class ConfigError(ValueError):
-    """A model_dir whose configuration cannot be used with the given flags."""
+    """A configuration that cannot be used: a bad field, or one a model_dir contradicts."""
 
 
-@dataclasses.dataclass
-class RunConfig:
+def _check_field(section, field, value):
+    """Refuses a value of the wrong type for `field` of `section` (None where the default is)."""
+    if value is None and field.default is None:
+        return
+    if field.type is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    else:
+        ok = type(value) is field.type
+    if not ok:
+        raise ConfigError(f"{section}.{field.name} must be {field.type.__name__}, got {value!r}")
+
+
+class _Section:
+    """Checks each field's type and the limits `LIMITS` gives (field -> (lowest, highest or None,
+    a closed upper bound)) when a section is made."""
+
+    NAME = ""
+    LIMITS = {}
+    CHOICES = {}
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            _check_field(self.NAME, field, value)
+            if value is None:
+                continue
+            if field.name in self.CHOICES and value not in self.CHOICES[field.name]:
+                raise ConfigError(f"{self.NAME}.{field.name} must be one of "
+                                  f"{', '.join(map(str, self.CHOICES[field.name]))}, got {value!r}")
+            if field.name in self.LIMITS:
+                low, high = self.LIMITS[field.name]
+                if not low <= value or (high is not None and not value < high):
+                    bound = f"at least {low}" + (f" and below {high}" if high is not None else "")
+                    raise ConfigError(f"{self.NAME}.{field.name} must be {bound}, got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig(_Section):
+    """What the model is: its hyper-parameters, its vocabularies, where its weights start."""
+
+    NAME = "model"
+    LIMITS = {"vocab_size": (1, None), "glove_words": (1, None), "source_vocab_size": (1, None),
+              "embedding_dim": (1, None)}
+
     hparams_name: str = "transformer_base"
     hparams_override: str = ""
     hparams: dict = dataclasses.field(default_factory=dict)  # resolved from the two above
-    data: str = "bible_en_es"
-    source_lang: str = None
-    target_lang: str = None
-    tfds_data_dir: str = None
-    invalid_utf8: str = "error"
-    max_length: int = 256
-    overlong: str = "drop"
     vocab_size: int = None  # the vocabulary's, known once it is built or loaded
     glove: str = None  # an mt_lstm run's GloVe file (its source words and their fixed vectors)
     glove_words: int = None  # ... of which it keeps the first (most frequent) N (None: all)
     source_vocab_size: int = None  # an mt_lstm run's source word ids (WORDS_FILE's words + 3)
     embedding_dim: int = None  # an mt_lstm run's GloVe dimensions
-    batch_tokens: int = 25_000
-    accumulate_steps: int = 1  # micro-batches of batch_tokens per update
-    bucket_growth: float = None  # None: data.BUCKET_GROWTH, with jit_compile data.XLA_BUCKET_GROWTH
-    train_steps: int = None  # None: the hparams set's train_steps
-    seed: int = 1
-    deterministic: bool = False
-    mixed_precision: str = "none"
-    jit_compile: bool = False
-    eval_every: int = 1000
-    eval_sentences: int = 500
-    eval_beam_size: int = 1  # in-training BLEU: greedy (1) or beam search
-    keep_best: str = None  # "bleu", "chrf", "loss" or "f1": the best checkpoint in model_dir/best/
-    early_stopping: int = 0  # evaluations without improvement before stopping (0: never)
-    keep_checkpoints: int = 5
-    checkpoint_every_steps: int = 1000
-    checkpoint_every_minutes: float = 10.0
-    average_last: int = 0  # at the end, average the newest N checkpoints (0: none)
-    ema_decay: float = 0.0  # a moving average of the weights (0: none)
     init_from: str = None  # fine-tuning: the model_dir or checkpoint this run started from
     init_optimizer: bool = False  # ... with its optimizer state and step
-    format_version: int = FORMAT_VERSION
-    versions: dict = dataclasses.field(default_factory=dict)
 
-    # Changing these would change the model or the data it learns from. Of "hparams", only the
-    # fields that shape the model count (builders.ARCHITECTURE_FIELDS); training ones may change.
-    FIXED = ("hparams", "data", "source_lang", "target_lang", "max_length", "overlong",
-             "vocab_size", "init_from", "ema_decay", "glove", "glove_words")
+    def __post_init__(self):
+        super().__post_init__()
+        if self.hparams:
+            _check_hparams(self.hparams)
 
-    def to_json(self):
-        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
-    def source(self, download=False):
-        """The data source this run trains on (a `data.sources` source)."""
-        return data.get_source(self.data, self.source_lang, self.target_lang,
+@dataclasses.dataclass(frozen=True)
+class DataConfig(_Section):
+    """What the model learns from: the corpus, its languages, and which pairs are kept."""
+
+    NAME = "data"
+    LIMITS = {"max_length": (2, None)}
+    CHOICES = {"invalid_utf8": data.sources.INVALID_UTF8_MODES, "overlong": ("drop", "truncate")}
+
+    corpus: str = "bible_en_es"  # kt-train --data: a bundled corpus, files, a TFDS name, ptb:DIR
+    source_lang: str = None
+    target_lang: str = None
+    tfds_data_dir: str = None
+    invalid_utf8: str = "error"
+    max_length: int = 256  # the longest training pair, in tokens a side
+    overlong: str = "drop"  # or "truncate" longer pairs
+
+    def open(self, download=False):
+        """The corpus as a `data.sources` source (`download`: let TFDS fetch it)."""
+        return data.get_source(self.corpus, self.source_lang, self.target_lang,
                                self.tfds_data_dir, download, self.invalid_utf8)
 
 
-def field_names():
-    return [field.name for field in dataclasses.fields(RunConfig)]
+@dataclasses.dataclass(frozen=True)
+class BatchingConfig(_Section):
+    """How pairs become batches and batches become updates."""
+
+    NAME = "batching"
+    LIMITS = {"batch_tokens": (1, None), "accumulate_steps": (1, None),
+              "bucket_growth": (1.0, None)}
+
+    batch_tokens: int = 25_000  # padded tokens a side of a (micro-)batch, all replicas
+    accumulate_steps: int = 1  # micro-batches of batch_tokens per update
+    bucket_growth: float = None  # None: data.BUCKET_GROWTH, with jit_compile data.XLA_BUCKET_GROWTH
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.bucket_growth is not None and not self.bucket_growth > 1:
+            raise ConfigError(f"batching.bucket_growth must be above 1, got {self.bucket_growth}")
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizationConfig(_Section):
+    """How long and how reproducibly to train, and the moving average of the weights."""
+
+    NAME = "optimization"
+    LIMITS = {"train_steps": (1, None), "ema_decay": (0.0, 1.0)}
+
+    train_steps: int = None  # optimizer updates; None: the hparams set's train_steps
+    seed: int = 1
+    deterministic: bool = False  # same batches and dropout on every run, also across a resume
+    ema_decay: float = 0.0  # a moving average of the weights (0: none)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationConfig(_Section):
+    """Dev evaluation during training, and what it decides (the best checkpoint, stopping)."""
+
+    NAME = "evaluation"
+    LIMITS = {"every": (1, None), "sentences": (0, None), "beam_size": (1, None),
+              "early_stopping": (0, None)}
+    CHOICES = {"keep_best": KEEP_BEST_METRICS}
+
+    every: int = 1000  # steps between evaluations
+    sentences: int = 500  # dev sentences translated for BLEU (0: none)
+    beam_size: int = 1  # in-training BLEU: greedy (1) or beam search
+    keep_best: str = None  # "bleu", "chrf", "loss" or "f1": the best checkpoint in model_dir/best/
+    early_stopping: int = 0  # evaluations without improvement before stopping (0: never)
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointConfig(_Section):
+    """When checkpoints are written, how many are kept, and the average at the end."""
+
+    NAME = "checkpoints"
+    LIMITS = {"keep": (0, None), "every_steps": (0, None), "every_minutes": (0.0, None),
+              "average_last": (0, None)}
+
+    keep: int = 5  # 0: all
+    every_steps: int = 1000  # 0: off
+    every_minutes: float = 10.0  # 0: off
+    average_last: int = 0  # at the end, average the newest N checkpoints (0: none)
+
+
+@dataclasses.dataclass(frozen=True)
+class ComputeConfig(_Section):
+    """How the devices compute a step: the dtype policy and XLA. (The devices themselves, and
+    the workers, come from the machine and TF_CONFIG: trainer/distribute.py.)"""
+
+    NAME = "compute"
+    CHOICES = {"mixed_precision": PRECISIONS}
+
+    mixed_precision: str = "none"  # "auto": mixed_bfloat16 where the devices have it natively
+    jit_compile: bool = False
+
+
+SECTIONS = {"model": ModelConfig, "data": DataConfig, "batching": BatchingConfig,
+            "optimization": OptimizationConfig, "evaluation": EvaluationConfig,
+            "checkpoints": CheckpointConfig, "compute": ComputeConfig}
+
+# Format 1's top-level names (kt-train's flag names) -> (section, field).
+FLAT_NAMES = {
+    "hparams_name": ("model", "hparams_name"), "hparams_override": ("model", "hparams_override"),
+    "hparams": ("model", "hparams"), "vocab_size": ("model", "vocab_size"),
+    "glove": ("model", "glove"), "glove_words": ("model", "glove_words"),
+    "source_vocab_size": ("model", "source_vocab_size"),
+    "embedding_dim": ("model", "embedding_dim"), "init_from": ("model", "init_from"),
+    "init_optimizer": ("model", "init_optimizer"),
+    "data": ("data", "corpus"), "source_lang": ("data", "source_lang"),
+    "target_lang": ("data", "target_lang"), "tfds_data_dir": ("data", "tfds_data_dir"),
+    "invalid_utf8": ("data", "invalid_utf8"), "max_length": ("data", "max_length"),
+    "overlong": ("data", "overlong"),
+    "batch_tokens": ("batching", "batch_tokens"),
+    "accumulate_steps": ("batching", "accumulate_steps"),
+    "bucket_growth": ("batching", "bucket_growth"),
+    "train_steps": ("optimization", "train_steps"), "seed": ("optimization", "seed"),
+    "deterministic": ("optimization", "deterministic"),
+    "ema_decay": ("optimization", "ema_decay"),
+    "eval_every": ("evaluation", "every"), "eval_sentences": ("evaluation", "sentences"),
+    "eval_beam_size": ("evaluation", "beam_size"), "keep_best": ("evaluation", "keep_best"),
+    "early_stopping": ("evaluation", "early_stopping"),
+    "keep_checkpoints": ("checkpoints", "keep"),
+    "checkpoint_every_steps": ("checkpoints", "every_steps"),
+    "checkpoint_every_minutes": ("checkpoints", "every_minutes"),
+    "average_last": ("checkpoints", "average_last"),
+    "mixed_precision": ("compute", "mixed_precision"), "jit_compile": ("compute", "jit_compile"),
+}
+
+# Changing these would change the model or the data it learns from. Of hparams, only the fields
+# that shape the model count (builders.ARCHITECTURE_FIELDS); training ones may change.
+FIXED = (("model", "hparams"), ("model", "vocab_size"), ("model", "init_from"),
+         ("model", "glove"), ("model", "glove_words"), ("data", "corpus"),
+         ("data", "source_lang"), ("data", "target_lang"), ("data", "max_length"),
+         ("data", "overlong"), ("optimization", "ema_decay"))
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """A training run's configuration: one frozen section each (`SECTIONS`), the format version
+    and the library versions that wrote it."""
+
+    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    data: DataConfig = dataclasses.field(default_factory=DataConfig)
+    batching: BatchingConfig = dataclasses.field(default_factory=BatchingConfig)
+    optimization: OptimizationConfig = dataclasses.field(default_factory=OptimizationConfig)
+    evaluation: EvaluationConfig = dataclasses.field(default_factory=EvaluationConfig)
+    checkpoints: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
+    compute: ComputeConfig = dataclasses.field(default_factory=ComputeConfig)
+    format_version: int = FORMAT_VERSION
+    versions: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        for name, kind in SECTIONS.items():
+            if not isinstance(getattr(self, name), kind):
+                raise ConfigError(f"{name} must be a {kind.__name__}, got "
+                                  f"{getattr(self, name)!r}")
+
+    def updated(self, changes):
+        """A copy with `changes` ({(section, field): value}) applied."""
+        sections = {}
+        for (section, name), value in changes.items():
+            sections.setdefault(section, {})[name] = value
+        return dataclasses.replace(self, **{
+            section: dataclasses.replace(getattr(self, section), **values)
+            for section, values in sections.items()})
+
+    def get(self, section, name):
+        return getattr(getattr(self, section), name)
+
+    def check(self):
+        """Refuses fields that contradict each other, naming them."""
+        model, evaluation = self.model, self.evaluation
+        average_last, keep = self.checkpoints.average_last, self.checkpoints.keep
+        if average_last and 0 < keep < average_last:
+            raise ConfigError(f"checkpoints.average_last {average_last} needs at least as many "
+                              f"kept checkpoints; checkpoints.keep is {keep}")
+        if model.init_optimizer and not model.init_from:
+            raise ConfigError("model.init_optimizer needs model.init_from")
+        if model.glove_words and not model.glove:
+            raise ConfigError("model.glove_words keeps the first words of model.glove, which is "
+                              "not given")
+        if evaluation.early_stopping and not evaluation.keep_best:
+            raise ConfigError("evaluation.early_stopping needs evaluation.keep_best "
+                              "bleu|chrf|loss: the metric whose improvement it waits for")
+        if evaluation.keep_best in ("bleu", "chrf", "f1") and not evaluation.sentences:
+            raise ConfigError(f"evaluation.keep_best {evaluation.keep_best} needs dev sentences "
+                              f"to translate; evaluation.sentences is 0")
+        if evaluation.keep_best == "f1" and not data.is_treebank(self.data.corpus):
+            raise ConfigError(f"evaluation.keep_best f1 scores parses: data.corpus "
+                              f"{self.data.corpus} is not a treebank (ptb:DIR)")
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    def to_json(self):
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, values, origin="the configuration"):
+        """The RunConfig of a dict in either format (`origin` names it in errors).
+
+        Raises:
+            ConfigError: a newer format, an unknown section or field, a bad value.
+        """
+        if not isinstance(values, dict):
+            raise ConfigError(f"{origin}: expected a JSON object")
+        version = values.get("format_version", 1)
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            raise ConfigError(f"{origin}: format_version {version!r}; this version of "
+                              f"keras-transformer reads up to {FORMAT_VERSION}: upgrade it")
+        if version == 1:
+            values = _sections_of_flat(values, origin)
+        unknown = sorted(set(values) - {field.name for field in dataclasses.fields(cls)})
+        if unknown:
+            raise ConfigError(f"{origin}: unknown fields {unknown}")
+        try:
+            sections = {name: _section(kind, values.get(name, {}), name)
+                        for name, kind in SECTIONS.items()}
+            return cls(**sections, format_version=FORMAT_VERSION,
+                       versions=values.get("versions", {}))
+        except ConfigError as error:
+            raise ConfigError(f"{origin}: {error}") from None
+
+    @classmethod
+    def from_json(cls, text, origin="the configuration"):
+        try:
+            values = json.loads(text)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise ConfigError(f"{origin}: not valid JSON ({error}); it is not a model_dir "
+                              f"written by this version, or it was damaged") from None
+        return cls.from_dict(values, origin)
+
+
+def _section(kind, values, name):
+    if not isinstance(values, dict):
+        raise ConfigError(f"{name} must be a JSON object, got {values!r}")
+    known = {field.name for field in dataclasses.fields(kind)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ConfigError(f"unknown fields {[f'{name}.{field}' for field in unknown]}")
+    return kind(**values)
+
+
+def _sections_of_flat(values, origin):
+    """Format 1's top-level fields, by section."""
+    unknown = sorted(set(values) - set(FLAT_NAMES) - {"format_version", "versions"})
+    if unknown:
+        raise ConfigError(f"{origin}: unknown fields {unknown}")
+    sections = {"versions": values.get("versions", {})}
+    for flat, (section, name) in FLAT_NAMES.items():
+        if flat in values:
+            sections.setdefault(section, {})[name] = values[flat]
+    return sections
+
+
+def _check_hparams(values):
+    import keras_transformer as kt
+
+    unknown = sorted(set(values) - set(kt.hparams.field_names()))
+    if unknown:
+        raise ConfigError(f"unknown hparams field(s) {unknown}")
+    try:
+        kt.HParams(**values)
+    except kt.HParamsError as error:
+        raise ConfigError(str(error)) from None
 
 
 def versions():
@@ -107,99 +387,61 @@ def load(model_dir):
     """The RunConfig saved in model_dir, or None if there is none.
 
     Raises:
-        ConfigError: the file is not valid JSON, is from a newer format, or has unknown fields.
+        ConfigError: the file is not valid JSON, is from a newer format, or has unknown or bad
+            fields.
     """
     path = pathlib.Path(model_dir) / CONFIG_FILE
     if not path.exists():
         return None
-    try:
-        values = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ConfigError(f"{path}: not valid JSON ({error}); it is not a model_dir written by "
-                          f"this version, or it was damaged") from None
-    if not isinstance(values, dict):
-        raise ConfigError(f"{path}: expected a JSON object")
-    version = values.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise ConfigError(f"{path}: format_version {version!r}; this version of "
-                          f"keras-transformer reads up to {FORMAT_VERSION}: upgrade it")
-    unknown = sorted(set(values) - set(field_names()))
-    if unknown:
-        raise ConfigError(f"{path}: unknown fields {unknown}")
-    _check_types(values, path)
-    return RunConfig(**values)
+    return RunConfig.from_json(path.read_bytes(), str(path))
 
 
-def _check_types(values, path):
-    """Refuses a field whose JSON value has the wrong type, before anything uses it."""
-    import keras_transformer as kt
-
-    for field in dataclasses.fields(RunConfig):
-        if field.name not in values:  # the default applies
-            continue
-        value = values[field.name]
-        if value is None and field.default is None:
-            continue
-        if field.type is float:
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        else:
-            ok = type(value) is field.type
-        if not ok:
-            raise ConfigError(f"{path}: field {field.name!r} must be {field.type.__name__}, got "
-                              f"{value!r}")
-    if values.get("hparams"):
-        unknown = sorted(set(values["hparams"]) - set(kt.hparams.field_names()))
-        if unknown:
-            raise ConfigError(f"{path}: unknown hparams field(s) {unknown}")
-        try:
-            kt.HParams(**values["hparams"])
-        except kt.HParamsError as error:
-            raise ConfigError(f"{path}: {error}") from None
+def save(run, model_dir):
+    """Writes config.json atomically."""
+    text = run.to_json() + "\n"
+    replace_atomically(pathlib.Path(model_dir) / CONFIG_FILE,
+                       lambda path: path.write_text(text, encoding="utf-8"))
 
 
-def save(config, model_dir):
-    """Writes config.json atomically (write, then rename)."""
-    path = pathlib.Path(model_dir) / CONFIG_FILE
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(config.to_json() + "\n", encoding="utf-8")
-    os.replace(partial, path)
-
-
-def _conflicts(saved, updated, given):
+def conflicts(saved, updated):
+    """The FIXED fields `updated` changes from `saved`, one line each."""
     from keras_transformer.builders import ARCHITECTURE_FIELDS
     from keras_transformer.hparams import HParams
 
-    for name in RunConfig.FIXED:
-        if name not in given:
-            continue
+    for section, name in FIXED:
+        before, after = saved.get(section, name), updated.get(section, name)
         if name == "hparams":
             # Through HParams: a field newer than the saved run takes its default.
-            before_hp, after_hp = (HParams(**h) for h in (saved.hparams, updated.hparams))
+            before_hp, after_hp = HParams(**before), HParams(**after)
             for field in ARCHITECTURE_FIELDS:
-                before, after = getattr(before_hp, field), getattr(after_hp, field)
-                if before != after:
-                    yield f"hparams {field}: saved {before!r}, now {after!r}"
-        elif getattr(updated, name) != getattr(saved, name):
-            yield f"{name}: saved {getattr(saved, name)!r}, now {getattr(updated, name)!r}"
+                if getattr(before_hp, field) != getattr(after_hp, field):
+                    yield (f"model.hparams {field}: saved {getattr(before_hp, field)!r}, now "
+                           f"{getattr(after_hp, field)!r}")
+        elif before != after:
+            yield f"{section}.{name}: saved {before!r}, now {after!r}"
+
+
+def check_against_saved(saved, run, model_dir):
+    """Refuses `run` where it contradicts a FIXED field of the run saved in model_dir."""
+    found = list(conflicts(saved, run))
+    if found:
+        raise ConfigError(
+            f"{pathlib.Path(model_dir) / CONFIG_FILE} was written for another configuration "
+            f"({'; '.join(found)}). Continue it without those changes, or train into a new "
+            f"model_dir")
 
 
 def merge(saved, given, model_dir):
-    """The run's configuration: `saved` (or the defaults) updated with the flags in `given`.
+    """The run's configuration: `saved` (or the defaults) updated with `given`.
 
     Args:
         saved: RunConfig from model_dir, or None for a new run.
-        given: dict of the flags the user set (not their defaults).
+        given: {(section, field): value} of what the user set (not the defaults).
 
     Raises:
-        ConfigError: a given flag contradicts a fixed field of the saved configuration.
+        ConfigError: a given value contradicts a fixed field of the saved configuration.
     """
-    config = saved or RunConfig()
-    updated = dataclasses.replace(config, **given)
+    updated = (saved or RunConfig()).updated(given)
     if saved is not None:
-        conflicts = list(_conflicts(saved, updated, given))
-        if conflicts:
-            raise ConfigError(
-                f"{pathlib.Path(model_dir) / CONFIG_FILE} was written for another configuration "
-                f"({'; '.join(conflicts)}). Continue it without those flags, or train into a new "
-                f"--model_dir")
+        check_against_saved(saved, updated, model_dir)
     return updated

@@ -26,13 +26,14 @@ class LoadedCoVe(typing.NamedTuple):
 
     def describe(self):
         """What the vectors come from, for logs and results: kind, model_dir data, step."""
-        return (f"{kt.HParams(**self.run.hparams).model} {self.run.hparams_name} trained on "
-                f"{self.run.data} ({self.checkpoint})")
+        model = self.run.model
+        return (f"{kt.HParams(**model.hparams).model} {model.hparams_name} trained on "
+                f"{self.run.data.corpus} ({self.checkpoint})")
 
 
 def _translation_run(loaded, model_dir):
-    if data.is_treebank(loaded.run.data):
-        raise loading.ModelDirError(f"{model_dir} was trained to parse ({loaded.run.data}), "
+    if data.is_treebank(loaded.run.data.corpus):
+        raise loading.ModelDirError(f"{model_dir} was trained to parse ({loaded.run.data.corpus}), "
                                     f"not to translate: its encoder is not CoVe's")
 
 
@@ -53,10 +54,11 @@ def load_cove(model_dir, checkpoint=None, with_glove=True):
     if not path.exists():
         raise loading.ModelDirError(f"{path} is missing; the model_dir is incomplete")
     words = glove.WordVocabulary.load(path)
-    if words.vocab_size != loaded.run.source_vocab_size:
+    if words.vocab_size != loaded.run.model.source_vocab_size:
         raise loading.ModelDirError(
             f"{path} has {len(words.words):,} words, {words.vocab_size:,} ids; the model reads "
-            f"{loaded.run.source_vocab_size:,} ({pathlib.Path(model_dir) / config.CONFIG_FILE})")
+            f"{loaded.run.model.source_vocab_size:,} "
+            f"({pathlib.Path(model_dir) / config.CONFIG_FILE})")
     return LoadedCoVe(kt.CoVe(loaded.model, with_glove=with_glove), loaded.vocabulary, words,
                       loaded.run, loaded.checkpoint)
 

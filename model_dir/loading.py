@@ -24,7 +24,7 @@ class Loaded(typing.NamedTuple):
     @property
     def hparams(self):
         """The run's `kt.HParams` (e.g. `decode_alpha`, the default length penalty)."""
-        return kt.HParams(**self.run.hparams)
+        return kt.HParams(**self.run.model.hparams)
 
 
 # Dtype policies a trained model can be loaded in: float32 (as trained), bfloat16 compute on
@@ -43,8 +43,8 @@ _WHAT_READS = {
 
 def build(run, **kwargs):
     """The untrained model of a run's configuration (`kt.build_model`'s `kwargs`, e.g. dtype)."""
-    return kt.build_model(kt.HParams(**run.hparams), run.vocab_size, run.source_vocab_size,
-                          run.embedding_dim, **kwargs)
+    return kt.build_model(kt.HParams(**run.model.hparams), run.model.vocab_size,
+                          run.model.source_vocab_size, run.model.embedding_dim, **kwargs)
 
 
 def final_average(model_dir):
@@ -73,10 +73,11 @@ def has_optimizer_state(checkpoint):
 def moving_averages(run, checkpoint):
     """The moving averages of the weights a checkpoint of an --ema_decay run holds in its
     optimizer's state, as `model.get_weights()` would list them (float32)."""
-    hp = kt.HParams(**run.hparams)
+    hp = kt.HParams(**run.model.hparams)
     # Under mixed_float16 the optimizer was a LossScaleOptimizer, whose state differs.
-    model = build(run, dtype="mixed_float16" if run.mixed_precision == "mixed_float16" else None)
-    model.compile(optimizer=kt.build_optimizer(hp, ema_decay=run.ema_decay),
+    float16 = run.compute.mixed_precision == "mixed_float16"
+    model = build(run, dtype="mixed_float16" if float16 else None)
+    model.compile(optimizer=kt.build_optimizer(hp, ema_decay=run.optimization.ema_decay),
                   loss=kt.build_loss(hp))
     checkpoints.restore(model, checkpoint)
     model.optimizer.finalize_variable_values(model.trainable_variables)
@@ -132,12 +133,13 @@ def load(model_dir, checkpoint=None, dtype="float32", ema=None, model="transform
     if not vocab_path.exists():
         raise ModelDirError(f"{vocab_path} is missing; the model_dir is incomplete")
     vocabulary = data.Vocabulary.load(vocab_path)
-    vocabulary.check_size(run.vocab_size, f"{model_dir / config.CONFIG_FILE}")
+    vocabulary.check_size(run.model.vocab_size, f"{model_dir / config.CONFIG_FILE}")
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    kind = kt.HParams(**run.hparams).model
+    kind = kt.HParams(**run.model.hparams).model
     if kind != model:
-        raise ModelDirError(f"{model_dir} holds a model of kind {kind!r} ({run.hparams_name}), "
+        raise ModelDirError(f"{model_dir} holds a model of kind {kind!r} "
+                            f"({run.model.hparams_name}), "
                             f"not {model!r}: {_WHAT_READS[kind]}")
     model = build(run, dtype=dtype)
     if checkpoint is not None:
@@ -157,7 +159,7 @@ def load(model_dir, checkpoint=None, dtype="float32", ema=None, model="transform
     if checkpoint is None:
         raise ModelDirError(f"{checkpoints.default_directory(model_dir)} has no checkpoint yet; "
                             f"train first")
-    use_ema = bool(run.ema_decay) and ema is not False
+    use_ema = bool(run.optimization.ema_decay) and ema is not False
     if use_ema and not has_optimizer_state(checkpoint):
         if ema:
             raise ModelDirError(f"--ema: {checkpoint} holds no moving averages (it is not one "

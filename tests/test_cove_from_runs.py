@@ -69,8 +69,9 @@ def test_kt_train_trains_an_mt_lstm_over_fixed_glove_and_resumes(mt_lstm_run, co
     assert "resuming from" in resumed and "step 6: learning_rate" in resumed
     saved = json.loads((model_dir / "config.json").read_text())
     words, vectors = glove.read_glove(corpus_and_glove[1])
-    assert saved["hparams"]["model"] == "mt_lstm" and saved["embedding_dim"] == 6
-    assert saved["source_vocab_size"] == len(words) + glove.FIRST_WORD_ID
+    assert saved["model"]["hparams"]["model"] == "mt_lstm"
+    assert saved["model"]["embedding_dim"] == 6
+    assert saved["model"]["source_vocab_size"] == len(words) + glove.FIRST_WORD_ID
     assert (model_dir / "words.txt").read_text(encoding="utf-8").split("\n")[:-1] == words
     # The GloVe vectors went through training and a resume unchanged, into the checkpoint.
     loaded = loading.load(model_dir, model="mt_lstm")

@@ -38,7 +38,7 @@ def dev_split():
 def both(trained, exported, beam_size, alpha, sources):
     """The model's and the float32 export's n-best lists of `sources`."""
     translator = Translator(trained.model, trained.vocabulary, beam_size=beam_size, alpha=alpha,
-                            max_input_length=trained.run.max_length)
+                            max_input_length=trained.run.data.max_length)
     engine = ct2.Ctranslate2Translator(exported / "1", beam_size=beam_size, alpha=alpha)
     return (n_best_lines(translator, sources, beam_size, 32),
             n_best_lines(engine, sources, beam_size, 32))

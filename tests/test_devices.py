@@ -2,7 +2,7 @@
 run on (device details faked as TensorFlow and Linux give them)."""
 
 from keras_transformer import devices
-from keras_transformer.trainer import task
+from keras_transformer.trainer import runner
 
 T4, A100, P100 = ("Tesla T4", (7, 5)), ("NVIDIA A100-SXM4-40GB", (8, 0)), ("Tesla P100", (6, 0))
 AMX_CPU = "flags : fpu avx512f avx512_bf16 amx_bf16 amx_tile"
@@ -19,8 +19,8 @@ def test_auto_precision_follows_what_the_devices_compute_natively():
     assert devices.auto_policy(AMX_CPU, gpus=[T4]) == "mixed_float16"
     assert devices.auto_policy(AMX_CPU, gpus=[A100, T4]) == "mixed_float16"
     assert devices.auto_policy(AMX_CPU, gpus=[P100]) == "float32"
-    assert task.policy_of("none") == "float32"
-    assert task.policy_of("mixed_float16") == "mixed_float16"
+    assert runner.policy_of("none") == "float32"
+    assert runner.policy_of("mixed_float16") == "mixed_float16"
 
 
 def test_the_start_line_names_the_devices_and_a_missing_gpu_is_said(tmp_path):

@@ -136,7 +136,7 @@ def test_the_length_penalty_defaults_to_the_hparams_sets(trained_model_dir, tmp_
     model_dir = tmp_path / "run"
     shutil.copytree(trained_model_dir, model_dir)
     saved = json.loads((model_dir / "config.json").read_text())
-    saved["hparams"]["decode_alpha"] = 1.5  # as --hparams_override decode_alpha=1.5 sets it
+    saved["model"]["hparams"]["decode_alpha"] = 1.5  # as --hparams_override decode_alpha=1.5 sets it
     (model_dir / "config.json").write_text(json.dumps(saved))
     for flags, alpha in (([], "1.5"), (["--alpha", "0.3"], "0.3")):
         monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"Jesus wept.\n")))
@@ -241,7 +241,7 @@ def test_each_export_is_a_new_version_and_none_is_replaced(exported, trained_mod
     assert settings["beam_size"] == 4 and settings["alpha"] == 0.6 and (
         settings["dtype"] == "float32")
     assert settings["max_input_length"] == 64 and settings["max_batch_size"] == 48
-    assert settings["run"]["hparams_name"] == "transformer_tiny"
+    assert settings["run"]["model"]["hparams_name"] == "transformer_tiny"
     assert settings["step"] == 300 and settings["checkpoint"].endswith("ckpt-300")
     # A checkpoint directory by another name (a copy the user kept) exports too.
     kept = exported.parent / "best"
@@ -252,7 +252,28 @@ def test_each_export_is_a_new_version_and_none_is_replaced(exported, trained_mod
     assert sorted(p.name for p in exported.iterdir()) == ["1", "2", "3"]  # no leftovers
 
 
-def test_a_bfloat16_export_serves_with_half_the_weights(exported, trained_model_dir):
+# Translates `inputs` with a SavedModel in a fresh process and scores `targets` (if any) as
+# translations of them with the `score` signature.
+SCORING_CLIENT = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  registers the SentencePiece ops
+
+model = tf.saved_model.load(sys.argv[1])
+request = json.loads(sys.stdin.read())
+inputs = tf.constant(request["inputs"])
+out = model.signatures["serving_default"](inputs=inputs)
+reply = {"translations": [t.decode("utf-8") for t in out["translations"].numpy()],
+         "scores": out["scores"].numpy().tolist()}
+if request.get("targets"):
+    scored = model.signatures["score"](inputs=inputs, targets=tf.constant(request["targets"]))
+    reply["target_scores"] = scored["scores"].numpy().tolist()
+print(json.dumps(reply))
+"""
+
+
+def test_a_bfloat16_export_serves_with_half_the_weights(exported, trained_model_dir,
+                                                        dev_sentences):
     output = exported.parent / "bfloat16"
     result = kt_export("--model_dir", str(trained_model_dir), "--output", str(output),
                        "--dtype", "bfloat16")
@@ -263,24 +284,30 @@ def test_a_bfloat16_export_serves_with_half_the_weights(exported, trained_model_
         sum(f.stat().st_size for f in (path / "1" / "variables").iterdir())
         for path in (exported, output))
     assert bfloat16_weights < 0.6 * float32_weights
-    sentences = ["In the beginning God created the heaven and the earth.",
-                 "And God said, Let there be light: and there was light."]
+    sentences = [en for en, _ in dev_sentences]
     replies = []
-    for path in (exported, output):
-        reply = run([sys.executable, "-c", CLIENT, str(path / "1")],
-                    input=json.dumps([sentences]), cwd=path)
+    for path, targets in ((exported, None), (output, "float32's")):
+        request = {"inputs": sentences,
+                   "targets": replies[0]["translations"] if targets else None}
+        reply = run([sys.executable, "-c", SCORING_CLIENT, str(path / "1")],
+                    input=json.dumps(request), cwd=path)
         assert reply.returncode == 0, reply.stderr
-        replies.append(json.loads(reply.stdout)["results"][0])
+        replies.append(json.loads(reply.stdout))
     float32, bfloat16 = replies
     assert all(bfloat16["translations"]) and all(np.isfinite(bfloat16["scores"]))
-    # Rounding the weights moves a translation's log-probability a little, not the model. (The
-    # test model repeats itself, so rounding may also send the search down another path: only
-    # translations both found are compared.)
-    same = [i for i, text in enumerate(float32["translations"])
-            if bfloat16["translations"][i] == text]
-    assert same
-    np.testing.assert_allclose([bfloat16["scores"][i] for i in same],
-                               [float32["scores"][i] for i in same], rtol=0.1)
+    # Rounding weights and activations to bfloat16 (8 significant bits, epsilon 2**-7) moves
+    # the log-probability of a translation by a fraction of it: the bfloat16 model scores each
+    # of float32's translations within 2 epsilons of float32's score (measured: 0.57% at most,
+    # 0.12% the median; with 4 significant bits instead of 8 it is 10% off).
+    np.testing.assert_allclose(bfloat16["target_scores"], float32["scores"],
+                               rtol=2 * 2.0 ** -7)
+    # Not every search takes the same path: this model repeats itself ("¿Qué: ¿Qué: ..."), so
+    # hypotheses nearly tie in the middle of a search, and beam search prunes one or another
+    # as rounding falls (a 0.4 nats shift in one step can end 3 nats apart). Measured: 16 of
+    # these 24 sentences translate alike (4 significant bits: 2 of 24).
+    same = sum(a == b for a, b in zip(float32["translations"], bfloat16["translations"]))
+    assert same >= len(sentences) // 2, (same, float32["translations"],
+                                         bfloat16["translations"])
 
 
 def test_saved_model_cli_lists_the_string_signatures(exported):

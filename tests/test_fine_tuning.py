@@ -46,9 +46,9 @@ def test_fine_tuning_starts_from_the_trained_model_and_improves(tmp_path, traine
     # ...from where the trained model is on them: far below the loss of knowing nothing (a
     # uniform distribution over the vocabulary).
     loaded = model_dir.load(run)
-    assert loaded.run.init_from == str(trained_model_dir)
+    assert loaded.run.model.init_from == str(trained_model_dir)
     assert (run / "vocab.model").read_bytes() == (trained_model_dir / "vocab.model").read_bytes()
-    assert losses[0] < math.log(loaded.run.vocab_size) - 1.5, losses
+    assert losses[0] < math.log(loaded.run.model.vocab_size) - 1.5, losses
 
     with_optimizer = kt_train(tmp_path / "continued", new_pairs, "--init_from",
                               str(trained_model_dir), "--init_optimizer", "--train_steps", "302",

@@ -15,6 +15,7 @@ import pytest
 from conftest import run_main, write_corpus_subset
 
 import keras_transformer as kt
+from keras_transformer import trainer
 from keras_transformer.model_dir import averaging, checkpoints, config, loading
 from keras_transformer.trainer import average, callbacks, task
 
@@ -61,8 +62,8 @@ def test_a_run_writes_its_files_evaluates_and_resumes(tmp_path, small_corpus):
     assert "sacrebleu nrefs:1|case:mixed|eff:no|tok:13a" in first.stdout
     assert "step 6: learning_rate" in first.stdout
     saved = json.loads((model_dir / "config.json").read_text())
-    assert saved["hparams"]["d_model"] == 32 and saved["vocab_size"] == 600
-    assert saved["versions"]["tensorflow"] and saved["format_version"] == 1
+    assert saved["model"]["hparams"]["d_model"] == 32 and saved["model"]["vocab_size"] == 600
+    assert saved["versions"]["tensorflow"] and saved["format_version"] == 2
     assert (model_dir / "vocab.model").is_file()
     assert list((model_dir / "logs").glob("events.out.tfevents.*"))
     names = [p.name for p in checkpoints.CheckpointDirectory(model_dir / "checkpoints").paths()]
@@ -73,7 +74,7 @@ def test_a_run_writes_its_files_evaluates_and_resumes(tmp_path, small_corpus):
     assert "resuming from" in resumed.stdout and "ckpt-6 at step 6 of 8" in resumed.stdout
     assert "done: step 8" in resumed.stdout
     done = kt_train(model_dir, small_corpus, "--train_steps", "8")
-    assert done.returncode == 0 and "nothing to do: step 8 >= --train_steps 8" in done.stdout
+    assert done.returncode == 0 and "nothing to do: step 8 >= train_steps 8" in done.stdout
 
 
 @pytest.mark.parametrize("flags,message", [
@@ -103,9 +104,61 @@ def test_flags_that_contradict_the_saved_run_are_refused(tmp_path, small_corpus,
                      "learning_rate_multiplier=0.5", "--train_steps", "2")
     assert lower.returncode == 0, lower.stderr
     saved = json.loads((model_dir / "config.json").read_text())
-    assert saved["hparams"]["learning_rate_multiplier"] == 0.5
-    assert saved["hparams"]["warmup_steps"] == 20
-    assert saved["hparams_override"] == "warmup_steps=20,learning_rate_multiplier=0.5"
+    assert saved["model"]["hparams"]["learning_rate_multiplier"] == 0.5
+    assert saved["model"]["hparams"]["warmup_steps"] == 20
+    assert saved["model"]["hparams_override"] == "warmup_steps=20,learning_rate_multiplier=0.5"
+
+
+def test_the_python_trainer_trains_what_kt_train_trains(tmp_path, small_corpus):
+    """The same configuration through kt-train's flags and through `Trainer(config).fit()`:
+    the same config.json and, --deterministic, the same weights."""
+    flags = (*TINY, "--train_steps", "4", "--deterministic", "--checkpoint_every_steps", "0")
+    command_line = kt_train(tmp_path / "cli", small_corpus, *flags)
+    assert command_line.returncode == 0, command_line.stderr
+    run = config.RunConfig(
+        model=config.ModelConfig(hparams_name="transformer_tiny",
+                                 hparams_override="warmup_steps=20"),
+        data=config.DataConfig(corpus=str(small_corpus), source_lang="en", target_lang="es",
+                               max_length=150),
+        batching=config.BatchingConfig(batch_tokens=1500),
+        optimization=config.OptimizationConfig(train_steps=4, deterministic=True),
+        evaluation=config.EvaluationConfig(sentences=0),
+        checkpoints=config.CheckpointConfig(every_steps=0))
+    result = trainer.Trainer(run, tmp_path / "python", vocab=tmp_path / "cli" / "vocab.model",
+                             log_every=2).fit()
+    assert result.status == "done" and result.step == 4 and result.train_step_traces >= 1
+    assert f"weights checksum {result.checksum:.9e}," in command_line.stdout
+    assert [step for step, _ in result.evaluations] == [4]
+    saved_cli, saved_python = (config.load(tmp_path / name) for name in ("cli", "python"))
+    assert saved_cli == saved_python and saved_python.model.vocab_size == 600
+    again = trainer.Trainer.resume(tmp_path / "python").fit()
+    assert again.status == "nothing to do" and again.resumed_from.name == "ckpt-4"
+
+
+def test_a_config_names_its_bad_field_and_reads_the_flat_format(tmp_path):
+    with pytest.raises(config.ConfigError, match=r"batching\.batch_tokens must be at least 1, "
+                                                 r"got 0"):
+        config.BatchingConfig(batch_tokens=0)
+    with pytest.raises(config.ConfigError, match=r"evaluation\.keep_best must be one of bleu, "
+                                                 r"chrf, loss, f1, got 'bleu4'"):
+        config.EvaluationConfig(keep_best="bleu4")
+    with pytest.raises(config.ConfigError, match=r"optimization\.ema_decay must be at least 0"):
+        config.OptimizationConfig(ema_decay=1.0)
+    with pytest.raises(config.ConfigError, match=r"checkpoints\.average_last 5 needs at least"):
+        config.RunConfig(checkpoints=config.CheckpointConfig(keep=2, average_last=5)).check()
+    # A model_dir written before the sections (format 1: kt-train's flag names at the top).
+    flat = {"format_version": 1, "hparams_name": "transformer_tiny", "data": "tatoeba_en_es",
+            "max_length": 100, "eval_every": 50, "keep_checkpoints": 3, "jit_compile": True,
+            "vocab_size": 600, "versions": {"keras": "3.15.1"}}
+    run = config.RunConfig.from_dict(flat)
+    assert (run.model.hparams_name, run.data.corpus, run.data.max_length, run.evaluation.every,
+            run.checkpoints.keep, run.compute.jit_compile, run.model.vocab_size) == \
+        ("transformer_tiny", "tatoeba_en_es", 100, 50, 3, True, 600)
+    config.save(run, tmp_path)
+    assert config.load(tmp_path) == run and \
+        json.loads((tmp_path / "config.json").read_text())["format_version"] == 2
+    with pytest.raises(config.ConfigError, match=r"unknown fields \['batching\.size'\]"):
+        config.RunConfig.from_dict({"format_version": 2, "batching": {"size": 3}})
 
 
 def test_a_damaged_or_newer_config_is_refused(tmp_path, small_corpus, capsys):
@@ -115,7 +168,7 @@ def test_a_damaged_or_newer_config_is_refused(tmp_path, small_corpus, capsys):
             ("{not json", "config.json: not valid JSON"),
             (json.dumps({"format_version": 99}), "format_version 99"),
             (json.dumps({"format_version": 1, "vocab_size": "many"}),
-             "config.json: field 'vocab_size' must be int, got 'many'"),
+             "config.json: model.vocab_size must be int, got 'many'"),
             (json.dumps({"format_version": 1, "hparams": {"num_layers": "six"}}),
              "config.json: hparams field 'num_layers' must be int, got 'six'"),
             (json.dumps({"format_version": 1, "hparams": {"rotary": True}}),
@@ -142,13 +195,13 @@ def test_xla_and_bfloat16_training_compiles_once_a_bucket(tmp_path, small_corpus
     assert re.search(r"1 replica\(s\) on CPU \(\d+ cores?(, \w+ bfloat16)?\), mixed_bfloat16, XLA,",
                      result.stdout) and "done: step 8" in result.stdout
     shapes = re.search(r"XLA compiles the train step once for each of (\d+) batch shapes "
-                       r"\(padded lengths 7, 11, 17, 26, 39, 59, 89, 134, 150; --bucket_growth "
+                       r"\(padded lengths 7, 11, 17, 26, 39, 59, 89, 134, 150; bucket_growth "
                        r"1\.5\)", result.stdout)
     assert shapes, result.stdout
     compiled = list(dumps.glob("*one_step_on_data*before_optimizations.txt"))
     assert 2 <= len(compiled) <= int(shapes.group(1)) == 9, sorted(p.name for p in compiled)
-    assert json.loads((tmp_path / "run" / "config.json").read_text())["mixed_precision"] == \
-        "mixed_bfloat16"
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert saved["compute"]["mixed_precision"] == "mixed_bfloat16"
 
 
 def test_a_bucket_growth_of_1_is_refused_naming_the_flag(tmp_path, small_corpus):
@@ -171,7 +224,7 @@ def test_a_diverging_loss_stops_with_the_step(tmp_path, small_corpus):
 
 def weights_at(model_dir, name, directory="checkpoints"):
     run = config.load(model_dir)
-    model = kt.build_model(kt.HParams(**run.hparams), run.vocab_size)
+    model = kt.build_model(kt.HParams(**run.model.hparams), run.model.vocab_size)
     model.load_weights(str(model_dir / directory / name / checkpoints.WEIGHTS_FILE))
     return model.get_weights()
 

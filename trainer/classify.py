@@ -208,7 +208,7 @@ def main(argv=None):
         results = {"task": task.spec, "split": task.evaluation_split, "accuracy": accuracy,
                    "inputs": args.inputs, "encoder": inputs.source, "seed": args.seed,
                    "epochs": args.epochs, "glove_words": (
-                       inputs.encoder.run.glove_words if args.inputs == "glove+cove"
+                       inputs.encoder.run.model.glove_words if args.inputs == "glove+cove"
                        else args.glove_words),
                    "labels": task.labels}
         (output / "results.json").write_text(json.dumps(results, indent=1) + "\n")

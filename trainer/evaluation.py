@@ -122,10 +122,10 @@ class Evaluation(keras.callbacks.Callback):
             (`data.treebank.tree_constraints`); None: any output.
     """
 
-    def __init__(self, dev_batches, vocabulary, sources, references, every, max_length,
-                 writer=None, beam_size=1, alpha=0.6, keep_best=None, gold_trees=None,
-                 extra_length=EXTRA_LENGTH, predicts_tags=False, source_vocabulary=None,
-                 tree_constraints=None):
+    def __init__(self, dev_batches, vocabulary, *, every, max_length, sources=(),
+                 references=(), writer=None, beam_size=1, alpha=0.6, keep_best=None,
+                 gold_trees=None, extra_length=EXTRA_LENGTH, predicts_tags=False,
+                 source_vocabulary=None, tree_constraints=None):
         super().__init__()
         self.dev_batches = dev_batches
         self.vocabulary = vocabulary

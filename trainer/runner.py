@@ -1,0 +1,259 @@
+"""`Trainer(config, model_dir).fit()`: everything kt-train does, from Python.
+
+    from keras_transformer import model_dir, trainer
+
+    config = model_dir.RunConfig(
+        model=model_dir.ModelConfig(hparams_name="transformer_small"),
+        data=model_dir.DataConfig(corpus="tatoeba_en_es"),
+        batching=model_dir.BatchingConfig(batch_tokens=4096),
+        optimization=model_dir.OptimizationConfig(train_steps=2000))
+    result = trainer.Trainer(config, "runs/small", max_minutes=10).fit()
+    print(result.step, result.evaluations[-1])
+
+The run writes model_dir as kt-train does (config.json, vocab.model, checkpoints/, logs/; best/
+and averaged/ as configured) under the devices' tf.distribute strategy (trainer/distribute.py).
+Calling `fit` again, or `Trainer.resume(model_dir).fit()`, continues from the last checkpoint;
+a configuration that contradicts the saved model or data is refused (`model_dir.ConfigError`).
+"""
+
+import dataclasses
+import pathlib
+import typing
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import keras_transformer as kt
+from keras_transformer import data, devices
+from keras_transformer.data import glove
+from keras_transformer.model_dir import checkpoints, config
+from keras_transformer.trainer import distribute, init_from, keep_best, preparation
+from keras_transformer.trainer.loop import TrainingLoop
+from keras_transformer.trainer.preparation import bucket_growth, update_batches
+
+ConfigError = config.ConfigError
+
+
+class TrainingResult(typing.NamedTuple):
+    """What a `Trainer.fit` did (kt-train prints it).
+
+    status: "done", "stopped" (by `stopped_by`, a signal's name), or "nothing to do" (the step
+        budget reached, or early stopping ended the run before).
+    """
+
+    status: str
+    step: int
+    train_steps: int
+    model: keras.Model
+    resumed_from: pathlib.Path = None  # the checkpoint this fit started from, if any
+    checksum: float = None  # the sum of the weights' absolute values, at the end
+    train_step_traces: int = 0  # how often the train step was traced (a replica's)
+    evaluations: list = []  # [(step, {result name: value})] of this fit's dev evaluations
+    stopped_by: str = None
+    averaged: pathlib.Path = None  # checkpoints.average_last's output
+
+
+def policy_of(mixed_precision):
+    """The Keras dtype policy of a compute.mixed_precision value; "auto" asks the devices
+    (`devices.auto_policy`)."""
+    if mixed_precision == "auto":
+        return devices.auto_policy()
+    return "float32" if mixed_precision == "none" else mixed_precision
+
+
+def with_hparams(run):
+    """`run` with model.hparams resolved from its hparams_name and hparams_override, if empty."""
+    if run.model.hparams:
+        return run
+    hparams = kt.hparams.get(run.model.hparams_name).override_from_string(
+        run.model.hparams_override)
+    return run.updated({("model", "hparams"): hparams.to_dict()})
+
+
+def with_saved_derivations(run, saved):
+    """`run` with what a run derives from its data (the vocabularies' sizes, GloVe's
+    dimensions, the corpus's languages) taken from the saved run where `run` leaves it open."""
+    derived = (("model", "vocab_size"), ("model", "source_vocab_size"),
+               ("model", "embedding_dim"), ("data", "source_lang"), ("data", "target_lang"))
+    return run.updated({key: saved.get(*key) for key in derived if run.get(*key) is None})
+
+
+@dataclasses.dataclass
+class _Setup:
+    """What `Trainer.fit` prepares before training: the resolved run and its parts."""
+
+    run: config.RunConfig
+    hp: kt.HParams
+    distribution: tf.distribute.Strategy
+    chief: bool
+    corpus: object  # a data.sources source
+    vocabulary: data.Vocabulary
+    words: glove.WordVocabulary = None
+    glove_matrix: np.ndarray = None
+
+
+class Trainer:
+    """Trains the model a `model_dir.RunConfig` describes into `model_dir` (module docstring).
+
+    Args:
+        config: the run's `model_dir.RunConfig`; model.hparams is resolved from
+            model.hparams_name and model.hparams_override when empty.
+        model_dir: where the run's files go, and are resumed from.
+        vocab: a SentencePiece model to use (built there from the training data if the file does
+            not exist); default: model_dir/vocab.model, built with `build_vocab_size` ids.
+        build_vocab_size: ids in a vocabulary this run builds (default: the corpus's,
+            `data.default_vocab_size`).
+        download: let TFDS download and prepare the dataset (needs network).
+        log_every: steps between progress lines.
+        max_minutes: stop (with a checkpoint and an evaluation) after this many minutes of
+            training; `fit` again continues.
+    """
+
+    def __init__(self, config, model_dir, *, vocab=None, build_vocab_size=None, download=False,
+                 log_every=100, max_minutes=None):
+        self.config = with_hparams(config)
+        self.model_dir = pathlib.Path(model_dir)
+        self.vocab, self.build_vocab_size, self.download = vocab, build_vocab_size, download
+        self.log_every, self.max_minutes = log_every, max_minutes
+
+    @classmethod
+    def resume(cls, model_dir, **kwargs):
+        """A Trainer that continues the run saved in model_dir, with its configuration."""
+        saved = config.load(model_dir)
+        if saved is None:
+            raise ConfigError(f"{model_dir} holds no run to resume (no {config.CONFIG_FILE})")
+        return cls(saved, model_dir, **kwargs)
+
+    def fit(self):
+        """Trains to optimization.train_steps (or the time limit, a signal, early stopping);
+        returns a `TrainingResult`."""
+        setup = self._setup()
+        run, hp = setup.run, setup.hp
+        train_steps = run.optimization.train_steps or hp.train_steps
+        with setup.distribution.scope():
+            model, optimizer = self._compiled_model(setup, train_steps)
+            saved = checkpoints.CheckpointDirectory(
+                checkpoints.default_directory(self.model_dir), run.checkpoints.keep)
+            restored = saved.restore_latest(model)
+            initialized = None
+            if restored is None and run.model.init_from:
+                initialized = init_from.initialize(model, run.model.init_from,
+                                                   run.model.init_optimizer)
+                print(f"initialized from {initialized}"
+                      f"{' with its optimizer' if run.model.init_optimizer else ''}", flush=True)
+        step = checkpoints.step_of(model)
+        self._print_start(setup, model, restored, step, train_steps)
+        result = TrainingResult("nothing to do", step, train_steps, model, restored)
+        if step >= train_steps:
+            print(f"nothing to do: step {step} >= train_steps {train_steps}")
+            return result
+        best = self._keep_best(setup)
+        if best is not None and best.stopped:
+            print(f"nothing to do: early stopping ended this run ({best.since} evaluations "
+                  f"without improvement; {best.describe()}); raise early_stopping to go on")
+            return result
+        loop = TrainingLoop(self, setup, model=model, optimizer=optimizer, saved=saved,
+                            best=best, train_steps=train_steps, step=step)
+        return loop.run_fit(result, evaluate_first=initialized is not None)
+
+    def _setup(self):
+        run, model_dir = self.config, self.model_dir
+        if model_dir.exists() and not model_dir.is_dir():
+            raise ConfigError(f"model_dir {model_dir} is a file, not a directory")
+        saved = config.load(model_dir)
+        if saved is not None:
+            run = with_saved_derivations(run, saved)
+            config.check_against_saved(saved, run, model_dir)
+        run.check()
+        hp = kt.HParams(**run.model.hparams)
+        preparation.check_mt_lstm(run, hp)
+        vocab = self.vocab
+        if run.model.init_from and not checkpoints.CheckpointDirectory(
+                checkpoints.default_directory(model_dir)).paths():  # a resumed run needs it no more
+            init_from.check_compatible(run.model.init_from,
+                                       init_from.source_run(run.model.init_from).model.hparams,
+                                       run.model.hparams)
+            vocab = init_from.check_vocabulary(run.model.init_from, vocab)
+        distribution = distribute.strategy()
+        preparation.check_workers(run, distribution, model_dir, self.max_minutes)
+        update_batches(run, distribution)
+        preparation.warn_about_devices(distribution, run.compute.jit_compile)
+        keras.utils.set_random_seed(run.optimization.seed)
+        keras.mixed_precision.set_global_policy(policy_of(run.compute.mixed_precision))
+        corpus = run.data.open(self.download)
+        model_dir.mkdir(parents=True, exist_ok=True)
+        chief = distribute.is_chief(distribution)
+        vocabulary = preparation.prepare_vocabulary(
+            model_dir, corpus, vocab=vocab, vocab_size=run.model.vocab_size,
+            build_size=self.build_vocab_size or data.default_vocab_size(run.data.corpus),
+            write=chief)
+        setup = _Setup(run, hp, distribution, chief, corpus, vocabulary)
+        self._prepare_words(setup)
+        setup.run = dataclasses.replace(setup.run.updated({
+            ("model", "vocab_size"): vocabulary.vocab_size,
+            ("data", "source_lang"): corpus.source_lang,
+            ("data", "target_lang"): corpus.target_lang}), versions=config.versions())
+        if chief:
+            config.save(setup.run, model_dir)
+        return setup
+
+    def _prepare_words(self, setup):
+        if setup.hp.model != "mt_lstm":
+            return
+        restoring = bool(checkpoints.CheckpointDirectory(
+            checkpoints.default_directory(self.model_dir)).paths())
+        setup.words, setup.glove_matrix = preparation.prepare_words(
+            setup.run.model, self.model_dir, restoring=restoring, write=setup.chief)
+        setup.run = setup.run.updated({
+            ("model", "source_vocab_size"): setup.words.vocab_size,
+            ("model", "embedding_dim"): (setup.run.model.embedding_dim
+                                         if setup.glove_matrix is None
+                                         else setup.glove_matrix.shape[1])})
+
+    def _compiled_model(self, setup, train_steps):
+        run, hp = setup.run, setup.hp
+        model = kt.build_model(hp, setup.vocabulary.vocab_size, run.model.source_vocab_size,
+                               run.model.embedding_dim, source_embedding=setup.glove_matrix)
+        optimizer = kt.build_optimizer(hp, train_steps, run.optimization.ema_decay)
+        model.compile(optimizer=optimizer, loss=kt.build_loss(hp),
+                      metrics=[kt.TokenAccuracy(), kt.Perplexity(), kt.TargetTokens()],
+                      jit_compile=run.compute.jit_compile,
+                      accumulate_steps=run.batching.accumulate_steps,
+                      report_batch_shape=True)  # named in the message of a non-finite loss
+        return model, optimizer
+
+    def _print_start(self, setup, model, restored, step, train_steps):
+        run, distribution = setup.run, setup.distribution
+        replicas = distribution.num_replicas_in_sync
+        multi_worker = distribute.is_multi_worker(distribution)
+        print(f"{'resuming from ' + str(restored) if restored else 'starting'} at step {step} "
+              f"of {train_steps}: {run.model.hparams_name} ({model.count_params():,} "
+              f"parameters), {setup.corpus!r}, vocabulary {setup.vocabulary.vocab_size}, "
+              f"{replicas} replica(s) on {devices.describe_devices()}, "
+              f"{keras.mixed_precision.global_policy().name}"
+              f"{', XLA' if run.compute.jit_compile else ''}, model_dir {self.model_dir}",
+              flush=True)
+        share = update_batches(run, distribution)
+        batching = run.batching
+        print(f"each update: {batching.accumulate_steps} micro-batch(es) x "
+              f"{batching.batch_tokens:,} padded tokens a side over {replicas} replica(s) = "
+              f"{share.update_tokens:,} padded tokens a side"
+              + (f"; a replica's batches hold {share.batch_tokens:,}" if multi_worker else ""),
+              flush=True)
+        if run.compute.jit_compile:
+            growth = bucket_growth(run)
+            shapes = data.batch_shapes(run.data.max_length, share.batch_tokens,
+                                       share.size_multiple, step=growth)
+            print(f"XLA compiles the train step once for each of {len(shapes)} batch shapes "
+                  f"(padded lengths {', '.join(str(width) for _, width in shapes)}; "
+                  f"bucket_growth {growth:g})", flush=True)
+
+    def _keep_best(self, setup):
+        metric = setup.run.evaluation.keep_best
+        if not metric:
+            return None
+        if "dev" not in setup.corpus.splits():
+            raise ConfigError(f"evaluation.keep_best needs a dev split to evaluate on; "
+                              f"{setup.corpus!r} has none")
+        return keep_best.KeepBest(self.model_dir, metric, setup.run.evaluation.early_stopping)
