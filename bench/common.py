@@ -12,6 +12,8 @@ import shlex
 import statistics
 import sys
 
+from keras_transformer import cli
+
 RESULTS = pathlib.Path(__file__).parent / "RESULTS.md"
 
 
@@ -106,8 +108,7 @@ def append_results(title, table, results=RESULTS):
                f"Machine: {machine()}  \nCommand: `{command_line()}`\n\n{table}\n")
     results = pathlib.Path(results)
     text = results.read_text(encoding="utf-8") if results.exists() else ""
-    temporary = results.with_name(f".{results.name}.{os.getpid()}")
-    temporary.write_text(replace_section(text, title, section), encoding="utf-8")
-    os.replace(temporary, results)  # a crash mid-write leaves the old file, not half of it
+    # A crash mid-write leaves the old file, not half of it.
+    cli.write_text(results, replace_section(text, title, section))
     print(section)
     print(f"(written to {results})")

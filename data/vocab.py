@@ -217,9 +217,8 @@ def build_vocabulary(texts, vocab_size, output, model_type="bpe", max_sentences=
             from None
     vocabulary = Vocabulary(model.getvalue(), output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    partial = output.with_name(output.name + ".partial")
-    partial.write_bytes(model.getvalue())
-    os.replace(partial, output)  # Readers never see a half-written vocabulary.
+    # Readers never see a half-written vocabulary.
+    cli.replace_atomically(output, lambda path: path.write_bytes(model.getvalue()))
     return vocabulary
 
 

@@ -13,9 +13,9 @@ that early stopping ended stays ended). kt-translate, kt-export and kt-score loa
 """
 
 import json
-import os
 import pathlib
 
+from keras_transformer.cli import replace_atomically
 from keras_transformer.model_dir import checkpoints, config
 
 # --keep_best value -> (the evaluation's result name, whether larger is better)
@@ -64,12 +64,10 @@ class KeepBest:
                                      f"start keeping the best afresh") from None
 
     def _save_state(self):
-        partial = self.state_path.with_name(STATE_FILE + ".partial")
-        partial.write_text(json.dumps({"metric": self.metric, "value": self.best_value,
-                                       "step": self.best_step,
-                                       "evaluations_since": self.since}, indent=1) + "\n",
-                           encoding="utf-8")
-        os.replace(partial, self.state_path)
+        text = json.dumps({"metric": self.metric, "value": self.best_value,
+                           "step": self.best_step, "evaluations_since": self.since},
+                          indent=1) + "\n"
+        replace_atomically(self.state_path, lambda path: path.write_text(text, encoding="utf-8"))
 
     @property
     def stopped(self):
