@@ -63,8 +63,8 @@ class BareSteps:
         policy = {"none": "float32"}.get(args.mixed_precision, args.mixed_precision)
         self.model = kt.build_model(hp, vocabulary.vocab_size, dtype=policy)
         self.model.compile(optimizer=kt.build_optimizer(hp), loss=kt.build_loss(hp))
-        iterator = iter(data.pipeline("bible_en_es", vocabulary, "train", args.batch_tokens,
-                                      seed=3))
+        iterator = iter(data.pipeline("bible_en_es", vocabulary, "train",
+                                      batch_tokens=args.batch_tokens, seed=3))
         self.batches = [next(iterator) for _ in range(args.batches)]
         for batch in self.batches:  # one trace per shape, then a warm step
             self.model.train_on_batch(*batch)

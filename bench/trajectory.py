@@ -74,8 +74,9 @@ def main():
     first = loading.load(model_dir)
     source = first.run.data.open()
     sources, references = data.first_pairs(source, args.split, 10**9)
-    batches = data.pipeline(source, first.vocabulary, args.split, first.run.batching.batch_tokens,
-                            first.run.data.max_length, training=False)
+    batches = data.pipeline(source, first.vocabulary, args.split,
+                            batch_tokens=first.run.batching.batch_tokens,
+                            max_length=first.run.data.max_length, training=False)
     rows = []
     for path in checkpoints.CheckpointDirectory(model_dir / "checkpoints").paths():
         loaded = loading.load(model_dir, path)

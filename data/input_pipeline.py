@@ -123,7 +123,7 @@ def counted(batches):
         batches.reduce(tf.constant(0, tf.int64), lambda count, _: count + 1)))
 
 
-def pipeline(source, vocabulary, split="train", batch_tokens=25_000, max_length=256,
+def pipeline(source, vocabulary, split="train", *, batch_tokens=25_000, max_length=256,
              overlong="drop", training=None, shuffle_buffer=SHUFFLE_BUFFER, cache=None, seed=None,
              deterministic=False, batch_size_multiple=1, input_context=None,
              source_vocabulary=None, accumulate_steps=1, bucket_growth=batching.BUCKET_GROWTH,

@@ -70,8 +70,9 @@ def describe(source, vocabulary, split="train", batch_tokens=25_000, max_length=
     overlong_pairs = ~empty & np.any(lengths > max_length, axis=1)
     real = slots = max_padded = 0
     source_tokens, target_tokens, shapes = [], [], set()
-    batches = input_pipeline.pipeline(source, vocabulary, split, batch_tokens, max_length,
-                                    overlong, training=False, deterministic=True,
+    batches = input_pipeline.pipeline(source, vocabulary, split, batch_tokens=batch_tokens,
+                                    max_length=max_length, overlong=overlong, training=False,
+                                    deterministic=True,
                                     bucket_growth=bucket_growth, static_shapes=static_shapes)
     for (source_ids, _), target_ids in batches.as_numpy_iterator():
         source_tokens.append(np.count_nonzero(source_ids))

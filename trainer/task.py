@@ -46,17 +46,7 @@ def argument_parser():
         help=f"named hyper-parameter set (default {defaults.hparams_name}); "
              f"python -m keras_transformer.hparams lists them")
     add("--hparams_override", help='comma-separated overrides, e.g. "dropout=0.2,num_layers=4"')
-    add("--data", help=f"data source (default {defaults.data}): bible_en_es, tatoeba_en_es, "
-                       "a directory, text:SRC,TGT, tsv:FILE, a TFDS name such as "
-                       "wmt14_translate/de-en, or ptb:DIR, a treebank to learn to parse "
-                       "(data/treebank.py)")
-    add("--source_lang", help="source language (default: the source's)")
-    add("--target_lang", help="target language (default: the source's)")
-    add("--tfds_data_dir", help="TFDS data directory")
-    add("--download", action="store_true", default=None,
-        help="let TFDS download and prepare the dataset (needs network)")
-    add("--invalid_utf8", choices=data.sources.INVALID_UTF8_MODES,
-        help="local files: refuse (error, default) or replace bytes that are not UTF-8")
+    data.sources.add_flags(parser, config.DataConfig.corpus, unset_defaults=True)
     add("--vocab", help="SentencePiece model to use; built here from the training data if the "
                         "file does not exist (default: model_dir/vocab.model)")
     add("--vocab_size", dest="build_vocab_size", type=at_least(260),
