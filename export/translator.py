@@ -65,11 +65,15 @@ class Translator(tf.Module):
             power of two (or max_batch_size), columns to one of `xla_lengths` (the length
             buckets of `kt-train --jit_compile`), at most len(xla_lengths) x
             (log2(max_batch_size) + 1) programs. Outputs are the same, with more padding.
+        processors: a list of decoding processors (`keras_transformer.processors`) for every
+            search, beam or sampling, after a prefix's and the tree constraint's; each must
+            take any batch (its state made in its `start`). Exported with the functions.
     """
 
-    def __init__(self, model, vocabulary, beam_size=4, alpha=0.6, extra_length=EXTRA_LENGTH,
+    def __init__(self, model, vocabulary, *, beam_size=4, alpha=0.6, extra_length=EXTRA_LENGTH,
                  max_input_length=256, max_output_length=None, max_batch_size=64,
-                 max_input_bytes=None, tree_leaves=None, jit_compile=False, name="translator"):
+                 max_input_bytes=None, tree_leaves=None, jit_compile=False, processors=(),
+                 name="translator"):
         super().__init__(name=name)
         max_output_length = max_output_length or max_input_length + extra_length
         for member in members(model):
@@ -97,6 +101,7 @@ class Translator(tf.Module):
         self.tree_leaves = tree_leaves
         self._tree_constraint = (treebank.tree_constraints(vocabulary, tree_leaves)
                                  if tree_leaves else lambda source_ids: None)
+        self.processors = list(processors)
         self.jit_compile = jit_compile
         self.xla_lengths = batching.bucket_widths(batching.bucket_boundaries(
             max_input_length, step=batching.XLA_BUCKET_GROWTH)) if jit_compile else None
@@ -180,8 +185,9 @@ class Translator(tf.Module):
 
     def _beam_decode(self, source_ids, limits, prefix_ids, jit_compile=False):
         # Under XLA, extra_length sizes the output buffer (source length + extra_length).
-        return beam_decode(self.model, source_ids, limits, extra_length=self.extra_length,
-                           beam_size=self.beam_size, alpha=self.alpha, jit_compile=jit_compile,
+        return beam_decode(self.model, source_ids, max_output_length=limits,
+                           extra_length=self.extra_length, beam_size=self.beam_size,
+                           alpha=self.alpha, jit_compile=jit_compile, processors=self.processors,
                            prefix_ids=prefix_ids, tree_constraint=self._tree_constraint(source_ids))
 
     def _beam_decode_xla(self, source_ids, limits, prefix_ids):
@@ -227,12 +233,13 @@ class Translator(tf.Module):
         source_ids, empty = tf.repeat(source_ids, n, axis=0), tf.repeat(empty, n)
         if prefix_ids is not None:
             prefix_ids = tf.repeat(tf.constant(prefix_ids), n, axis=0)
-        ids, log_probs = sample_decode(self.model, source_ids,
-                                       tf.where(empty, 1, self._output_limits(source_ids)),
-                                       temperature=temperature, top_k=top_k,
-                                       # a tensor: a new seed must not retrace the search
-                                       seed=tf.constant(seed, tf.int32), prefix_ids=prefix_ids,
-                                       tree_constraint=self._tree_constraint(source_ids))
+        ids, log_probs = sample_decode(
+            self.model, source_ids,
+            max_output_length=tf.where(empty, 1, self._output_limits(source_ids)),
+            temperature=temperature, top_k=top_k,
+            seed=tf.constant(seed, tf.int32),  # a tensor: a new seed must not retrace the search
+            processors=self.processors, prefix_ids=prefix_ids,
+            tree_constraint=self._tree_constraint(source_ids))
         ids = tf.where(empty[:, None], PAD_ID, ids)
         log_probs = tf.where(empty, 0.0, log_probs)
         lengths = tf.reduce_sum(tf.cast(scoring.target_mask(ids), tf.int32), axis=-1)

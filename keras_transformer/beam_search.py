@@ -1,21 +1,45 @@
 """Beam search with the GNMT length penalty and early termination (paper section 6.1), a pure
 function of a step function and a cache (the contract is in search.py)."""
 
+from typing import Any, NamedTuple
+
 import tensorflow as tf
 
+from keras_transformer.processors import Layout, start_processors
 from keras_transformer.search import (
     NEG_INF,
     batch_size,
     limits_and_buffer,
     longest,
-    loop_shapes,
-    prefix_forcer,
-    same_shapes,
+    search_loop,
     vocabulary_top_k,
     write_position,
 )
 from keras_transformer.token_ids import EOS_ID, PAD_ID
-from keras_transformer.tree_constraint import tree_masker
+
+
+class BeamState(NamedTuple):
+    """Beam search's loop state (K = beam_size, rows = batch x K, a sentence's consecutive).
+
+    Fields:
+        step: int32 scalar, the position being chosen.
+        alive_ids: int32 [batch, K, buffer_length], the hypotheses still going, 0 from `step`.
+        alive_log_probs: float32 [batch, K], their log-probabilities, best first (-inf: none).
+        finished_ids: int32 [batch, K, buffer_length], the best hypotheses ended so far.
+        finished_scores: float32 [batch, K], their scores (log-probability / length
+            penalty), best first (-inf: none).
+        cache: the step function's cache, a nest of [rows, ...], row k of a sentence the
+            state of its alive hypothesis k.
+        processor_states: a tuple, one a processor (processors.py), each a nest of
+            [rows, ...] rows as the cache's.
+    """
+    step: tf.Tensor
+    alive_ids: tf.Tensor
+    alive_log_probs: tf.Tensor
+    finished_ids: tf.Tensor
+    finished_scores: tf.Tensor
+    cache: Any
+    processor_states: tuple
 
 
 def length_penalty(length, alpha):
@@ -23,9 +47,8 @@ def length_penalty(length, alpha):
     return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
 
 
-def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_length=None,
-                eos_id=EOS_ID, start_id=PAD_ID, early_stopping=True, prefix_ids=None,
-                tree_constraint=None):
+def beam_search(step_fn, cache, max_lengths, *, beam_size=4, alpha=0.6, buffer_length=None,
+                eos_id=EOS_ID, start_id=PAD_ID, early_stopping=True, processors=()):
     """Beam search with the GNMT length penalty and early termination.
 
     Every step extends each of the `beam_size` alive hypotheses of a sentence by every token and
@@ -53,16 +76,15 @@ def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_leng
         start_id: the token fed at step 0.
         early_stopping: stop once no alive hypothesis can enter the finished ones; False runs to
             the longest limit (same result, for tests and benchmarks).
-        prefix_ids: int [batch, prefix_length], 0-padded: every hypothesis of a sentence starts
-            with its prefix (search.py); its tokens' log-probabilities count in the scores. A
-            prefix as long as the limit leaves nothing to search.
-        tree_constraint: a `tree_constraint.TreeConstraint`: only well-formed trees over each
-            sentence's leaves (a parser's outputs); None: any sequence.
+        processors: a list of decoding processors (processors.py), applied in order to every
+            step's logits: e.g. `processors.PrefixForcing` (every hypothesis of a sentence
+            starts with its target prefix), `tree_constraint.TreeConstraint` (only well-formed
+            trees, for a parser). Their states are reordered with the hypotheses.
 
     Returns:
         (ids int32 [batch, beam_size, buffer_length], 0 after each hypothesis's end;
         scores float32 [batch, beam_size], best first; -inf where fewer hypotheses exist, as
-        for a sentence whose limit is 0).
+        for a sentence whose limit is 0 or whose processors leave no token).
     """
     if beam_size < 1:
         raise ValueError(f"beam_size must be at least 1, got {beam_size}")
@@ -72,52 +94,73 @@ def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_leng
     batch = batch_size(cache)
     max_lengths, buffer_length = limits_and_buffer(max_lengths, batch, buffer_length)
     beams = beam_size
-
-    cache = tf.nest.map_structure(lambda t: tf.repeat(t, beams, axis=0), cache)
-    force = prefix_forcer(prefix_ids, batch, beams)
-    mask_trees = tree_masker(tree_constraint, max_lengths, beams)
-    # Only the first beam is alive at the start, or the first step would pick one token K times;
-    # a sentence with no room (limit <= 0) starts with none.
-    alive_log_probs = tf.where(
-        max_lengths[:, None] > 0, tf.constant([[0.0] + [NEG_INF] * (beams - 1)]), NEG_INF)
-    alive_ids = tf.zeros([batch, beams, buffer_length], tf.int32)
-    finished_ids = tf.zeros([batch, beams, buffer_length], tf.int32)
-    finished_scores = tf.fill([batch, beams], NEG_INF)
+    adjust, processor_states = start_processors(processors, Layout(max_lengths, beams))
+    initial = BeamState(
+        step=tf.constant(0),
+        alive_ids=tf.zeros([batch, beams, buffer_length], tf.int32),
+        # Only the first beam is alive at the start, or the first step would pick one token K
+        # times; a sentence with no room (limit <= 0) starts with none.
+        alive_log_probs=tf.where(max_lengths[:, None] > 0,
+                                 tf.constant([[0.0] + [NEG_INF] * (beams - 1)]), NEG_INF),
+        finished_ids=tf.zeros([batch, beams, buffer_length], tf.int32),
+        finished_scores=tf.fill([batch, beams], NEG_INF),
+        cache=tf.nest.map_structure(lambda t: tf.repeat(t, beams, axis=0), cache),
+        processor_states=processor_states)
+    step = _beam_step(step_fn, adjust if processors else None, max_lengths, beams=beams,
+                      alpha=alpha, eos_id=eos_id, start_id=start_id)
     best_possible_penalty = length_penalty(max_lengths, alpha)
     last_step = longest(max_lengths)
 
-    def step_body(*state):
-        step, alive_ids, alive_log_probs, finished_ids, finished_scores, cache = state
-        previous = tf.gather(alive_ids, tf.maximum(step - 1, 0), axis=2)
-        previous = tf.where(step == 0, start_id, previous)
-        logits, cache = step_fn(tf.reshape(previous, [-1]), step, cache)
+    def not_done(state):
+        within = state.step < last_step
+        if not early_stopping:
+            return within
+        best_reachable = state.alive_log_probs[:, 0] / best_possible_penalty
+        settled = state.finished_scores[:, -1] >= best_reachable  # -inf alive: nothing left
+        return within & tf.logical_not(tf.reduce_all(settled))
+
+    final = search_loop(not_done, step, initial)
+    return final.finished_ids, final.finished_scores
+
+
+def _beam_step(step_fn, adjust, max_lengths, *, beams, alpha, eos_id, start_id):
+    """Beam search's loop body: a function BeamState -> BeamState one token on. `adjust`: the
+    started processors' (`processors.start_processors`), or None."""
+    batch = tf.shape(max_lengths)[0]
+
+    def step(state):
+        previous = tf.gather(state.alive_ids, tf.maximum(state.step - 1, 0), axis=2)
+        previous = tf.where(state.step == 0, start_id, previous)
+        logits, cache = step_fn(tf.reshape(previous, [-1]), state.step, state.cache)
         logits = tf.cast(logits, tf.float32)
         # log-softmax = logits - normalizer: the best tokens of a row are its best logits, so
         # only the candidates are normalized (not the whole vocabulary: 4% of a decode's time).
         normalizer = tf.reduce_logsumexp(logits, axis=-1, keepdims=True)
-        if force:
-            logits = force(logits, step)
-        if mask_trees:
-            logits = mask_trees(logits, step, tf.reshape(alive_ids, [batch * beams, -1]))
+        processor_states = state.processor_states
+        if adjust:
+            logits, processor_states = adjust(
+                logits, tf.reshape(state.alive_ids, [batch * beams, -1]), state.step,
+                processor_states)
         # 2K candidates leave K that do not end even if K of them end; a sentence's best 2K
         # are among the best 2K of each of its rows.
         vocab = logits.shape[-1]  # static where known: XLA needs k at compile time
         row_logits, row_token = vocabulary_top_k(logits, min(2 * beams, vocab) if vocab else
                                                  tf.minimum(2 * beams, tf.shape(logits)[-1]))
-        totals = alive_log_probs[:, :, None] + tf.reshape(row_logits - normalizer,
-                                                          [batch, beams, -1])
+        totals = state.alive_log_probs[:, :, None] + tf.reshape(row_logits - normalizer,
+                                                                [batch, beams, -1])
         top_log_probs, top_index = tf.math.top_k(tf.reshape(totals, [batch, -1]), k=2 * beams)
         top_beam = top_index // tf.shape(row_token)[-1]
         top_token = tf.gather(tf.reshape(row_token, [batch, -1]), top_index, batch_dims=1)
-        top_ids = write_position(tf.gather(alive_ids, top_beam, batch_dims=1), step, top_token)
-        length = step + 1
+        top_ids = write_position(tf.gather(state.alive_ids, top_beam, batch_dims=1), state.step,
+                                 top_token)
+        length = state.step + 1
         ends = (top_token == eos_id) | (length >= max_lengths[:, None])
 
-        alive_log_probs, keep = tf.math.top_k(
-            tf.where(ends, NEG_INF, top_log_probs), k=beams)
-        alive_ids = tf.gather(top_ids, keep, batch_dims=1)
+        alive_log_probs, keep = tf.math.top_k(tf.where(ends, NEG_INF, top_log_probs), k=beams)
         parent = tf.gather(top_beam, keep, batch_dims=1) + tf.range(batch)[:, None] * beams
-        cache = tf.nest.map_structure(lambda t: tf.gather(t, tf.reshape(parent, [-1])), cache)
+
+        def follow_parents(rows):
+            return tf.nest.map_structure(lambda t: tf.gather(t, tf.reshape(parent, [-1])), rows)
 
         # Only the best K candidates may finish (as fairseq and Hugging Face do): an end ranked
         # below K continuations is not what a beam of K would have chosen. So beam 1 follows the
@@ -125,22 +168,14 @@ def beam_search(step_fn, cache, max_lengths, beam_size=4, alpha=0.6, buffer_leng
         finishes = ends & (tf.range(2 * beams) < beams)
         ended_scores = tf.where(finishes, top_log_probs / length_penalty(length, alpha),
                                 NEG_INF)
-        finished_scores, keep = tf.math.top_k(
-            tf.concat([finished_scores, ended_scores], axis=1), k=beams)
-        finished_ids = tf.gather(tf.concat([finished_ids, top_ids], axis=1), keep, batch_dims=1)
-        return same_shapes(invariants, (step + 1, alive_ids, alive_log_probs, finished_ids,
-                                         finished_scores, cache))
+        finished_scores, finished = tf.math.top_k(
+            tf.concat([state.finished_scores, ended_scores], axis=1), k=beams)
+        return BeamState(
+            step=length, alive_ids=tf.gather(top_ids, keep, batch_dims=1),
+            alive_log_probs=alive_log_probs,
+            finished_ids=tf.gather(tf.concat([state.finished_ids, top_ids], axis=1), finished,
+                                   batch_dims=1),
+            finished_scores=finished_scores, cache=follow_parents(cache),
+            processor_states=follow_parents(processor_states))
 
-    def not_done(step, alive_ids, alive_log_probs, finished_ids, finished_scores, cache):
-        within = step < last_step
-        if not early_stopping:
-            return within
-        best_reachable = alive_log_probs[:, 0] / best_possible_penalty
-        settled = finished_scores[:, -1] >= best_reachable  # -inf alive: nothing left to try
-        return within & tf.logical_not(tf.reduce_all(settled))
-
-    initial = (tf.constant(0), alive_ids, alive_log_probs, finished_ids, finished_scores, cache)
-    invariants = loop_shapes(initial)
-    _, _, _, finished_ids, finished_scores, _ = tf.while_loop(
-        not_done, step_body, initial, shape_invariants=invariants)
-    return finished_ids, finished_scores
+    return step

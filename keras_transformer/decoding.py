@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from keras_transformer.beam_search import beam_search
 from keras_transformer.masks import padding_mask
+from keras_transformer.processors import PrefixForcing
 from keras_transformer.sampling import sampling_search
 from keras_transformer.search import NEG_INF, longest, write_position
 from keras_transformer.token_ids import EOS_ID, PAD_ID
@@ -38,19 +39,19 @@ graph_function = functools.partial(tf.function, autograph=False)
 EXTRA_LENGTH = 50
 
 
-def decode_lengths(source_ids, extra_length=EXTRA_LENGTH, max_length=None):
+def decode_lengths(source_ids, extra_length=EXTRA_LENGTH, max_output_length=None):
     """The paper's output limit for each sentence: its real length + `extra_length` (6.1).
 
     Args:
         source_ids: int [batch, source_length], 0-padded.
         extra_length: tokens allowed beyond the source length (the paper: 50; parsing: 300).
-        max_length: optional cap (int or int32 scalar).
+        max_output_length: optional cap (int or int32 scalar).
 
     Returns:
         int32 [batch].
     """
     lengths = tf.reduce_sum(tf.cast(padding_mask(source_ids), tf.int32), axis=1) + extra_length
-    return lengths if max_length is None else tf.minimum(lengths, max_length)
+    return lengths if max_output_length is None else tf.minimum(lengths, max_output_length)
 
 
 def without_padding(logits):
@@ -61,7 +62,7 @@ def without_padding(logits):
     return tf.where(tf.range(tf.shape(logits)[-1]) == PAD_ID, NEG_INF, logits)
 
 
-def cached_step(model, source_ids, max_length=None):
+def cached_step(model, source_ids, cache_length=None):
     """A step function and its initial cache for the searches (`beam_search`, `sampling_search`).
 
     The encoder-decoder keys and values and the source mask are the same for every hypothesis of
@@ -74,17 +75,17 @@ def cached_step(model, source_ids, max_length=None):
     Args:
         model: a `Transformer`.
         source_ids: int32 [batch, source_length], 0-padded.
-        max_length: positions the preallocated cache holds (int or int32 scalar), for
-            `jit_compile`; None: the cache grows a position a step.
+        cache_length: positions the preallocated cache holds (int or int32 scalar: the most
+            output tokens), for `jit_compile`; None: the cache grows a position a step.
 
     Returns:
         (step_fn, cache): step_fn(ids [rows], step, cache) -> (float32 logits [rows, vocab],
         padding's -inf (`without_padding`), cache), rows = batch * the hypotheses a sentence
         has, consecutive (the search's beam, 1 for greedy decoding and sampling); the cache a list
-        (one per decoder layer) of "self_keys" and "self_values" buffers [batch, h, max_length
+        (one per decoder layer) of "self_keys" and "self_values" buffers [batch, h, cache_length
         or 0, d].
     """
-    cache = model.init_cache(model.encode(source_ids), padding_mask(source_ids), max_length)
+    cache = model.init_cache(model.encode(source_ids), padding_mask(source_ids), cache_length)
     output_kernel = model.output_kernel()
     buffers = [{name: layer[name] for name in _SELF_ATTENTION} for layer in cache["layers"]]
     fixed = {"memory_mask": cache["memory_mask"],
@@ -94,7 +95,7 @@ def cached_step(model, source_ids, max_length=None):
     def step_fn(ids, step, buffers):
         layers = [dict(layer, **own) for layer, own in zip(fixed["layers"], buffers)]
         logits, cache = model.decode_cached(ids[:, None], dict(fixed, layers=layers), step,
-                                            grow_cache=max_length is None,
+                                            grow_cache=cache_length is None,
                                             output_kernel=output_kernel)
         return without_padding(logits[:, 0]), [{name: layer[name] for name in _SELF_ATTENTION}
                               for layer in cache["layers"]]
@@ -110,7 +111,7 @@ def members(model):
     return list(model) if isinstance(model, (list, tuple)) else [model]
 
 
-def ensemble_step(models, source_ids, max_length=None):
+def ensemble_step(models, source_ids, cache_length=None):
     """`cached_step` for several models sharing a vocabulary: each step's distribution is the
     average of the members' probabilities (fairseq's rule): log((1/M) sum_m P_m(y | ...)).
 
@@ -126,8 +127,8 @@ def ensemble_step(models, source_ids, max_length=None):
     """
     models = members(models)
     if len(models) == 1:
-        return cached_step(models[0], source_ids, max_length)
-    steps, caches = zip(*(cached_step(m, source_ids, max_length) for m in models))
+        return cached_step(models[0], source_ids, cache_length)
+    steps, caches = zip(*(cached_step(m, source_ids, cache_length) for m in models))
     log_members = tf.math.log(float(len(models)))
 
     def step_fn(ids, step, caches):
@@ -141,14 +142,14 @@ def ensemble_step(models, source_ids, max_length=None):
     return step_fn, list(caches)
 
 
-def recomputing_step(model, source_ids, max_length):
+def recomputing_step(model, source_ids, cache_length):
     """Like `cached_step`, but every step runs the decoder over all positions up to `step`.
 
-    The cache holds only the encoder output and the decoder inputs so far. Not for
-    `jit_compile` (the prefix grows each step).
+    The cache holds only the encoder output and the decoder inputs so far (`cache_length` of
+    them, the most output tokens). Not for `jit_compile` (the prefix grows each step).
     """
     cache = {"memory": model.encode(source_ids), "source_mask": padding_mask(source_ids),
-             "inputs": tf.zeros([tf.shape(source_ids)[0], max_length], tf.int32)}
+             "inputs": tf.zeros([tf.shape(source_ids)[0], cache_length], tf.int32)}
 
     def step_fn(ids, step, cache):
         inputs = write_position(cache["inputs"], step, ids)
@@ -158,99 +159,138 @@ def recomputing_step(model, source_ids, max_length):
     return step_fn, cache
 
 
-def _limits(model, source_ids, max_length, extra_length, static_buffer):
-    """Per-sentence limits [batch] and the buffer length (a Python int if `static_buffer`);
-    `model` one or several (`members`)."""
-    learned = [m.max_length for m in members(model) if m.position_encoding == "learned"]
-    if max_length is None:
+def _output_limits(model, source_ids, max_output_length, extra_length, *, fixed_shapes):
+    """Each sentence's limit, int32 [batch] (`beam_decode`'s `max_output_length`), and the
+    output length (the searches' buffer_length, and the cache's under XLA): a Python int if
+    `fixed_shapes` (XLA), else an int32 scalar. `model` is one or several (`members`)."""
+    position_tables = [m.max_length for m in members(model) if m.position_encoding == "learned"]
+    if max_output_length is None:
         limits = decode_lengths(source_ids, extra_length)
     else:
-        limits = tf.broadcast_to(tf.cast(max_length, tf.int32), tf.shape(source_ids)[:1])
-    if learned:
-        limits = tf.minimum(limits, min(learned))  # no learned position beyond the table
-    if not static_buffer:
+        limits = tf.broadcast_to(tf.cast(max_output_length, tf.int32), tf.shape(source_ids)[:1])
+    if position_tables:  # no learned position beyond the table
+        limits = tf.minimum(limits, min(position_tables))
+    if not fixed_shapes:
         return limits, longest(limits)
-    if isinstance(max_length, int):
-        buffer = max_length
+    if isinstance(max_output_length, int):
+        output_length = max_output_length
     elif source_ids.shape[1] is None:
-        raise ValueError("with jit_compile, source_ids need a static length, or max_length a "
-                         "Python int (XLA needs the output length when it compiles)")
-    else:  # a tensor max_length is capped, as the paper's limits are, at the buffer
-        buffer = source_ids.shape[1] + extra_length
-    if learned:
-        buffer = min(buffer, min(learned))
-    return tf.minimum(limits, buffer), buffer
+        raise ValueError("with jit_compile, source_ids need a static length, or max_output_length "
+                         "a Python int (XLA needs the output length when it compiles)")
+    else:  # a tensor max_output_length is capped, as the paper's limits are, at the buffer
+        output_length = source_ids.shape[1] + extra_length
+    if position_tables:
+        output_length = min(output_length, min(position_tables))
+    return tf.minimum(limits, output_length), output_length
 
 
-def _beam_decode(model, source_ids, max_length, extra_length, beam_size, alpha, eos_id,
-                 static_buffer, prefix_ids, tree_constraint):
+def _with_conveniences(processors, prefix_ids, tree_constraint):
+    """The processors that `prefix_ids` and `tree_constraint` stand for, then `processors`."""
+    return ([PrefixForcing(prefix_ids)] if prefix_ids is not None else []) + (
+        [tree_constraint] if tree_constraint is not None else []) + list(processors)
+
+
+def _older_name(max_output_length, max_length):
+    """`max_output_length`, or `max_length`, the older name the decode functions still take."""
+    if max_length is None:
+        return max_output_length
+    if max_output_length is not None:
+        raise TypeError("give max_output_length or max_length (its older name), not both")
+    return max_length
+
+
+def _beam_decode(model, source_ids, max_output_length, extra_length, beam_size, alpha, eos_id,
+                 processors, *, fixed_shapes):
     source_ids = tf.cast(source_ids, tf.int32)
-    limits, buffer = _limits(model, source_ids, max_length, extra_length, static_buffer)
-    step_fn, cache = ensemble_step(model, source_ids, buffer if static_buffer else None)
-    return beam_search(step_fn, cache, limits, beam_size, alpha, buffer, eos_id,
-                       prefix_ids=prefix_ids, tree_constraint=tree_constraint)
+    limits, output_length = _output_limits(model, source_ids, max_output_length, extra_length,
+                                           fixed_shapes=fixed_shapes)
+    # XLA needs fixed shapes: a cache preallocated to the output length, written in place.
+    step_fn, cache = ensemble_step(model, source_ids,
+                                   cache_length=output_length if fixed_shapes else None)
+    return beam_search(step_fn, cache, limits, beam_size=beam_size, alpha=alpha,
+                       buffer_length=output_length, eos_id=eos_id, processors=processors)
 
 
-_beam_decode_graph = graph_function(_beam_decode, reduce_retracing=True)
+_beam_decode_graph = graph_function(functools.partial(_beam_decode, fixed_shapes=False),
+                                    reduce_retracing=True)
 # XLA compiles once per [batch, source_length]; the buffers' length follows from that shape.
-_beam_decode_xla = graph_function(_beam_decode, jit_compile=True)
+_beam_decode_xla = graph_function(functools.partial(_beam_decode, fixed_shapes=True),
+                                  jit_compile=True)
 
 
-def beam_decode(model, source_ids, max_length=None, extra_length=EXTRA_LENGTH, beam_size=4,
-                alpha=0.6, eos_id=EOS_ID, jit_compile=False, prefix_ids=None,
-                tree_constraint=None):
+def beam_decode(model, source_ids, *, max_output_length=None, extra_length=EXTRA_LENGTH,
+                beam_size=4, alpha=0.6, eos_id=EOS_ID, jit_compile=False, processors=(),
+                prefix_ids=None, tree_constraint=None, max_length=None):
     """Beam search through the key/value cache, compiled into one TensorFlow graph.
 
     Args:
         model: a `Transformer`, or a list of them sharing a vocabulary: an ensemble, whose
             distribution at each step is the average of theirs (`ensemble_step`).
         source_ids: int [batch, source_length], 0-padded, each ending with end of sentence.
-        max_length: the most tokens to produce: a scalar or int [batch]; None (the paper) for
-            each sentence's real length + `extra_length`. Learned positions cap it at the
-            model's `max_length`.
-        extra_length: see `max_length`.
+        max_output_length: the most tokens to produce: a scalar or int [batch]; None (the
+            paper) for each sentence's real length + `extra_length`. Learned positions cap it
+            at the model's `max_length` (its position table).
+        extra_length: see `max_output_length`.
         beam_size, alpha, eos_id: see `beam_search.beam_search` (the paper: 4 and 0.6).
-        jit_compile: compile with XLA; the output length is then `max_length` if it is a
-            Python int, else source_length + extra_length (capping a tensor `max_length`), capped
-            as above (one compilation per input shape: pad to a few fixed shapes, as
-            `Translator(jit_compile=True)` does).
+        jit_compile: compile with XLA; the output length is then `max_output_length` if it is
+            a Python int, else source_length + extra_length (capping a tensor
+            `max_output_length`), capped as above (one compilation per input shape: pad to a
+            few fixed shapes, as `Translator(jit_compile=True)` does).
+        processors: a list of decoding processors (`keras_transformer.processors`), applied
+            to every step's logits in order, after the two below.
         prefix_ids: int [batch, prefix_length], 0-padded target subwords every hypothesis of
-            a sentence starts with (see `beam_search`); None: no prefix.
+            a sentence starts with; None: no prefix. A convenience for
+            `processors.PrefixForcing(prefix_ids)`.
         tree_constraint: a `tree_constraint.TreeConstraint`: only well-formed trees over each
-            sentence's leaves (a parser); None: any output.
+            sentence's leaves (a parser); None: any output. A convenience for putting it in
+            `processors`.
+        max_length: the older name of `max_output_length`, still taken.
 
     Returns:
         (ids int32 [batch, beam_size, length], best first, 0 after end of sentence;
         scores float32 [batch, beam_size]: log-probability / length penalty).
     """
     decode = _beam_decode_xla if jit_compile else _beam_decode_graph
-    return decode(model, source_ids, max_length, extra_length, beam_size, alpha, eos_id,
-                  jit_compile, prefix_ids, tree_constraint)
+    return decode(model, source_ids, _older_name(max_output_length, max_length), extra_length,
+                  beam_size, alpha, eos_id,
+                  _with_conveniences(processors, prefix_ids, tree_constraint))
 
 
 @graph_function(reduce_retracing=True)
-def sample_decode(model, source_ids, max_length=None, extra_length=EXTRA_LENGTH,
-                  temperature=1.0, top_k=0, seed=None, prefix_ids=None, tree_constraint=None):
+def _sample_decode(model, source_ids, max_output_length, extra_length, temperature, top_k, seed,
+                   processors):
+    source_ids = tf.cast(source_ids, tf.int32)
+    limits, output_length = _output_limits(model, source_ids, max_output_length, extra_length,
+                                           fixed_shapes=False)
+    step_fn, cache = ensemble_step(model, source_ids)
+    return sampling_search(step_fn, cache, limits, temperature=temperature, top_k=top_k,
+                           seed=seed, buffer_length=output_length, processors=processors)
+
+
+def sample_decode(model, source_ids, *, max_output_length=None, extra_length=EXTRA_LENGTH,
+                  temperature=1.0, top_k=0, seed=None, processors=(), prefix_ids=None,
+                  tree_constraint=None, max_length=None):
     """Sampling (temperature, top-k) or, at temperature 0, greedy decoding, through the cache.
 
     Args:
-        model, source_ids, max_length, extra_length: as for `beam_decode`.
+        model, source_ids, max_output_length, extra_length: as for `beam_decode`.
         temperature, top_k, seed: see `sampling.sampling_search`.
-        prefix_ids, tree_constraint: as for `beam_decode`.
+        processors, prefix_ids, tree_constraint, max_length: as for `beam_decode` (the last
+            three conveniences and an older name).
 
     Returns:
         (ids int32 [batch, length], 0 after each sentence's end of sentence; scores float32
         [batch], the sum of the chosen tokens' log-probabilities).
     """
-    source_ids = tf.cast(source_ids, tf.int32)
-    limits, buffer = _limits(model, source_ids, max_length, extra_length, static_buffer=False)
-    step_fn, cache = ensemble_step(model, source_ids)
-    return sampling_search(step_fn, cache, limits, temperature, top_k, seed, buffer,
-                           prefix_ids=prefix_ids, tree_constraint=tree_constraint)
+    return _sample_decode(model, source_ids, _older_name(max_output_length, max_length),
+                          extra_length, temperature, top_k, seed,
+                          _with_conveniences(processors, prefix_ids, tree_constraint))
 
 
-def greedy_decode(model, source_ids, max_length=None, extra_length=EXTRA_LENGTH, prefix_ids=None,
-                  tree_constraint=None):
+def greedy_decode(model, source_ids, *, max_output_length=None, extra_length=EXTRA_LENGTH,
+                  processors=(), prefix_ids=None, tree_constraint=None, max_length=None):
     """The most probable next token at every step: `sample_decode` at temperature 0."""
-    return sample_decode(model, source_ids, max_length, extra_length, temperature=0.0,
-                         prefix_ids=prefix_ids, tree_constraint=tree_constraint)
+    return sample_decode(model, source_ids, max_output_length=max_output_length,
+                         extra_length=extra_length, temperature=0.0, processors=processors,
+                         prefix_ids=prefix_ids, tree_constraint=tree_constraint,
+                         max_length=max_length)

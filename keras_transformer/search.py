@@ -17,11 +17,9 @@ dimensions may change from step to step (a cache that grows by a position a step
 `Transformer.init_cache(max_length=None)` makes); under `jit_compile=True` they must not
 (preallocated buffers written at `step`, as `Transformer.init_cache(max_length=n)` makes).
 
-A search may be given a target prefix per sentence, `prefix_ids` int32 [batch, prefix_length]
-(subwords, 0-padded): its first tokens are forced to the prefix's, each still scored by the
-model's log-probability, and the search goes on from there (CTranslate2's `target_prefix`,
-fairseq's `--prefix-size`). A parser's search may be held to well-formed trees over each sentence
-(`tree_constraint.TreeConstraint`).
+A search also takes a list of processors (processors.py): each adjusts a step's logits from the
+hypotheses so far (forcing a target prefix, holding a parser to trees), keeping its own state in
+the search's loop state beside the cache.
 
 Each sentence has its own length limit `max_lengths[b]` (tokens produced, end of sentence
 included): its hypotheses end there whether or not they produced `eos_id`, so a sentence's result
@@ -29,8 +27,6 @@ does not depend on the other sentences of its batch.
 """
 
 import tensorflow as tf
-
-from keras_transformer.token_ids import PAD_ID
 
 NEG_INF = float("-inf")
 
@@ -55,18 +51,36 @@ def batch_size(cache):
     return tf.shape(tf.nest.flatten(cache)[0])[0]
 
 
+# The fields of a search's loop state (a NamedTuple) that hold a row a hypothesis and whose other
+# dimensions may change from step to step: the step function's cache, the processors' states.
+ROW_FIELDS = ("cache", "processor_states")
+
+
 def loop_shapes(state):
-    """The shape invariants of a search's loop state, whose last element is the cache: the
-    cache's tensors keep their leading (rows) dimension, the rest keep their shapes."""
-    *rest, cache = state
-    return (*(t.shape for t in rest), tf.nest.map_structure(
-        lambda t: t.shape[:1].concatenate([None] * (t.shape.rank - 1)), cache))
+    """The shape invariants of a search's loop state (a NamedTuple with `ROW_FIELDS`): those
+    fields' tensors keep their leading (rows) dimension, every other field its shape."""
+    def rows_only(t):
+        return t.shape[:1].concatenate([None] * (t.shape.rank - 1))
+
+    return state._replace(**{name: tf.nest.map_structure(
+        rows_only if name in ROW_FIELDS else (lambda t: t.shape), getattr(state, name))
+        for name in state._fields})
 
 
 def same_shapes(invariants, state):
     """`state` with the static shapes of `invariants`, which a while loop's state must keep
     (batch reshapes and gathers lose a static batch size)."""
     return tf.nest.map_structure(tf.ensure_shape, state, invariants)
+
+
+def search_loop(not_done, step, initial):
+    """`tf.while_loop` over a search's loop state, a NamedTuple (`loop_shapes`): runs
+    state = step(state) while not_done(state), and returns the last state."""
+    invariants = loop_shapes(initial)
+    # One loop variable, the state itself, so that `not_done` and `step` read it by name.
+    (final,) = tf.while_loop(not_done, lambda state: (same_shapes(invariants, step(state)),),
+                             (initial,), shape_invariants=(invariants,))
+    return final
 
 
 def write_position(buffer, step, values):
@@ -111,32 +125,3 @@ def vocabulary_top_k(values, k):
     top_values, position = tf.math.top_k(candidates, k)
     ids = tf.gather(best_chunks, position // chunk, batch_dims=1) * chunk + position % chunk
     return top_values, ids
-
-
-def prefix_forcer(prefix_ids, batch, copies=1):
-    """A function (logits [rows, vocab], step) -> logits with every token but the
-    prefix's at `step` set to -inf, in the rows whose prefix reaches `step`; None without a
-    prefix.
-
-    Args:
-        prefix_ids: int [batch, prefix_length], 0-padded, or None.
-        batch: sentences (int32 scalar), to check prefix_ids against.
-        copies: rows a sentence has (beam search: beam_size), consecutive.
-    """
-    if prefix_ids is None:
-        return None
-    prefix_ids = tf.cast(prefix_ids, tf.int32)
-    check = tf.debugging.assert_equal(
-        tf.shape(prefix_ids)[0], batch, message="prefix_ids needs one row per sentence")
-    with tf.control_dependencies([check]):
-        prefix_ids = tf.repeat(prefix_ids, copies, axis=0)
-    # A column of padding stands for an empty prefix, so a step can always read one.
-    prefix_ids = tf.pad(prefix_ids, [[0, 0], [0, 1]])
-    last = tf.shape(prefix_ids)[1] - 1
-
-    def force(logits, step):
-        forced = tf.gather(prefix_ids, tf.minimum(step, last), axis=1)
-        other = tf.range(tf.shape(logits)[-1])[None, :] != forced[:, None]
-        return tf.where((forced != PAD_ID)[:, None] & other, NEG_INF, logits)
-
-    return force

@@ -22,10 +22,10 @@ The searches still rank hypotheses by the model's own log-probabilities, so amon
 trees the model's preference decides. (Vinyals et al. 2015 decoded without constraint and
 repaired the 1.5% of malformed outputs of a model trained on far more trees.)
 
-The constraint's state (the leaves written, the open constituents) is read off each
-hypothesis's tokens at every step, O(length) a row, so the searches need no extra state to
-carry or reorder. Every hypothesis whose limit has room for its leaves and end of sentence ends
-as a tree within it.
+A `TreeConstraint` is a decoding processor (keras_transformer/processors.py): the searches take
+it in their `processors` list. Its state (the leaves written, the open constituents) is read off
+each hypothesis's tokens at every step, O(length) a row, so it carries none of its own. Every
+hypothesis whose limit has room for its leaves and end of sentence ends as a tree within it.
 """
 
 from typing import NamedTuple
@@ -69,6 +69,16 @@ class TreeConstraint(NamedTuple):
     free_leaf: tf.Tensor
     max_opening_run: int = MAX_OPENING_RUN
 
+    def start(self, layout):
+        """A decoding processor's start (keras_transformer/processors.py): every token a
+        well-formed tree cannot take next set to -inf; no state."""
+        mask = tree_masker(self, layout.max_lengths, layout.copies)
+
+        def adjust(logits, ids, step, state):
+            return mask(logits, step, ids), state
+
+        return adjust, ()
+
 
 def bracket_tables(pieces, word_mark="\u2581"):
     """(closing_of, is_bracket, starts_word, free_leaf) of a vocabulary, as `TreeConstraint`
@@ -103,15 +113,13 @@ def bracket_tables(pieces, word_mark="\u2581"):
 def tree_masker(constraint, max_lengths, copies=1):
     """A function (logits [rows, vocab], step, ids int32 [rows, length]) -> logits with
     every token a well-formed tree cannot take next set to -inf (the module docstring), where
-    `ids` are the rows' tokens so far (positions before `step`); None without a constraint.
+    `ids` are the rows' tokens so far (positions before `step`).
 
     Args:
-        constraint: a `TreeConstraint`, or None.
+        constraint: a `TreeConstraint`.
         max_lengths: int32 [batch], the most tokens each sentence's hypotheses may have.
         copies: rows a sentence has (beam search: beam_size), consecutive.
     """
-    if constraint is None:
-        return None
     leaf_ids = tf.cast(constraint.leaf_ids, tf.int32)
     check = tf.debugging.assert_equal(tf.shape(leaf_ids)[0], tf.shape(max_lengths)[0],
                                       message="the tree constraint needs leaves for every "

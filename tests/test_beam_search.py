@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from keras_transformer.beam_search import beam_search, length_penalty
+from keras_transformer.processors import PrefixForcing
 from keras_transformer.sampling import sampling_search
 from keras_transformer.search import vocabulary_top_k
 
@@ -215,7 +216,7 @@ def test_a_prefix_forces_the_first_tokens_and_the_search_goes_on_exactly(table, 
     limits = [4, 2, 3]
     step_fn, cache = table_step(table)
     ids, scores = beam_search(step_fn, cache, limits, beam_size=12, alpha=alpha,
-                              prefix_ids=PREFIXES)
+                              processors=[PrefixForcing(PREFIXES)])
     for sentence, (limit, prefix) in enumerate(zip(limits, PREFIXES)):
         prefix = tuple(token for token in prefix if token)
         # The hypotheses a search with its first steps forced can reach, scored with the
@@ -234,8 +235,8 @@ def test_greedy_and_sampling_follow_a_prefix_and_score_it(table):
     limits = [4, 2, 3]
     step_fn, cache = table_step(table)
     for temperature, seed in ((0.0, None), (1.0, [7, 8])):
-        ids, scores = sampling_search(step_fn, cache, limits, temperature, seed=seed,
-                                      prefix_ids=PREFIXES)
+        ids, scores = sampling_search(step_fn, cache, limits, temperature=temperature,
+                                      seed=seed, processors=[PrefixForcing(PREFIXES)])
         for sentence, prefix in enumerate(PREFIXES):
             prefix = [token for token in prefix if token]
             row = ids[sentence].numpy().tolist()
@@ -246,14 +247,14 @@ def test_greedy_and_sampling_follow_a_prefix_and_score_it(table):
             expected = sum(log_probs[t, p, y] for t, (p, y) in enumerate(zip(previous, tokens)))
             np.testing.assert_allclose(scores[sentence], expected, rtol=1e-5)
     # Greedy after the prefix: the most probable token at each step.
-    ids, _ = sampling_search(*table_step(table[:1]), [4], prefix_ids=[[2]])
+    ids, _ = sampling_search(*table_step(table[:1]), [4], processors=[PrefixForcing([[2]])])
     assert ids[0, 1] == table[0, 1, 2].argmax()
 
 
 def test_a_prefix_needs_a_row_per_sentence(table):
     step_fn, cache = table_step(table)
     with pytest.raises(tf.errors.InvalidArgumentError, match="one row per sentence"):
-        beam_search(step_fn, cache, 4, beam_size=2, prefix_ids=[[2]])
+        beam_search(step_fn, cache, 4, beam_size=2, processors=[PrefixForcing([[2]])])
 
 
 @settings(max_examples=40)

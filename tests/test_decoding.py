@@ -31,7 +31,7 @@ def test_compiled_greedy_equals_the_step_by_step_reference(rng):
     model = kt.build_model(kt.hparams.get("transformer_tiny"), VOCAB)
     source = rng.integers(2, VOCAB, size=(3, 6)).astype("int32")
     source[1, 4:] = 0
-    ids, scores = greedy_decode(model, source, 7)
+    ids, scores = greedy_decode(model, source, max_output_length=7)
     expected_ids, expected_scores = step_by_step_greedy(model, source, 7)
     np.testing.assert_array_equal(ids.numpy(), expected_ids)
     np.testing.assert_allclose(scores.numpy(), expected_scores, rtol=1e-5, atol=1e-5)
@@ -50,7 +50,7 @@ def test_ended_sentences_produce_padding():
     table[:, 0] = 0.0
     table[kt.EOS_ID] = 10.0 * u
     model.output_projection.embeddings.assign(table)
-    ids, scores = greedy_decode(model, np.full((2, 5), 3, "int32"), 40)
+    ids, scores = greedy_decode(model, np.full((2, 5), 3, "int32"), max_output_length=40)
     assert ids.shape == (2, 40)
     np.testing.assert_array_equal(ids.numpy()[:, 0], kt.EOS_ID)
     np.testing.assert_array_equal(ids.numpy()[:, 1:], kt.PAD_ID)
@@ -74,7 +74,7 @@ def test_xla_sizes_its_buffer_from_the_input_shape():
 def test_decode_lengths_are_each_source_length_plus_extra():
     source = np.array([[5, 6, 1, 0, 0], [5, 6, 7, 8, 1]])
     np.testing.assert_array_equal(decode_lengths(source, extra_length=50), [53, 55])
-    np.testing.assert_array_equal(decode_lengths(source, 50, max_length=54), [53, 54])
+    np.testing.assert_array_equal(decode_lengths(source, 50, max_output_length=54), [53, 54])
 
 
 # On a trained model (the session's `trained` fixture, tests/conftest.py).

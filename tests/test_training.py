@@ -43,7 +43,7 @@ def test_tiny_model_learns_to_copy(rng):
     results = model.evaluate((source, target_input), target_output, verbose=0, return_dict=True)
     assert results["token_accuracy"] > 0.95, results
     # Free-running decoding through the cache copies whole sentences too.
-    decoded, _ = greedy_decode(model, source, MAX_TOKENS + 1)
+    decoded, _ = greedy_decode(model, source, max_output_length=MAX_TOKENS + 1)
     decoded = decoded.numpy()
     real = target_output != kt.PAD_ID
     assert np.mean(np.all((decoded == target_output) | ~real, axis=1)) > 0.9

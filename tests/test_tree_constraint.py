@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.beam_search import beam_search
+from keras_transformer.processors import PrefixForcing
 from keras_transformer.sampling import sampling_search
 from keras_transformer.tree_constraint import (
     ANY_LEAF,
@@ -156,8 +157,7 @@ def test_every_search_writes_only_trees_over_the_leaves(seed):
         rows = ids.numpy().tolist()
         return [row[:row.index(1)] for row in rows]  # each ended: none reached the limit
 
-    ids, scores = beam_search(step_fn, cache, limit, beam_size=3, alpha=0.6,
-                              tree_constraint=tree)
+    ids, scores = beam_search(step_fn, cache, limit, beam_size=3, alpha=0.6, processors=[tree])
     # Three trees over each sentence's leaves; without leaves, one: the end alone.
     assert np.isfinite(scores.numpy()).sum(axis=1).tolist() == [3, 3, 3, 3, 1]
     for sentence, leaves in enumerate(SENTENCES):
@@ -166,8 +166,8 @@ def test_every_search_writes_only_trees_over_the_leaves(seed):
             assert well_formed(hypothesis, leaves), hypothesis
             assert constituents_hold_leaves(hypothesis), hypothesis
     for temperature in (0.0, 1.0):
-        ids, _ = sampling_search(step_fn, cache, limit, temperature, seed=[seed, 0],
-                                 tree_constraint=tree)
+        ids, _ = sampling_search(step_fn, cache, limit, temperature=temperature,
+                                 seed=[seed, 0], processors=[tree])
         for hypothesis, leaves in zip(outputs(ids), SENTENCES):
             assert well_formed(hypothesis, leaves), hypothesis
             assert constituents_hold_leaves(hypothesis), hypothesis
@@ -176,7 +176,7 @@ def test_every_search_writes_only_trees_over_the_leaves(seed):
 def test_the_leaves_need_a_row_per_sentence():
     step_fn, cache = random_step(np.random.default_rng(0), 2, 5)
     with pytest.raises(tf.errors.InvalidArgumentError, match="leaves for every sentence"):
-        beam_search(step_fn, cache, 5, beam_size=2, tree_constraint=constraint([LEAVES]))
+        beam_search(step_fn, cache, 5, beam_size=2, processors=[constraint([LEAVES])])
 
 
 def test_a_tight_limit_still_ends_in_a_tree():
@@ -184,7 +184,7 @@ def test_a_tight_limit_still_ends_in_a_tree():
     leaves and the end alone, the tree is the flat one."""
     step_fn, cache = random_step(np.random.default_rng(5), 1, 8)
     ids, scores = beam_search(step_fn, cache, len(LEAVES) + 1, beam_size=4,
-                              tree_constraint=constraint([LEAVES]))
+                              processors=[constraint([LEAVES])])
     assert ids[0, 0].numpy().tolist() == LEAVES + [1]
     assert np.isfinite(scores.numpy()[0]).sum() == 1
 
@@ -206,9 +206,9 @@ def test_a_prefix_no_tree_starts_with_ends_every_search_without_a_hypothesis():
     step_fn, cache = random_step(np.random.default_rng(6), 1, 10)
     tree, prefix = constraint([LEAVES]), [[ID["▁)S"]]]  # nothing is open to close
     for temperature in (0.0, 1.0):
-        ids, scores = sampling_search(step_fn, cache, 10, temperature, seed=[1, 2],
-                                      prefix_ids=prefix, tree_constraint=tree)
+        ids, scores = sampling_search(step_fn, cache, 10, temperature=temperature, seed=[1, 2],
+                                      processors=[PrefixForcing(prefix), tree])
         assert ids.numpy().tolist() == [[0] * 10] and np.isneginf(scores.numpy()[0])
-    _, scores = beam_search(step_fn, cache, 10, beam_size=2, prefix_ids=prefix,
-                            tree_constraint=tree)
+    _, scores = beam_search(step_fn, cache, 10, beam_size=2,
+                            processors=[PrefixForcing(prefix), tree])
     assert np.all(np.isneginf(scores.numpy()))
