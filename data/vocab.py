@@ -7,9 +7,9 @@ the same object runs inside tf.data and inside an exported SavedModel.
 
 Ids follow keras_transformer's convention: 0 pads, 1 ends a sentence, 2 is unknown. Byte fallback
 is on, so any UTF-8 text round-trips through its bytes instead of becoming <unk>; normalization is
-the identity, so `detokenize(tokenize(s)) == normalize_whitespace(s)`: a leading byte order mark
-dropped, SentencePiece's own space symbol U+2581 read as a space, leading and trailing whitespace
-dropped, and runs of spaces collapsed to one.
+the identity (but for SentencePiece's own space symbol U+2581, read as a space), so
+`detokenize(tokenize(s)) == normalize_whitespace(s)`: a leading byte order mark dropped, U+2581
+read as a space, leading and trailing whitespace dropped, and runs of spaces collapsed to one.
 
 Command line (`kt-vocab`, or `python -m keras_transformer.data.vocab`):
 
@@ -22,6 +22,7 @@ import os
 import pathlib
 import re
 import sys
+import tempfile
 import time
 
 import sentencepiece
@@ -42,6 +43,12 @@ class VocabularyError(ValueError):
 _ASCII_WHITESPACE = " \t\n\r\v\f"
 _SPACE_SYMBOL = "\u2581"  # SentencePiece's stand-in for a space; as text it would become one.
 _BYTE_ORDER_MARK = "\ufeff"
+# SentencePiece's normalization rules (code points, tab-separated): its space symbol read as a
+# space, as `normalize_texts` does before it; nothing else changes. A model trained with the rule
+# "identity" has an empty character map instead, and each tensorflow-text tokenizer that loads it
+# prints "precompiled_charsmap is empty" to stderr (SentencePiece's own INFO log, which no log
+# level reaches from Python).
+_NORMALIZATION_RULES = "2581\t20\n"
 
 
 # What Python's str.isspace() calls white space: ASCII's, the information separators, NEL and
@@ -147,10 +154,7 @@ class Vocabulary(tf.Module):
         tokens = self.tokenize(texts)
         if max_length is not None:
             tokens = tokens[:, :max_length - 1]
-        ends = tf.cast(tokens.row_lengths() > 0, tf.int64)
-        eos = tf.RaggedTensor.from_row_lengths(
-            tf.fill([tf.reduce_sum(ends)], tf.constant(EOS_ID, tokens.dtype)), ends)
-        return tf.concat([tokens, eos], axis=1)
+        return _append_end_of_sentence(tokens)
 
     def detokenize(self, ids):
         """int ids [batch, length] (dense or ragged) or [length] -> tf.string [batch] or scalar.
@@ -179,6 +183,25 @@ class Vocabulary(tf.Module):
                 f"use the vocabulary the model was trained with")
 
 
+def _append_end_of_sentence(tokens):
+    """int RaggedTensor [batch, (length)] -> the same with EOS_ID after each non-empty row.
+
+    Written as a scatter rather than `tf.concat([tokens, eos], axis=1)`: a ragged concatenation
+    transposes a matrix of row indices, and oneDNN has no integer Transpose, so it logs an E line
+    on stderr ("oneDNN supports DT_INT64 only on platforms with AVX-512") that is no error.
+    """
+    lengths = tokens.row_lengths()
+    ends = tf.cast(lengths > 0, lengths.dtype)
+    with_eos = tf.RaggedTensor.from_row_lengths(
+        tf.fill([tf.reduce_sum(lengths + ends)], tf.constant(EOS_ID, tokens.dtype)),
+        lengths + ends)
+    # A token moves right by one for each end of sentence added to the rows before its own.
+    shift = tf.gather(tf.cumsum(ends, exclusive=True), tokens.value_rowids())
+    positions = tf.range(tf.size(tokens.values, out_type=lengths.dtype)) + shift
+    return with_eos.with_values(
+        tf.tensor_scatter_nd_update(with_eos.values, positions[:, None], tokens.values))
+
+
 def build_vocabulary(texts, vocab_size, output, model_type="bpe", max_sentences=2_000_000,
                      num_threads=2, overwrite=False, whole_tokens=()):
     """Trains a SentencePiece model on `texts` and writes it to `output`.
@@ -203,18 +226,22 @@ def build_vocabulary(texts, vocab_size, output, model_type="bpe", max_sentences=
     if model_type not in MODEL_TYPES:
         raise VocabularyError(f"model_type must be one of {MODEL_TYPES}, got {model_type!r}")
     model = io.BytesIO()
-    try:
-        sentencepiece.SentencePieceTrainer.train(
-            sentence_iterator=iter(texts), model_writer=model, vocab_size=vocab_size,
-            model_type=model_type, pad_id=PAD_ID, eos_id=EOS_ID, unk_id=UNK_ID, bos_id=-1,
-            byte_fallback=True, character_coverage=0.9995, normalization_rule_name="identity",
-            input_sentence_size=max_sentences, shuffle_input_sentence=True,
-            num_threads=num_threads, minloglevel=2,
-            # With the whitespace marker a token is one piece; without it, two: '▁' and itself.
-            user_defined_symbols=["\u2581" + token for token in whole_tokens])
-    except RuntimeError as error:
-        raise VocabularyError(f"cannot build {output} with vocab_size={vocab_size}: {error}") \
-            from None
+    with tempfile.TemporaryDirectory() as scratch:
+        rules = pathlib.Path(scratch) / "normalization.tsv"
+        rules.write_text(_NORMALIZATION_RULES, encoding="ascii")
+        try:
+            sentencepiece.SentencePieceTrainer.train(
+                sentence_iterator=iter(texts), model_writer=model, vocab_size=vocab_size,
+                model_type=model_type, pad_id=PAD_ID, eos_id=EOS_ID, unk_id=UNK_ID, bos_id=-1,
+                byte_fallback=True, character_coverage=0.9995, normalization_rule_tsv=str(rules),
+                input_sentence_size=max_sentences, shuffle_input_sentence=True,
+                num_threads=num_threads, minloglevel=2,
+                # With the whitespace marker a token is one piece; without it, two: '▁' and
+                # itself.
+                user_defined_symbols=["\u2581" + token for token in whole_tokens])
+        except RuntimeError as error:
+            raise VocabularyError(f"cannot build {output} with vocab_size={vocab_size}: "
+                                  f"{error}") from None
     vocabulary = Vocabulary(model.getvalue(), output)
     output.parent.mkdir(parents=True, exist_ok=True)
     # Readers never see a half-written vocabulary.

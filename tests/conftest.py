@@ -101,7 +101,8 @@ TRAINED_STEPS = 300
 
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory, bible_vocab_path):
-    """kt-demo on transformer_tiny for 300 steps: (model_dir, the command's stdout).
+    """kt-demo on transformer_tiny for 300 steps: (model_dir, the command's stdout); its stderr
+    is in model_dir's parent, stderr.txt.
 
     The README's demo command with test-sized kt-train flags: it trains (~45 s), computes dev
     BLEU with beam search, translates, exports, reloads the export and draws attention. Trained
@@ -124,6 +125,7 @@ def demo_run(tmp_path_factory, bible_vocab_path):
             result = subprocess.run(command, capture_output=True, text=True, timeout=600)
             assert result.returncode == 0, result.stdout + result.stderr
             (directory / "stdout.txt").write_text(result.stdout, encoding="utf-8")
+            (directory / "stderr.txt").write_text(result.stderr, encoding="utf-8")
     return model_dir, (directory / "stdout.txt").read_text(encoding="utf-8")
 
 
