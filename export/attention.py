@@ -17,6 +17,7 @@ import typing
 import numpy as np
 import tensorflow as tf
 from matplotlib.figure import Figure
+from matplotlib.textpath import TextPath
 
 from keras_transformer.cli import at_least, check_output, replace_atomically
 from keras_transformer.export.flags import add_decoding_flags, translator_from_flags
@@ -27,6 +28,14 @@ PANELS = (("encoder_self_attention", "encoder self-attention"),
           ("decoder_self_attention", "decoder self-attention"),
           ("encoder_decoder_attention", "encoder-decoder attention"))
 START = "<s>"  # how the decoder's first input (id 0, the shifted-in padding) is labelled
+KEYS_LABEL = "attends to (keys)"
+# The figure's measures: points for text, inches for the rest.
+TITLE_SIZE, LABEL_SIZE = 12, 10
+CELL = 0.25  # a weight's square, in every panel: about a token label's line
+GAP = 0.15  # between neighbouring labels and panels
+TITLE_GAP = 0.4  # between neighbouring titles (and axis labels), so that each reads alone
+MARGIN = 0.15  # around the figure
+COLORBAR_WIDTH = 0.15
 
 
 class AttentionError(ValueError):
@@ -93,7 +102,8 @@ def attention_maps(translator, text, target=None):
 
 
 def figure(maps, layer, head):
-    """A matplotlib Figure of the three heatmaps of `layer` and `head` (both from 1).
+    """A matplotlib Figure of the three heatmaps of `layer` and `head` (both from 1): side by
+    side, tops aligned, every weight a square of the same size, labelled by `token_labels`.
 
     Raises:
         AttentionError: no such layer or head.
@@ -102,30 +112,96 @@ def figure(maps, layer, head):
     for name, value, count in (("layer", layer, num_layers), ("head", head, num_heads)):
         if not 1 <= value <= count:
             raise AttentionError(f"--{name} {value} does not exist: the model has {name}s 1 to "
-                             f"{count}")
-    axes_labels = {
-        "encoder_self_attention": (maps.source_tokens, maps.source_tokens),
-        "decoder_self_attention": (maps.decoder_inputs, maps.decoder_inputs),
-        "encoder_decoder_attention": (maps.target_tokens, maps.source_tokens),
-    }
-    widths = [len(axes_labels[name][1]) for name, _ in PANELS]
-    height = max(len(maps.source_tokens), len(maps.target_tokens))
-    # About a quarter inch a token, so every label stays readable.
-    fig = Figure(figsize=(2.5 + 0.25 * sum(widths), 2.5 + 0.25 * height), layout="constrained")
-    axes = fig.subplots(1, 3, width_ratios=widths)
-    for ax, (name, title) in zip(axes, PANELS):
-        queries, keys = axes_labels[name]
-        image = ax.imshow(maps.weights[name][layer - 1, head - 1], cmap="viridis", vmin=0.0,
-                          vmax=1.0)
-        ax.set_title(title)
-        ax.set_xticks(range(len(keys)), keys, rotation=90)
-        ax.set_yticks(range(len(queries)), queries)
-        ax.set_xlabel("attends to (keys)")
-    axes[0].set_ylabel("query")
-    fig.colorbar(image, ax=list(axes), shrink=0.6, label="attention weight")
-    fig.suptitle(f"layer {layer} of {num_layers}, head {head} of {num_heads}: "
-                 f"{_shortened(maps.translation)}")
+                                 f"{count}")
+    source, target = token_labels(maps.source_tokens), token_labels(maps.target_tokens)
+    decoder_inputs = token_labels(maps.decoder_inputs)
+    axes_labels = {"encoder_self_attention": (source, source),
+                   "decoder_self_attention": (decoder_inputs, decoder_inputs),
+                   "encoder_decoder_attention": (target, source)}
+    panels = [_Panel(title, maps.weights[name][layer - 1, head - 1], *axes_labels[name])
+              for name, title in PANELS]
+    suptitle = (f"layer {layer} of {num_layers}, head {head} of {num_heads}: "
+                f"{_shortened(maps.translation)}")
+    size, places = _layout(panels, suptitle)
+    fig = Figure(figsize=size)
+    for panel, place in zip(panels, places):
+        ax = fig.add_axes(place)
+        image = ax.imshow(panel.weights, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+        ax.set_title(panel.title, fontsize=TITLE_SIZE)
+        ax.set_xticks(range(len(panel.keys)), panel.keys, rotation=90, fontsize=LABEL_SIZE)
+        ax.set_yticks(range(len(panel.queries)), panel.queries, fontsize=LABEL_SIZE)
+        ax.set_xlabel(KEYS_LABEL, fontsize=LABEL_SIZE)
+    fig.axes[0].set_ylabel("query", fontsize=LABEL_SIZE)
+    fig.colorbar(image, cax=fig.add_axes(places[-1]), label="attention weight")
+    fig.suptitle(suptitle, fontsize=TITLE_SIZE, y=1 - MARGIN / size[1], va="top")
     return fig
+
+
+def token_labels(pieces):
+    """Axis labels of SentencePiece pieces, one a piece: a piece that starts a word loses the
+    word mark U+2581 (which fonts draw as a low bar beside the word), a piece that continues a
+    word (a letter or digit first) is shown as "##piece" (BERT's convention), a bare word mark
+    as "␣"; punctuation, "<s>", "</s>" and byte pieces stay as they are."""
+    def label(piece):
+        if piece == "\u2581":
+            return "\u2423"
+        if piece.startswith("\u2581"):
+            return piece[1:]
+        return "##" + piece if piece[:1].isalnum() else piece
+    return [label(piece) for piece in pieces]
+
+
+class _Panel(typing.NamedTuple):
+    title: str
+    weights: np.ndarray  # [queries, keys]
+    queries: list  # row labels
+    keys: list  # column labels
+
+
+def _layout(panels, suptitle):
+    """((width, height) of the figure in inches, the rectangles [left, bottom, width, height]
+    in figure fractions of each panel's axes, then of the colorbar's).
+
+    Each panel is CELL inches a weight (so cells are equal squares everywhere), its row labels
+    to its left and its tops level with the others'; a title or axis label wider than its
+    panel is centered on it, and the panels are spaced so that no two of these meet.
+    """
+    top = MARGIN + 2 * _text_height(TITLE_SIZE) + GAP  # the suptitle, then the titles
+    boxes = []  # (left, top, width, height) in inches from the figure's top left
+    right = MARGIN + _text_height(LABEL_SIZE)  # room for the first panel's "query"
+    reach = MARGIN - TITLE_GAP  # the right end of the titles and axis labels placed so far
+    lowest = 0.0  # the bottom of the lowest axis label
+    for panel in panels:
+        width, height = CELL * len(panel.keys), CELL * len(panel.queries)
+        overhang = max(0.0, max(_text_width(panel.title, TITLE_SIZE),
+                                _text_width(KEYS_LABEL, LABEL_SIZE)) - width) / 2
+        left = max(right + _labels_width(panel.queries) + GAP, reach + TITLE_GAP + overhang)
+        right, reach = left + width, left + width + overhang
+        boxes.append((left, top, width, height))
+        lowest = max(lowest, top + height + GAP + _labels_width(panel.keys)
+                     + _text_height(LABEL_SIZE))
+    tallest = max(height for *_, height in boxes)
+    boxes.append((max(right, reach) + 2 * GAP, top, COLORBAR_WIDTH, min(tallest, 4.0)))
+    size = (max(boxes[-1][0] + COLORBAR_WIDTH + 0.8,  # the colorbar's ticks and label
+                _text_width(suptitle, TITLE_SIZE) + 2 * MARGIN),
+            lowest + MARGIN)
+    return size, [[left / size[0], 1 - (top + height) / size[1], width / size[0],
+                   height / size[1]] for left, top, width, height in boxes]
+
+
+def _text_width(text, size):
+    """Inches `text` takes drawn at `size` points (matplotlib's own font metrics)."""
+    return TextPath((0, 0), text, size=size).get_extents().width / 72 if text else 0.0
+
+
+def _text_height(size):
+    """Inches a line of text at `size` points takes, with its spacing."""
+    return 1.4 * size / 72
+
+
+def _labels_width(labels):
+    """Inches the longest of `labels` takes at LABEL_SIZE, beside its tick."""
+    return max(_text_width(label, LABEL_SIZE) for label in labels) + 0.1
 
 
 def _shortened(text, limit=80):

@@ -44,15 +44,44 @@ def test_the_figure_shows_the_chosen_layer_and_head(translator, trained):
     assert [ax.get_title() for ax in panels] == [title for _, title in attention.PANELS]
     for ax, (name, _) in zip(panels, attention.PANELS):
         np.testing.assert_array_equal(ax.images[0].get_array(), maps.weights[name][1, 2])
-    assert [t.get_text() for t in panels[2].get_xticklabels()] == maps.source_tokens
-    assert [t.get_text() for t in panels[2].get_yticklabels()] == maps.target_tokens
-    assert [t.get_text() for t in panels[1].get_xticklabels()] == maps.decoder_inputs
-    assert [t.get_text() for t in panels[1].get_yticklabels()] == maps.decoder_inputs
+    labels = attention.token_labels
+    assert [t.get_text() for t in panels[2].get_xticklabels()] == labels(maps.source_tokens)
+    assert [t.get_text() for t in panels[2].get_yticklabels()] == labels(maps.target_tokens)
+    assert [t.get_text() for t in panels[1].get_xticklabels()] == labels(maps.decoder_inputs)
+    assert [t.get_text() for t in panels[1].get_yticklabels()] == labels(maps.decoder_inputs)
     assert "layer 2 of 2, head 3 of 4" in fig.get_suptitle()
     for layer, head, message in ((3, 1, "--layer 3 does not exist: the model has layers 1 to 2"),
                                  (1, 5, "--head 5 does not exist: the model has heads 1 to 4")):
         with pytest.raises(attention.AttentionError, match=message):
             attention.figure(maps, layer, head)
+
+
+def test_token_labels_drop_the_word_mark_and_mark_continuations():
+    assert attention.token_labels(["\u2581And", "\u2581G", "od", ",", "\u2581", "<0xE2>", "</s>",
+                                   "<s>", "2"]) == [
+        "And", "G", "##od", ",", "\u2423", "<0xE2>", "</s>", "<s>", "##2"]
+
+
+@pytest.mark.parametrize("text,target", [(TEXT, None), ("Jesus wept.", "Lloró.")])
+def test_the_panels_cells_are_equal_squares_and_no_titles_or_labels_meet(translator, text,
+                                                                        target):
+    """What made the demo's picture hard to read: panels of different cell sizes, a narrow
+    panel's title running into its neighbour's, the word mark drawn as a stray bar."""
+    fig = attention.figure(attention.attention_maps(translator, text, target), 2, 1)
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    cells = []
+    for ax in panels:
+        box, (rows, columns) = ax.get_window_extent(), ax.images[0].get_array().shape
+        cells += [box.width / columns, box.height / rows]
+    np.testing.assert_allclose(cells, cells[0], rtol=1e-6)
+    texts = [ax.title for ax in panels] + [ax.xaxis.label for ax in panels]
+    boxes = [t.get_window_extent() for t in texts]
+    for i, first in enumerate(boxes):
+        for j, second in enumerate(boxes[i + 1:], i + 1):
+            assert not first.overlaps(second), (texts[i].get_text(), texts[j].get_text())
+    for ax in panels:
+        for label in ax.get_xticklabels() + ax.get_yticklabels():
+            assert "\u2581" not in label.get_text()
 
 
 def test_kt_attention_writes_a_png_and_refuses_bad_requests(trained_model_dir, tmp_path,
