@@ -85,6 +85,65 @@ def check_representable(model):
                                f"beyond {POSITIONS} are not exported")
 
 
+def _layer_norm(norm_spec, layer):
+    norm_spec.gamma = np.asarray(layer.gamma, np.float32)
+    norm_spec.beta = np.asarray(layer.beta, np.float32)
+
+
+def _attention(attention_spec, layer, block, fused_query):
+    """One attention sublayer: CTranslate2 fuses Q, K and V (self-attention) or K and V."""
+    q, k, v = (_kernel(layer.query_kernel), _kernel(layer.key_kernel),
+               _kernel(layer.value_kernel))
+    if fused_query:
+        attention_spec.linear[0].weight = np.concatenate([q, k, v])
+    else:
+        attention_spec.linear[0].weight = q
+        attention_spec.linear[1].weight = np.concatenate([k, v])
+    attention_spec.linear[-1].weight = _kernel(layer.output_kernel)
+    _layer_norm(attention_spec.layer_norm, block.norm)
+
+
+def _feed_forward(ffn_spec, layer):
+    for linear, dense in ((ffn_spec.linear_0, layer.feed_forward.inner),
+                          (ffn_spec.linear_1, layer.feed_forward.outer)):
+        linear.weight = _kernel(dense.kernel)
+        linear.bias = np.asarray(dense.bias, np.float32)
+    _layer_norm(ffn_spec.layer_norm, layer.feed_forward_block.norm)
+
+
+def _embeddings(spec, model):
+    """Both sides' token tables and position encodings, and the output projection."""
+    def table(embedding):
+        return np.asarray(embedding.embeddings, np.float32)
+
+    limit = model.max_length if model.position_encoding == "learned" else POSITIONS
+    for side, positions, embedding in (
+            (spec.encoder, model.encoder_positions, model.source_embedding),
+            (spec.decoder, model.decoder_positions, model.embedding)):
+        embedding_specs = side.embeddings if isinstance(side.embeddings, list) else \
+            [side.embeddings]
+        embedding_specs[0].weight = table(embedding)
+        side.scale_embeddings = True
+        side.position_encodings.encodings = _positions(positions, limit, model.d_model)
+    spec.decoder.projection.weight = table(model.output_projection)
+
+
+def _layers(spec, model):
+    for layer_spec, layer in zip(spec.encoder.layer, model.encoder_layers):
+        _attention(layer_spec.self_attention, layer.self_attention, layer.self_attention_block,
+                   True)
+        _feed_forward(layer_spec.ffn, layer)
+    for layer_spec, layer in zip(spec.decoder.layer, model.decoder_layers):
+        _attention(layer_spec.self_attention, layer.self_attention, layer.self_attention_block,
+                   True)
+        _attention(layer_spec.attention, layer.encoder_decoder_attention,
+                   layer.encoder_decoder_attention_block, False)
+        _feed_forward(layer_spec.ffn, layer)
+    if model.layer_norm_position == "pre":  # each stack's final normalization
+        _layer_norm(spec.encoder.layer_norm, model.encoder_norm)
+        _layer_norm(spec.decoder.layer_norm, model.decoder_norm)
+
+
 def transformer_spec(model, vocabulary):
     """The `ctranslate2.specs.TransformerSpec` of a `keras_transformer.Transformer`."""
     _ctranslate2()
@@ -101,59 +160,8 @@ def transformer_spec(model, vocabulary):
                                      head_dim=head_dim),
         specs.TransformerDecoderSpec(model.num_layers, heads, pre_norm=pre_norm,
                                      head_dim=head_dim))
-    def table(embedding):
-        return np.asarray(embedding.embeddings, np.float32)
-
-    limit = model.max_length if model.position_encoding == "learned" else POSITIONS
-    for side, positions, embedding in (
-            (spec.encoder, model.encoder_positions, model.source_embedding),
-            (spec.decoder, model.decoder_positions, model.embedding)):
-        embedding_specs = side.embeddings if isinstance(side.embeddings, list) else \
-            [side.embeddings]
-        embedding_specs[0].weight = table(embedding)
-        side.scale_embeddings = True
-        side.position_encodings.encodings = _positions(positions, limit, d_model)
-    spec.decoder.projection.weight = table(model.output_projection)
-
-    def attention(attention_spec, layer, block, fused_query):
-        q, k, v = (_kernel(layer.query_kernel), _kernel(layer.key_kernel),
-                   _kernel(layer.value_kernel))
-        if fused_query:
-            attention_spec.linear[0].weight = np.concatenate([q, k, v])
-        else:
-            attention_spec.linear[0].weight = q
-            attention_spec.linear[1].weight = np.concatenate([k, v])
-        attention_spec.linear[-1].weight = _kernel(layer.output_kernel)
-        norm(attention_spec.layer_norm, block)
-
-    def norm(norm_spec, block):
-        layer_norm(norm_spec, block.norm)
-
-    def layer_norm(norm_spec, layer):
-        norm_spec.gamma = np.asarray(layer.gamma, np.float32)
-        norm_spec.beta = np.asarray(layer.beta, np.float32)
-
-    def feed_forward(ffn_spec, layer):
-        for linear, dense in ((ffn_spec.linear_0, layer.feed_forward.inner),
-                              (ffn_spec.linear_1, layer.feed_forward.outer)):
-            linear.weight = _kernel(dense.kernel)
-            linear.bias = np.asarray(dense.bias, np.float32)
-        norm(ffn_spec.layer_norm, layer.feed_forward_block)
-
-    for layer_spec, layer in zip(spec.encoder.layer, model.encoder_layers):
-        attention(layer_spec.self_attention, layer.self_attention, layer.self_attention_block,
-                  True)
-        feed_forward(layer_spec.ffn, layer)
-    for layer_spec, layer in zip(spec.decoder.layer, model.decoder_layers):
-        attention(layer_spec.self_attention, layer.self_attention, layer.self_attention_block,
-                  True)
-        attention(layer_spec.attention, layer.encoder_decoder_attention,
-                  layer.encoder_decoder_attention_block, False)
-        feed_forward(layer_spec.ffn, layer)
-    if pre_norm:  # each stack's final normalization
-        layer_norm(spec.encoder.layer_norm, model.encoder_norm)
-        layer_norm(spec.decoder.layer_norm, model.decoder_norm)
-
+    _embeddings(spec, model)
+    _layers(spec, model)
     pieces = vocabulary.pieces(list(range(vocabulary.vocab_size)))
     spec.register_source_vocabulary(pieces)
     spec.register_target_vocabulary(pieces)

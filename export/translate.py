@@ -197,42 +197,68 @@ def engine_from_flags(args):
     return translator, members[0].run, checkpoints(members)
 
 
+def check_engine(args, translator, run):
+    """Refuses flags the engine's beam or vocabulary cannot honour."""
+    if args.n_best and args.n_best > args.beam_size and not args.sampling_temperature:
+        raise ConfigError(f"--n_best {args.n_best} is more than --beam_size {args.beam_size}: "
+                          f"the beam holds only {args.beam_size} hypotheses")
+    if args.sampling_top_k > run.model.vocab_size:
+        raise ConfigError(f"--sampling_top_k {args.sampling_top_k} is more than the "
+                          f"vocabulary's {run.model.vocab_size} ids")
+    if args.target_prefix and getattr(translator, "tree_leaves", None):
+        raise ConfigError(f"--target_prefix: {args.model_dir} is a parser, decoded among "
+                          f"well-formed trees, which a prefix could leave no way to finish; add "
+                          f"--no-tree_constraint to force it")
+
+
+def read_inputs(args, run):
+    """(the source lines, bytes; their references, str, or None; the target prefixes, bytes,
+    or None) the flags name.
+
+    Raises:
+        InputError: the references or prefixes do not pair up with the lines.
+    """
+    references = None
+    if args.data:
+        source = data.get_source(
+            args.data, args.source_lang or run.data.source_lang,
+            args.target_lang or run.data.target_lang, args.tfds_data_dir, args.download,
+            args.invalid_utf8)
+        lines, references = split_lines(source, args.split or "test")
+    else:
+        lines = read_lines(args.input, "--input", "kt-translate")
+    if args.reference:
+        references = [line.decode("utf-8", errors="replace")
+                      for line in read_lines(args.reference, "--reference", "kt-translate")]
+        if len(references) != len(lines):
+            raise InputError(f"--reference {args.reference} has {len(references)} lines but "
+                             f"{args.input or '<stdin>'} has {len(lines)}")
+    prefixes = None
+    if args.target_prefix:
+        prefixes = read_lines(args.target_prefix, "--target_prefix", "kt-translate")
+        if len(prefixes) != len(lines):
+            raise InputError(f"--target_prefix {args.target_prefix} has {len(prefixes)} lines "
+                             f"but {input_name(args)} has {len(lines)}")
+    return lines, references, prefixes
+
+
+def summary(args, translator, used, count, seconds):
+    """The line that says what translated how many sentences how fast."""
+    search = (f"sampling at temperature {args.sampling_temperature}, top-k "
+              f"{args.sampling_top_k or 'all'}, --seed {args.seed}" if args.sampling_temperature
+              else f"beam {args.beam_size}, alpha {args.alpha}")
+    if args.engine == "ctranslate2" and translator.patience != PATIENCE:
+        search += f", patience {translator.patience}"
+    return (f"translated {count} sentence(s) in {seconds:.1f} s "
+            f"({count / max(seconds, 1e-9):.1f}/s) with {used}, {search}")
+
+
 def main(argv=None):
     args = parse_args(argv)
     try:
         translator, run, used = engine_from_flags(args)
-        if args.n_best and args.n_best > args.beam_size and not args.sampling_temperature:
-            raise ConfigError(f"--n_best {args.n_best} is more than --beam_size "
-                              f"{args.beam_size}: the beam holds only {args.beam_size} "
-                              f"hypotheses")
-        if args.sampling_top_k > run.model.vocab_size:
-            raise ConfigError(f"--sampling_top_k {args.sampling_top_k} is more than the "
-                              f"vocabulary's {run.model.vocab_size} ids")
-        references = None
-        if args.data:
-            source = data.get_source(
-                args.data, args.source_lang or run.data.source_lang,
-                args.target_lang or run.data.target_lang, args.tfds_data_dir, args.download,
-                args.invalid_utf8)
-            lines, references = split_lines(source, args.split or "test")
-        else:
-            lines = read_lines(args.input, "--input", "kt-translate")
-        if args.reference:
-            references = [line.decode("utf-8", errors="replace")
-                          for line in read_lines(args.reference, "--reference", "kt-translate")]
-            if len(references) != len(lines):
-                raise InputError(f"--reference {args.reference} has {len(references)} lines "
-                                 f"but {args.input or '<stdin>'} has {len(lines)}")
-        prefixes = None
-        if args.target_prefix and getattr(translator, "tree_leaves", None):
-            raise ConfigError(f"--target_prefix: {args.model_dir} is a parser, decoded among "
-                              f"well-formed trees, which a prefix could leave no way to "
-                              f"finish; add --no-tree_constraint to force it")
-        if args.target_prefix:
-            prefixes = read_lines(args.target_prefix, "--target_prefix", "kt-translate")
-            if len(prefixes) != len(lines):
-                raise InputError(f"--target_prefix {args.target_prefix} has {len(prefixes)} "
-                                 f"lines but {input_name(args)} has {len(lines)}")
+        check_engine(args, translator, run)
+        lines, references, prefixes = read_inputs(args, run)
     except (InputError, ModelDirError, ConfigError, data.CorpusError, ValueError,
             OSError) as error:
         print(f"kt-translate: error: {error}", file=sys.stderr)
@@ -258,14 +284,7 @@ def main(argv=None):
                        for line, best in zip(translations, hypotheses))
     seconds = time.perf_counter() - start
     cli.write_text(args.output, text)
-    search = (f"sampling at temperature {args.sampling_temperature}, top-k "
-              f"{args.sampling_top_k or 'all'}, --seed {args.seed}" if args.sampling_temperature
-              else f"beam {args.beam_size}, alpha {args.alpha}")
-    if args.engine == "ctranslate2" and translator.patience != PATIENCE:
-        search += f", patience {translator.patience}"
-    print(f"translated {len(lines)} sentence(s) in {seconds:.1f} s "
-          f"({len(lines) / max(seconds, 1e-9):.1f}/s) with {used}, {search}",
-          file=sys.stderr)
+    print(summary(args, translator, used, len(lines), seconds), file=sys.stderr)
     if references is not None:
         print_scores(translations, references, sys.stderr)
     return 0
