@@ -115,8 +115,8 @@ def examples_of(sources, references):
     return ([pair for pair in pairs if len(pair[0].split()) >= 5] or pairs)[:EXAMPLES]
 
 
-def demo(args, train_flags):
-    directory = pathlib.Path(args.model_dir)
+def train_phase(args, train_flags):
+    """Phase 1: train for --minutes (or not)."""
     if args.minutes:
         argv = train_argv(args, train_flags)
         phase(1, f"training for {args.minutes:g} minutes: kt-train {' '.join(argv)}")
@@ -126,31 +126,28 @@ def demo(args, train_flags):
     else:
         phase(1, "training skipped (--minutes 0)")
 
-    loaded = model_dir.load(directory)
-    alpha = loaded.hparams.decode_alpha
-    phase(2, f"dev BLEU with beam search (beam 4, alpha {alpha:g}) on {loaded.checkpoint}")
-    step = model_dir.step_in_name(loaded.checkpoint)
-    translator = Translator(loaded.model, loaded.vocabulary, alpha=alpha,
-                            max_input_length=loaded.run.data.max_length)
-    sources, references = dev_pairs(loaded.run, args.bleu_sentences)
+
+def bleu_phase(loaded, translator, count):
+    """Phase 2: dev BLEU of `count` spread dev sentences; returns (BLEU, sources, references,
+    hypotheses)."""
+    phase(2, f"dev BLEU with beam search (beam 4, alpha {translator.alpha:g}) on "
+             f"{loaded.checkpoint}")
+    sources, references = dev_pairs(loaded.run, count)
     start = time.perf_counter()
     hypotheses, _ = translate_lines(translator, sources, batch_size=32, progress_every=10)
     bleu = sacrebleu.BLEU().corpus_score(hypotheses, [references]).score
-    print(f"step {step}: dev BLEU {bleu:.2f} on {len(sources)} sentences "
-          f"({time.perf_counter() - start:.1f} s)")
+    print(f"step {model_dir.step_in_name(loaded.checkpoint)}: dev BLEU {bleu:.2f} on "
+          f"{len(sources)} sentences ({time.perf_counter() - start:.1f} s)")
     print_scores(hypotheses, references, sys.stdout)
+    return bleu, sources, references, hypotheses
 
-    phase(3, "translations of dev sentences")
-    examples = examples_of(sources, references)
-    translations = dict(zip(sources, hypotheses))
-    for source, reference in examples:
-        print(f"  source:      {source}\n  reference:   {reference}\n"
-              f"  translation: {translations[source]}\n")
 
+def export_phases(loaded, translator, directory, examples, translations):
+    """Phases 4 and 5: the SavedModel, reloaded, translating the examples again; returns its
+    path."""
     phase(4, "exporting a SavedModel for TF Serving (kt-export)")
     export_path = export(translator, directory / "export", provenance=provenance(loaded))
     print(f"exported {loaded.checkpoint} to {export_path}")
-
     phase(5, f"reloading {export_path} with tf.saved_model.load and translating again")
     serving = tf.saved_model.load(str(export_path)).signatures["serving_default"]
     reloaded = serving(inputs=tf.constant([source for source, _ in examples]))
@@ -160,15 +157,38 @@ def demo(args, train_flags):
         same += text == translations[source]
         print(f"  {source}\n  -> {text}")
     print(f"the SavedModel's translations equal the checkpoint's on {same} of {len(examples)}")
+    return export_path
 
+
+def attention_phase(loaded, translator, sentence, png):
+    """Phase 6: one sentence's attention, drawn to `png` (kept if an earlier run drew it)."""
     phase(6, "attention of the shortest example (kt-attention)")
-    maps = attention.attention_maps(translator, examples[0][0])
-    png = directory / f"attention_step_{step}.png"
+    maps = attention.attention_maps(translator, sentence)
     if png.exists():  # drawn by an earlier kt-demo at this step: the same picture, kept
         print(f"{png} exists; kept")
     else:
         attention.write_png(attention.figure(maps, loaded.model.num_layers, 1), png)
         print(f"drew layer {loaded.model.num_layers}, head 1 to {png}")
+
+
+def demo(args, train_flags):
+    directory = pathlib.Path(args.model_dir)
+    train_phase(args, train_flags)
+    loaded = model_dir.load(directory)
+    step = model_dir.step_in_name(loaded.checkpoint)
+    translator = Translator(loaded.model, loaded.vocabulary, alpha=loaded.hparams.decode_alpha,
+                            max_input_length=loaded.run.data.max_length)
+    bleu, sources, references, hypotheses = bleu_phase(loaded, translator, args.bleu_sentences)
+
+    phase(3, "translations of dev sentences")
+    examples = examples_of(sources, references)
+    translations = dict(zip(sources, hypotheses))
+    for source, reference in examples:
+        print(f"  source:      {source}\n  reference:   {reference}\n"
+              f"  translation: {translations[source]}\n")
+    export_path = export_phases(loaded, translator, directory, examples, translations)
+    png = directory / f"attention_step_{step}.png"
+    attention_phase(loaded, translator, examples[0][0], png)
 
     print(f"\ndone. Everything is in {directory}:\n"
           f"  checkpoints      {directory / config.CHECKPOINT_DIR}  (newest: "

@@ -2,10 +2,10 @@
 
 import argparse
 import re
-import types
 
 from keras_transformer import data
 from keras_transformer.demo import demo
+from keras_transformer.model_dir import config
 
 
 def test_the_demo_trains_evaluates_translates_exports_reloads_and_draws(demo_run):
@@ -76,7 +76,8 @@ def test_demo_evaluates_on_pairs_spread_over_the_dev_split(tmp_path):
     (tmp_path / "dev.en").write_text("".join(f"en {i}\n" for i in range(10)))
     (tmp_path / "dev.es").write_text("".join(f"es {i}\n" for i in range(10)))
     source = data.directory_source(str(tmp_path), "en", "es")
-    run = types.SimpleNamespace(source=lambda: source)
+    run = config.RunConfig(data=config.DataConfig(corpus=str(tmp_path), source_lang="en",
+                                                  target_lang="es"))
     assert demo.dev_pairs(run, 4) == (["en 0", "en 3", "en 6", "en 9"],
                                       ["es 0", "es 3", "es 6", "es 9"])
     assert demo.dev_pairs(run, 20)[0] == [f"en {i}" for i in range(10)]
