@@ -191,22 +191,22 @@ class DecoderLayer(_TransformerLayer):
         self.encoder_decoder_attention_block.build(inputs_shape)
         self._build_feed_forward(inputs_shape)
 
-    def init_cache(self, memory, max_length=None):
+    def init_cache(self, memory, cache_length=None):
         """Returns this layer's decoding cache for `memory` [batch, source_length, d_model].
 
         The encoder-decoder keys and values [batch, h, source_length, d_k|d_v] are computed
-        here, once per sentence; the self-attention buffers [batch, h, max_length, d_k|d_v]
+        here, once per sentence; the self-attention buffers [batch, h, cache_length, d_k|d_v]
         start at zero and are filled one step at a time (`call_cached` with `cache_index`), or,
-        with `max_length=None`, start empty and grow a step at a time (`call_cached` without
+        with `cache_length=None`, start empty and grow a step at a time (`call_cached` without
         it).
         """
         memory_keys, memory_values = self.encoder_decoder_attention.compute_key_value(memory)
         batch = ops.shape(memory)[0]
-        max_length = 0 if max_length is None else max_length
+        cache_length = 0 if cache_length is None else cache_length
         dtype = memory_keys.dtype
         return {
-            "self_keys": ops.zeros((batch, self.num_heads, max_length, self.d_k), dtype),
-            "self_values": ops.zeros((batch, self.num_heads, max_length, self.d_v), dtype),
+            "self_keys": ops.zeros((batch, self.num_heads, cache_length, self.d_k), dtype),
+            "self_values": ops.zeros((batch, self.num_heads, cache_length, self.d_v), dtype),
             "memory_keys": memory_keys,
             "memory_values": memory_values,
         }

@@ -244,13 +244,13 @@ class Transformer(TokenLevelTraining, keras.Model):
         x = _normalized(x, self.encoder_norm)
         return (x, ops.stack(weights, axis=1)) if return_attention_scores else x
 
-    def init_cache(self, memory, source_mask, max_length=None):
+    def init_cache(self, memory, source_mask, cache_length=None):
         """Prepares incremental decoding.
 
         Args:
             memory: encoder output [batch, source_length, d_model].
             source_mask: bool [batch, source_length], `padding_mask(source_ids)`.
-            max_length: number of decoder positions the self-attention buffers hold,
+            cache_length: number of decoder positions the self-attention buffers hold,
                 preallocated, for `decode_cached(..., step=i)` to write into (fixed shapes, as
                 XLA needs). None: the buffers start empty and grow with every
                 `decode_cached(..., step=i, grow_cache=True)`, which without XLA costs less, as a
@@ -259,7 +259,7 @@ class Transformer(TokenLevelTraining, keras.Model):
         Returns:
             A dict of tensors, each with batch as its first axis (so beam search can repeat and
             reorder it): "memory_mask" and, per decoder layer, the encoder-decoder keys and values
-            (computed here, once) and the self-attention buffers [batch, h, max_length or 0, d]
+            (computed here, once) and the self-attention buffers [batch, h, cache_length or 0, d]
             ("self_keys", "self_values"; zeros).
         """
         self._ensure_built()
@@ -267,7 +267,7 @@ class Transformer(TokenLevelTraining, keras.Model):
         memory = ops.cast(memory, self.compute_dtype)
         return {
             "memory_mask": ops.convert_to_tensor(source_mask, "bool"),
-            "layers": [layer.init_cache(memory, max_length) for layer in self.decoder_layers],
+            "layers": [layer.init_cache(memory, cache_length) for layer in self.decoder_layers],
         }
 
     def decode(self, target_ids, memory, source_mask, training=None,
@@ -319,7 +319,7 @@ class Transformer(TokenLevelTraining, keras.Model):
                 `DecoderLayer.call_cached`).
             cache: dict from `init_cache`, or a previous call's returned cache.
             step: scalar int, the position of target_ids[:, 0].
-            grow_cache: the cache is a growing one (`init_cache(max_length=None)`): the new
+            grow_cache: the cache is a growing one (`init_cache(cache_length=None)`): the new
                 keys and values are appended to it, and `step` must be the number of positions
                 it holds. False: they are written at `step` into its preallocated buffers.
             output_kernel: `self.output_kernel()`, made once before the steps (as
@@ -344,7 +344,7 @@ class Transformer(TokenLevelTraining, keras.Model):
             step = checks.guarded(
                 step, ops.equal(step, cache_length),
                 "decode step must be the number of positions a growing cache holds "
-                "(grow_cache=True needs a cache from init_cache(max_length=None)); step and "
+                "(grow_cache=True needs a cache from init_cache(cache_length=None)); step and "
                 "positions held:", step, cache_length)
         else:
             # The cache writes would clamp silently at the end of the buffers. (Under XLA the
@@ -353,7 +353,7 @@ class Transformer(TokenLevelTraining, keras.Model):
             step = checks.guarded(
                 step, step + length <= cache_length,
                 "decode step runs past the end of the cache (a cache from init_cache("
-                "max_length=None) grows: pass grow_cache=True); its length is", cache_length)
+                "cache_length=None) grows: pass grow_cache=True); its length is", cache_length)
         x = self._embed(target_ids, self.embedding, self.decoder_positions,
                         self.decoder_input_dropout, training, start_index=step)
         key_length = step + length if grow_cache else cache_length

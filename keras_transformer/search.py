@@ -14,8 +14,8 @@ dimension. A search with several hypotheses a sentence (beam search) gives each 
 consecutive rows, rows = batch x hypotheses (`tf.repeat`, not `tf.tile`): `decoding.cached_step`
 relies on it, keeping the encoder's keys and values one row a sentence. The cache's other
 dimensions may change from step to step (a cache that grows by a position a step, as
-`Transformer.init_cache(max_length=None)` makes); under `jit_compile=True` they must not
-(preallocated buffers written at `step`, as `Transformer.init_cache(max_length=n)` makes).
+`Transformer.init_cache(cache_length=None)` makes); under `jit_compile=True` they must not
+(preallocated buffers written at `step`, as `Transformer.init_cache(cache_length=n)` makes).
 
 A search also takes a list of processors (processors.py): each adjusts a step's logits from the
 hypotheses so far (forcing a target prefix, holding a parser to trees), keeping its own state in

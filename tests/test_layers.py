@@ -106,7 +106,7 @@ def test_decoder_cache_equals_full_pass(rng, position):
     memory_mask = np.array([[[True, True, True]], [[True, True, False]]])
     full = np.asarray(layer(x, memory, self_attention_mask=np.tril(np.ones((5, 5), bool))[None],
                             memory_mask=memory_mask))
-    cache = layer.init_cache(memory, max_length=5)
+    cache = layer.init_cache(memory, cache_length=5)
     assert cache["self_keys"].shape == (2, 2, 5, 4) and cache["self_values"].shape == (2, 2, 5, 6)
     for t in range(5):
         out, cache = layer.call_cached(x[:, t:t + 1], cache,

@@ -122,7 +122,7 @@ def test_step_by_step_cached_decoding_equals_full_pass(rng, overrides, max_lengt
     source, target = padded_pair(rng)
     full = np.asarray(model((source, target)))
     memory = model.encode(source)
-    cache = model.init_cache(memory, kt.padding_mask(source), max_length=max_length)
+    cache = model.init_cache(memory, kt.padding_mask(source), cache_length=max_length)
     for step in range(target.shape[1]):
         logits, cache = model.decode_cached(target[:, step:step + 1], cache, step=step,
                                      grow_cache=max_length is None)
@@ -177,7 +177,7 @@ def test_cached_decoding_in_chunks_and_under_xla(rng):
     def decode_chunk(ids, cache, step):
         return model.decode_cached(ids, cache, step=step)
 
-    cache = model.init_cache(model.encode(source), kt.padding_mask(source), max_length=6)
+    cache = model.init_cache(model.encode(source), kt.padding_mask(source), cache_length=6)
     for step in range(0, 6, 2):
         logits, cache = decode_chunk(target[:, step:step + 2], cache, tf.constant(step))
         np.testing.assert_allclose(np.asarray(logits), full[:, step:step + 2], atol=1e-5)
@@ -186,7 +186,7 @@ def test_cached_decoding_in_chunks_and_under_xla(rng):
 def test_decoding_past_the_cache_is_an_error(rng):
     model = tiny_model()
     source, target = padded_pair(rng)
-    cache = model.init_cache(model.encode(source), kt.padding_mask(source), max_length=2)
+    cache = model.init_cache(model.encode(source), kt.padding_mask(source), cache_length=2)
     with pytest.raises(tf.errors.InvalidArgumentError, match="past the end of the cache"):
         model.decode_cached(target[:, :3], cache, step=0)
 
@@ -268,7 +268,7 @@ def test_learned_positions_are_separate_tables_for_encoder_and_decoder():
 def test_decoding_before_any_call_builds_the_model(rng):
     model = kt.Transformer(vocab_size=VOCAB, num_layers=1, d_model=16, d_ff=32, num_heads=2)
     source, target = padded_pair(rng)
-    cache = model.init_cache(model.encode(source), kt.padding_mask(source), max_length=6)
+    cache = model.init_cache(model.encode(source), kt.padding_mask(source), cache_length=6)
     step_logits, _ = model.decode_cached(target[:, :1], cache, step=0)
     full = model((source, target))  # builds nothing twice
     np.testing.assert_allclose(np.asarray(step_logits)[:, 0], np.asarray(full)[:, 0], atol=1e-5)
@@ -290,7 +290,7 @@ def test_step_may_be_any_integer_tensor(rng):
     model = tiny_model()
     source, target = padded_pair(rng)
     full = np.asarray(model((source, target)))
-    cache = model.init_cache(model.encode(source), kt.padding_mask(source), max_length=6)
+    cache = model.init_cache(model.encode(source), kt.padding_mask(source), cache_length=6)
     for step in range(2):
         logits, cache = model.decode_cached(target[:, step:step + 1], cache,
                                             step=tf.constant(step, tf.int64))
@@ -331,7 +331,7 @@ def test_mixed_precision_computes_in_16_bits_with_float32_weights_and_logits(
     assert {w.dtype for w in model.weights} == {"float32"}
     # The cache keeps one dtype from step to step, so it can be a tf.while_loop variable.
     cache = model.init_cache(tf.cast(model.encode(source), tf.float32), kt.padding_mask(source),
-                             max_length=4)
+                             cache_length=4)
     _, next_cache = model.decode_cached(target[:, :1], cache, step=0)
     assert tf.nest.map_structure(lambda t: t.dtype, next_cache) == tf.nest.map_structure(
         lambda t: t.dtype, cache)
