@@ -252,8 +252,8 @@ def test_each_export_is_a_new_version_and_none_is_replaced(exported, trained_mod
     assert sorted(p.name for p in exported.iterdir()) == ["1", "2", "3"]  # no leftovers
 
 
-# Translates `inputs` with a SavedModel in a fresh process and scores `targets` (if any) as
-# translations of them with the `score` signature.
+# Translates `inputs` with a SavedModel in a fresh process and scores `targets` as translations
+# of them with its `score` signature.
 SCORING_CLIENT = r"""
 import json, sys
 import tensorflow as tf
@@ -263,17 +263,15 @@ model = tf.saved_model.load(sys.argv[1])
 request = json.loads(sys.stdin.read())
 inputs = tf.constant(request["inputs"])
 out = model.signatures["serving_default"](inputs=inputs)
-reply = {"translations": [t.decode("utf-8") for t in out["translations"].numpy()],
-         "scores": out["scores"].numpy().tolist()}
-if request.get("targets"):
-    scored = model.signatures["score"](inputs=inputs, targets=tf.constant(request["targets"]))
-    reply["target_scores"] = scored["scores"].numpy().tolist()
-print(json.dumps(reply))
+scored = model.signatures["score"](inputs=inputs, targets=tf.constant(request["targets"]))
+print(json.dumps({"translations": [t.decode("utf-8") for t in out["translations"].numpy()],
+                  "scores": out["scores"].numpy().tolist(),
+                  "target_scores": scored["scores"].numpy().tolist()}))
 """
 
 
 def test_a_bfloat16_export_serves_with_half_the_weights(exported, trained_model_dir,
-                                                        dev_sentences):
+                                                        dev_sentences, translated, translator):
     output = exported.parent / "bfloat16"
     result = kt_export("--model_dir", str(trained_model_dir), "--output", str(output),
                        "--dtype", "bfloat16")
@@ -284,30 +282,27 @@ def test_a_bfloat16_export_serves_with_half_the_weights(exported, trained_model_
         sum(f.stat().st_size for f in (path / "1" / "variables").iterdir())
         for path in (exported, output))
     assert bfloat16_weights < 0.6 * float32_weights
+    # float32's translations of the 24 dev sentences (kt-translate's, which the float32 export
+    # gives too) and their scores; the bfloat16 export's, and its scores of float32's.
     sentences = [en for en, _ in dev_sentences]
-    replies = []
-    for path, targets in ((exported, None), (output, "float32's")):
-        request = {"inputs": sentences,
-                   "targets": replies[0]["translations"] if targets else None}
-        reply = run([sys.executable, "-c", SCORING_CLIENT, str(path / "1")],
-                    input=json.dumps(request), cwd=path)
-        assert reply.returncode == 0, reply.stderr
-        replies.append(json.loads(reply.stdout))
-    float32, bfloat16 = replies
+    float32 = translated.stdout.split("\n")[:len(sentences)]
+    float32_scores = translator.score(tf.constant(sentences), tf.constant(float32))["scores"]
+    reply = run([sys.executable, "-c", SCORING_CLIENT, str(output / "1")],
+                input=json.dumps({"inputs": sentences, "targets": float32}), cwd=output)
+    assert reply.returncode == 0, reply.stderr
+    bfloat16 = json.loads(reply.stdout)
     assert all(bfloat16["translations"]) and all(np.isfinite(bfloat16["scores"]))
-    # Rounding weights and activations to bfloat16 (8 significant bits, epsilon 2**-7) moves
-    # the log-probability of a translation by a fraction of it: the bfloat16 model scores each
-    # of float32's translations within 2 epsilons of float32's score (measured: 0.57% at most,
-    # 0.12% the median; with 4 significant bits instead of 8 it is 10% off).
-    np.testing.assert_allclose(bfloat16["target_scores"], float32["scores"],
-                               rtol=2 * 2.0 ** -7)
-    # Not every search takes the same path: this model repeats itself ("¿Qué: ¿Qué: ..."), so
-    # hypotheses nearly tie in the middle of a search, and beam search prunes one or another
-    # as rounding falls (a 0.4 nats shift in one step can end 3 nats apart). Measured: 16 of
-    # these 24 sentences translate alike (4 significant bits: 2 of 24).
-    same = sum(a == b for a, b in zip(float32["translations"], bfloat16["translations"]))
-    assert same >= len(sentences) // 2, (same, float32["translations"],
-                                         bfloat16["translations"])
+    # Rounding weights and activations to bfloat16 (8 significant bits, epsilon 2**-7) moves a
+    # translation's log-probability by a fraction of it: the bfloat16 export scores each of
+    # float32's translations within 2 epsilons of float32's score. Measured: 0.57% off at most,
+    # 0.14% the median; weights rounded further, to 5 significant bits, 1.65% (4 bits: 3.5%).
+    np.testing.assert_allclose(bfloat16["target_scores"], float32_scores, rtol=2 * 2.0 ** -7)
+    # Not every search takes float32's path: this model repeats itself ("¿Qué: ¿Qué: ..."), so
+    # hypotheses nearly tie in the middle of a search and beam search keeps one or another as
+    # rounding falls (two ends 3 nats apart from a tie of a few tenths). Measured: 16 of the
+    # 24 translate alike (weights rounded to 6 significant bits: 14; 5: 10; 4: 6; 3: 1).
+    same = sum(a == b for a, b in zip(float32, bfloat16["translations"]))
+    assert same >= len(sentences) // 2, list(zip(float32, bfloat16["translations"]))
 
 
 def test_saved_model_cli_lists_the_string_signatures(exported):
