@@ -3,6 +3,10 @@
 import argparse
 import re
 
+import sacrebleu
+import tensorflow as tf
+from conftest import bundled_lines
+
 from keras_transformer import data
 from keras_transformer.demo import demo
 from keras_transformer.model_dir import config
@@ -14,11 +18,23 @@ def test_the_demo_trains_evaluates_translates_exports_reloads_and_draws(demo_run
     assert [int(number) for number, _ in phases] == [1, 2, 3, 4, 5, 6], stdout
     assert "--hparams transformer_tiny" in phases[0][1]
     assert "done: step 300" in stdout  # kt-train's own last line
-    bleu = re.search(r"^step 300: dev BLEU (\d+\.\d\d) on 12 sentences", stdout, re.MULTILINE)
-    assert bleu and 0 <= float(bleu.group(1)) <= 100, stdout
-    for metric in (f"BLEU = {bleu.group(1)} ", "chrF2 = "):  # each with its signature
-        assert re.search(f"^{re.escape(metric)}.* nrefs:1\\|", stdout, re.MULTILINE), metric
-    assert len(re.findall(r"^  translation: \S", stdout, re.MULTILINE)) == 3
+    # The figures recomputed: the 12 pairs spread over the bundled dev split, translated by the
+    # SavedModel the demo exported, scored by sacrebleu: BLEU (its n-gram precisions, brevity
+    # penalty and lengths too) and chrF, each line as printed with its signature.
+    sources, references = ([line.rstrip("\n") for line in
+                            data.spread(bundled_lines("dev", lang), 12)] for lang in ("en", "es"))
+    serving = tf.saved_model.load(str(model_dir / "export" / "1")).signatures["serving_default"]
+    translations = [text.decode("utf-8") for text in
+                    serving(inputs=tf.constant(sources))["translations"].numpy()]
+    bleu = sacrebleu.BLEU().corpus_score(translations, [references])
+    assert f"\nstep 300: dev BLEU {bleu.score:.2f} on 12 sentences (" in stdout, stdout
+    for metric in (sacrebleu.BLEU(), sacrebleu.CHRF()):
+        score = metric.corpus_score(translations, [references])
+        assert f"\n{score} {metric.get_signature()}\n" in stdout, (score, stdout)
+    examples = re.findall(r"^  source:      (.*)\n.*\n  translation: (.*)$", stdout, re.MULTILINE)
+    assert len(examples) == 3 and all(translation for _, translation in examples)
+    assert all(translations[sources.index(source)] == translation
+               for source, translation in examples), examples
     assert f"to {model_dir / 'export' / '1'}\n" in stdout
     assert "the SavedModel's translations equal the checkpoint's on 3 of 3" in stdout
     assert (model_dir / "export" / "1" / "saved_model.pb").is_file()
