@@ -1,6 +1,8 @@
-"""The commands of docs/reproduce.md, run as written but small: TFDS mock data, a few steps, a
-shrunken model. A renamed flag, a typo or a command that no longer exists fails here."""
+"""The commands of docs/reproduce.md and README.md's examples, run as written but small: TFDS mock
+data, a few steps, a shrunken model. A renamed flag, a typo or a command that no longer exists
+fails here."""
 
+import io
 import json
 import pathlib
 import re
@@ -9,6 +11,7 @@ import subprocess
 import sys
 from importlib import metadata
 
+import numpy as np
 import treebank_grammar
 
 DOCS = pathlib.Path(__file__).parent.parent / "docs"
@@ -111,3 +114,101 @@ def test_relative_links_point_to_files():
             if not (page.parent / path).exists():
                 broken.append(f"{page.relative_to(ROOT)}: {target}")
     assert not broken, "links to missing files: " + ", ".join(broken)
+
+
+def readme_block(heading, language):
+    """The first ```language block under README.md's `## heading`."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    return re.search(rf"```{language}\n(.*?)```", section, re.DOTALL).group(1)
+
+
+def swapped(text, swaps):
+    """`text` with each (old, new) of `swaps` replaced; each old must be there."""
+    for old, new in swaps:
+        assert old in text, f"README.md no longer has {old!r}: update the swaps"
+        text = text.replace(old, new)
+    return text
+
+
+def test_readme_python_example_runs_small(tmp_path, monkeypatch, capsys, bible_vocab_path):
+    # The page's code, as written but for the model's and the training's size; the vocabulary
+    # where the page expects the demo's (a 2,000-id one of the bundled corpus).
+    code = swapped(readme_block("From Python", "python"), [
+        ('"transformer_small"', '"transformer_tiny"'), ("batch_tokens=3072", "batch_tokens=400"),
+        ("steps_per_epoch=500", "steps_per_epoch=2")])
+    (tmp_path / "runs" / "demo").mkdir(parents=True)
+    (tmp_path / "runs" / "demo" / "vocab.model").write_bytes(bible_vocab_path.read_bytes())
+    monkeypatch.chdir(tmp_path)
+    namespace = {}
+    exec(compile(code, "README.md (From Python)", "exec"), namespace)
+    printed = capsys.readouterr().out.splitlines()[-1]
+    model, ids, scores = namespace["model"], namespace["ids"], namespace["scores"]
+    assert int(model.optimizer.iterations) == 2
+    assert ids.shape[:2] == (1, 4) and np.isfinite(scores.numpy()).all()
+    assert printed == namespace["vocabulary"].detokenize(ids[:, 0]).numpy()[0].decode()
+
+
+# The README's command-line block, each line by what it needs. Lines the test cannot run say
+# why; a line it does not know fails the test.
+README_COMMANDS_NOT_RUN = {
+    "kt-parse --model_dir runs/wsj": "a parser trained on the Penn treebank (LDC's, not in the "
+    "repository); kt-parse on a generated treebank runs in "
+    "test_reproduce_page_commands_run_as_written and tests/test_parsing.py",
+    "kt-train --model_dir runs/mt_lstm": "Stanford's glove.6B.50d.txt.bz2 (not in the "
+    "repository); cove_mt_lstm trains on a generated GloVe file in tests/test_cove_from_runs.py",
+    "kt-classify --task trec6 --inputs glove+cove": "the MT-LSTM of the line before; kt-classify "
+    "over CoVe runs in tests/test_cove_from_runs.py",
+}
+README_SMALL = [("--vocab_size 8000", "--vocab_size 500"), ("--batch_tokens 3072",
+                                                              "--batch_tokens 400"),
+                ("--train_steps 5000", "--train_steps 5"), ("ckpt-5000", "ckpt-5")]
+
+
+def test_readme_command_line_block_runs_small(tmp_path, monkeypatch):
+    from conftest import bundled_lines, run_main
+
+    scripts = {ep.name: ep for ep in metadata.entry_points(group="console_scripts")}
+    lines = [line for line in readme_block("From the command line", "sh").splitlines()
+             if line.strip()]
+    not_run = [line for line in lines if line.startswith(tuple(README_COMMANDS_NOT_RUN))]
+    assert len(not_run) == len(README_COMMANDS_NOT_RUN), not_run
+    runs = [swapped(line.split("  #")[0], [
+        (old, new) for old, new in README_SMALL if old in line]) for line in lines
+        if line not in not_run]
+    names = [shlex.split(line.split("|")[-1])[0] for line in runs]
+    assert names == ["kt-vocab", "kt-train", "kt-average", "kt-translate", "kt-export",
+                     "kt-translate", "kt-score"], runs
+    # The user's own files the page reads: a few dev pairs of the bundled corpus.
+    (tmp_path / "dev.en").write_text("".join(bundled_lines("dev", "en", 3)), encoding="utf-8")
+    (tmp_path / "dev.es").write_text("".join(bundled_lines("dev", "es", 3)), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    results = []
+    for line in runs:
+        stdin = None
+        if "|" in line:  # echo "..." | kt-...
+            echo, line = line.split("|")
+            stdin = shlex.split(echo)[1] + "\n"
+        line, _, redirect = line.partition(">")
+        name, *argv = shlex.split(line)
+        if name == "kt-train":  # a model of seconds, a checkpoint each step for kt-average
+            argv += SHRUNKEN_MODEL + ["--max_length", "40", "--eval_sentences", "4"]
+        if stdin is not None:
+            monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
+        result = run_main(scripts[name].load(), *argv)
+        assert result.returncode == 0, f"{line}\n{result.stdout}\n{result.stderr}"
+        if redirect:
+            (tmp_path / redirect.strip()).write_text(result.stdout, encoding="utf-8")
+        results.append(result)
+    vocab, train, average, translate, export, n_best, score = results
+    assert (tmp_path / "vocab.model").is_file()
+    assert "done: step 5" in train.stdout
+    assert "averaged ckpt-1, ckpt-2, ckpt-3, ckpt-4, ckpt-5 into" in average.stdout
+    assert len(translate.stdout.splitlines()) == 1 and translate.stdout.strip()
+    assert (tmp_path / "exported" / "small" / "1" / "saved_model.pb").is_file()
+    hypotheses = [json.loads(line) for line in
+                  (tmp_path / "dev.nbest.jsonl").read_text().splitlines()]
+    assert len(hypotheses) == 3 and all(len(h["hypotheses"]) == 4 for h in hypotheses), \
+        hypotheses
+    scores = [float(line.split("\t")[0]) for line in score.stdout.splitlines()]
+    assert len(scores) == 3 and all(s < 0 for s in scores), score.stdout
