@@ -20,10 +20,12 @@ The mixin gives `model.fit` three things Keras 3.15 does not do on its own for t
   the sum once, so an overflow in any micro-batch skips the update; `compile` makes the loss
   scaling `kt.LossScaleOptimizer`'s, whose check covers every replica (Keras's reads the first
   replica's gradients only).
-- Building under a distribution strategy. Keras 3.15 builds a model from a batch it first averages
-  across replicas, which turns int token ids into floats and fails on batches that do not split
-  evenly. The distributed dataset's element spec (one replica's) has the right structure,
-  shapes and dtypes, and building needs no more.
+- Building before the first trace. Under a distribution strategy Keras 3.15 builds a model from a
+  batch it first averages across replicas, which turns int token ids into floats and fails on
+  batches that do not split evenly. The distributed dataset's element spec (one replica's) has the
+  right structure, shapes and dtypes, and building needs no more. Without a strategy Keras
+  builds the metrics, loss and optimizer inside the step's first trace, which makes tf.function
+  trace the step twice; the mixin builds them from the element spec there too.
   Under `MultiWorkerMirroredStrategy`, Keras also fails reducing scalar logs
   (tensorflow/tensorflow#72388); they are returned with shape [1] there.
 
@@ -32,10 +34,10 @@ With `compile(..., report_batch_shape=True)` (kt-train's), the logs of each trai
 batch, a mean over replicas), so that a failure can name the batch. Off by default: Keras's
 progress bar and History would show it.
 
-These override or use Keras internals (`_maybe_symbolic_build`, `_compile_loss`, `_loss_tracker`,
-`unscale_loss_for_distribution`, the compile config) and TensorFlow's `PerReplicaSpec`: keras and
-tensorflow are pinned, and tests/test_training.py and tests/test_distributed.py check the
-behaviour.
+These override or use Keras internals (`_maybe_symbolic_build`, `_symbolic_build`, `_compile_loss`,
+`_loss_tracker`, `unscale_loss_for_distribution`, the compile config) and TensorFlow's
+`PerReplicaSpec`: keras and tensorflow are pinned, and tests/test_training.py and
+tests/test_distributed.py check the behaviour.
 """
 
 import keras
@@ -135,7 +137,7 @@ class TokenLevelTraining:
         return self._normalized(local_sum, self._over_replicas(weight))
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
-        if iterator is not None and self._distribute_strategy is not None:
+        if iterator is not None:
             # Building reads only the structure, shapes and dtypes of a batch: the distributed
             # dataset's element spec has them (a PerReplicaSpec where a worker has several
             # replicas). Keras would read (and average) a batch of the iterator instead; a batch
@@ -143,6 +145,12 @@ class TokenLevelTraining:
             # compute_loss now spares, ~3 s of a 19 s 6-step kt-train run on the bundled corpus).
             data_batch = tf.nest.map_structure(_one_replica,
                                                iterator._get_iterator().element_spec)
+        if self._distribute_strategy is None and data_batch is not None:
+            # Without a strategy Keras leaves the metrics, the compiled loss and the optimizer
+            # to the step's first trace, and tf.function traces a step that creates variables
+            # twice. Built here, as under a strategy, one device traces it once.
+            self._symbolic_build(data_batch=data_batch)
+            return None
         return super()._maybe_symbolic_build(data_batch=data_batch)
 
     def _logs_for_strategy(self, logs):

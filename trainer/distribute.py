@@ -1,6 +1,7 @@
 """Which tf.distribute strategy a run uses (its devices and precision: keras_transformer/devices).
 
-One machine: `MirroredStrategy` over its GPUs, or its CPU. Several workers named in TF_CONFIG:
+One machine with several GPUs: `MirroredStrategy` over them. One GPU, or the CPU: TensorFlow's
+default strategy (no distribution). Several workers named in TF_CONFIG:
 `MultiWorkerMirroredStrategy`, with the chief (or worker 0) writing model_dir.
 """
 
@@ -20,9 +21,24 @@ def cluster_workers():
 
 
 def strategy():
+    """Mirroring one device would only add tf.data's distribution to the run: Keras feeds a
+    distributed dataset through a per-device generator that tf.data's optimizations cannot
+    serialize and auto-shards it into the one shard it already is, and both warn ("Input of
+    GeneratorDatasetOp::Dataset will not be optimized", "The `assert_cardinality` transformation
+    is currently not handled by the auto-shard rewrite"). Without it the CPU trained to the same
+    bits (--deterministic, float32 and XLA bfloat16)."""
     if cluster_workers() > 1:
         return tf.distribute.MultiWorkerMirroredStrategy()
-    return tf.distribute.MirroredStrategy()
+    if len(tf.config.list_logical_devices("GPU")) > 1:  # MirroredStrategy()'s devices: all GPUs
+        return tf.distribute.MirroredStrategy()
+    return tf.distribute.get_strategy()
+
+
+def local_replicas(distribution):
+    """The replicas on this worker (the default strategy has no `extended.worker_devices`)."""
+    if is_multi_worker(distribution):
+        return len(distribution.extended.worker_devices)
+    return distribution.num_replicas_in_sync
 
 
 def is_multi_worker(distribution):
@@ -54,12 +70,12 @@ def worker_index(distribution):
 def sum_over_workers(distribution, values):
     """The element-wise sum over all workers of each worker's `values` (floats, exact below
     2^53): one collective, which every worker must reach."""
-    local_replicas = len(distribution.extended.worker_devices)
+    replicas_here = local_replicas(distribution)
     values = tf.constant(values, tf.float64)
 
     def replica_share():  # the worker's first replica carries its values, the others zeros
         first = tf.equal(tf.distribute.get_replica_context().replica_id_in_sync_group
-                         % local_replicas, 0)
+                         % replicas_here, 0)
         return values * tf.cast(first, tf.float64)
 
     return distribution.reduce(tf.distribute.ReduceOp.SUM, distribution.run(replica_share),

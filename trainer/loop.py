@@ -149,7 +149,7 @@ class TrainingLoop:
         """The end of a run: the checksum line and the average of the last checkpoints."""
         model, model_dir = self.model, self.trainer.model_dir
         step, checksum = checkpoints.step_of(model), checksum_of(model)
-        traces = model.train_step_traces // len(self.distribution.extended.worker_devices)
+        traces = model.train_step_traces // distribute.local_replicas(self.distribution)
         print(f"done: step {step}, weights checksum {checksum:.9e}, train step traced {traces} "
               f"time(s), checkpoints in {checkpoints.default_directory(model_dir)}", flush=True)
         result = result._replace(status="done", step=step, checksum=checksum,

@@ -108,7 +108,7 @@ def update_batches(run, distribution):
     share = data.update_batches(batching.batch_tokens, accumulate_steps=batching.accumulate_steps,
                                 replicas=distribution.num_replicas_in_sync,
                                 per_replica=distribute.is_multi_worker(distribution),
-                                local_replicas=len(distribution.extended.worker_devices))
+                                local_replicas=distribute.local_replicas(distribution))
     try:
         share.check(run.data.max_length)
     except ValueError as error:
