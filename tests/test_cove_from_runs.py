@@ -109,7 +109,7 @@ def test_runs_of_the_wrong_kind_are_refused_naming_the_model_dir(mt_lstm_run, tr
     with pytest.raises(loading.ModelDirError, match="no config.json"):
         cove.load_transformer_cove(tmp_path)
     missing = kt_train(tmp_path / "new", corpus_and_glove[0], *MT_LSTM, "--train_steps", "1")
-    assert missing.returncode == 2 and "give --glove PATH" in missing.stderr
+    assert missing.returncode == 2 and "give --glove (a GloVe text file" in missing.stderr
     beam = kt_train(tmp_path / "beam", corpus_and_glove[0], *MT_LSTM, "--glove",
                     corpus_and_glove[1], "--eval_beam_size", "4")
     assert beam.returncode == 2 and "--eval_beam_size: an MT-LSTM's dev BLEU" in beam.stderr

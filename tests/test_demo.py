@@ -46,6 +46,8 @@ def test_the_demo_trains_evaluates_translates_exports_reloads_and_draws(demo_run
     stderr = (model_dir.parent / "stderr.txt").read_text(encoding="utf-8")
     assert "precompiled_charsmap is empty" not in stderr, stderr
     assert "oneDNN supports" not in stderr, stderr
+    # tf.data's, from distributing the datasets over one device (trainer/distribute.py).
+    assert "will not be optimized" not in stderr and "auto-shard" not in stderr, stderr
 
 
 def test_demo_defaults_apply_to_new_runs_only_and_yield_to_given_flags(tmp_path):
