@@ -108,6 +108,9 @@ class Trainer:
         log_every: steps between progress lines.
         max_minutes: stop (with a checkpoint and an evaluation) after this many minutes of
             training; `fit` again continues.
+
+    As kt-train does, `fit` sets Keras's global random seed (optimization.seed) and dtype policy
+    (compute.mixed_precision) for the run.
     """
 
     def __init__(self, config, model_dir, *, vocab=None, build_vocab_size=None, download=False,
