@@ -1,0 +1,188 @@
+"""Markup and placeholders out of the text a model sees, and back into its translation.
+
+    masked = markup.mask('Click <a href="/x">here</a> to pay {amount} before 2026-12-01.')
+    masked.text   # 'Click ｟t1｠ here ｟/t1｠ to pay ｟1｠ before ｟2｠ .'
+    markup.unmask('Pulse ｟t1｠ aquí ｟/t1｠ para pagar ｟1｠ antes del ｟2｠ .', masked.items)
+    # 'Pulse <a href="/x">aquí</a> para pagar {amount} antes del 2026-12-01.'
+
+What a translation must keep exactly (HTML/XML tags with their attributes, format placeholders
+such as `{0}`, `{name}`, `{{name}}`, `%s`, `%1$d`, URLs, e-mail addresses, numbers) is replaced by
+placeholder tokens, OpenNMT's ｟...｠ convention: `｟tN｠ ... ｟/tN｠` for a tag pair (opening and
+closing share N), `｟tN/｠` for a self-closing or unpaired tag, `｟N｠` for any other item. The
+model translates the masked text, its vocabulary holding the tokens whole (`TOKENS`, for
+`data.build_vocabulary(..., whole_tokens=...)`); a decoding processor can hold its output to
+every token exactly once, tag pairs well nested; `unmask` puts the items back verbatim and
+refuses, naming the token, an output that breaks those rules.
+
+Spacing: a placeholder stands apart from its neighbours by one space in the masked text (the
+vocabulary holds each token whole after a word boundary); `unmask` takes that space away again
+on the sides where the source had none beside the item.
+"""
+
+import dataclasses
+import re
+
+MAX_ITEMS = 50  # of each kind (tag pairs, other items) in one text
+TOKENS = tuple([f"｟{n}｠" for n in range(1, MAX_ITEMS + 1)] +
+               [f"｟t{n}｠" for n in range(1, MAX_ITEMS + 1)] +
+               [f"｟/t{n}｠" for n in range(1, MAX_ITEMS + 1)] +
+               [f"｟t{n}/｠" for n in range(1, MAX_ITEMS + 1)])
+
+# One alternation, tried in this order at each position: the longest-lived patterns first, so a
+# URL's digits are not numbers and an e-mail's domain is not a URL.
+_PATTERNS = (
+    ("tag", r"</?[A-Za-z][\w:.-]*(?:\s+[^<>]*?)?\s*/?>"),
+    ("email", r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),
+    ("url", r"(?:https?://|www\.)[^\s<>\"']+[^\s<>\"'.,;:!?)\]}]"),
+    # {{name}}, {0}, {name}, {0:.2f}; printf's %s, %1$d, %-5.2f (no space flag: "50% sure").
+    ("placeholder", r"\{\{\s*\w+\s*\}\}|\{\w*(?::[^{}]*)?\}"
+                    r"|%(?:\d+\$)?[-+#0]*\d*(?:\.\d+)?[sdifx%]"),
+    ("number", r"(?<![\w.])\d+(?:[.,:/-]\d+)*(?![\w])"),
+)
+_ITEM = re.compile("|".join(f"(?P<{kind}>{pattern})" for kind, pattern in _PATTERNS))
+_TOKEN = re.compile(r"｟(/?)(t?)(\d+)(/?)｠")
+_TAG_NAME = re.compile(r"</?([A-Za-z][\w:.-]*)")
+
+
+class MarkupError(ValueError):
+    """A translation that does not hold its source's items exactly once, well nested; or a text
+    with more items than `MAX_ITEMS`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Item:
+    """One span of the source kept verbatim.
+
+    kind: "tag" (an opening, closing, self-closing or unpaired tag), "email", "url",
+        "placeholder" or "number".
+    text: the span as the source has it (a tag with its attributes).
+    token: its placeholder token in the masked text.
+    """
+
+    kind: str
+    text: str
+    token: str
+    space_before: bool = True  # the source has a space (or the text's start) before it
+    space_after: bool = True  # ... after it
+
+
+@dataclasses.dataclass(frozen=True)
+class Masked:
+    """A text with its items replaced by tokens (`text`) and the items, in source order."""
+
+    text: str
+    items: tuple
+
+
+def _tag_tokens(tags):
+    """Tokens for the tags of one text, [(start, text)] in order: a closing tag pairs with the
+    nearest open tag of its name (`｟tN｠ ... ｟/tN｠`, N in the order the pairs open); self-closing
+    tags and tags left unpaired become `｟tN/｠`, numbered after the pairs."""
+    pairs, open_tags = [], []  # (opening start, closing start); (start, name)
+    for start, text in tags:
+        name = _TAG_NAME.match(text).group(1).lower()
+        if text.startswith("</"):
+            match = next((i for i in range(len(open_tags) - 1, -1, -1)
+                          if open_tags[i][1] == name), None)
+            if match is not None:  # tags opened inside the pair and still open stay unpaired
+                pairs.append((open_tags[match][0], start))
+                del open_tags[match:]
+        elif not text.endswith("/>"):
+            open_tags.append((start, name))
+    tokens = {}
+    for number, (opening, closing) in enumerate(sorted(pairs), 1):
+        tokens[opening], tokens[closing] = f"｟t{number}｠", f"｟/t{number}｠"
+    singles = [start for start, _ in tags if start not in tokens]
+    for number, start in enumerate(singles, len(pairs) + 1):
+        tokens[start] = f"｟t{number}/｠"
+    if len(pairs) + len(singles) > MAX_ITEMS:
+        raise MarkupError(f"{len(pairs) + len(singles)} tags; at most {MAX_ITEMS} a text")
+    return tokens
+
+
+def mask(text):
+    """`text` with its items replaced by placeholder tokens: a `Masked`.
+
+    Raises:
+        MarkupError: more than MAX_ITEMS tags or other items, or the text already holds a
+            placeholder token (it could not be told from an item's).
+    """
+    if _TOKEN.search(text):
+        raise MarkupError(f"the text already holds a placeholder token "
+                          f"({_TOKEN.search(text).group(0)}): {text!r}")
+    found = [(match.start(), match.end(), match.lastgroup, match.group(0))
+             for match in _ITEM.finditer(text)]
+    tag_tokens = _tag_tokens([(start, span) for start, _, kind, span in found if kind == "tag"])
+    others = sum(kind != "tag" for _, _, kind, _ in found)
+    if others > MAX_ITEMS:
+        raise MarkupError(f"{others} placeholders, URLs, e-mail addresses and numbers; at most "
+                          f"{MAX_ITEMS} a text")
+    pieces, items, position, number = [], [], 0, 0
+    for start, end, kind, span in found:
+        if kind == "tag":
+            token = tag_tokens[start]
+        else:
+            number += 1
+            token = f"｟{number}｠"
+        space_before = start == 0 or text[start - 1].isspace()
+        space_after = end == len(text) or text[end].isspace()
+        # A space only where the source has none, once between two items: `unmask` takes
+        # exactly those away again.
+        joined = start == position and bool(pieces) and pieces[-1] == " "
+        pieces += [text[position:start], "" if space_before or joined else " ", token,
+                   "" if space_after else " "]
+        items.append(Item(kind, span, token, space_before, space_after))
+        position = end
+    pieces.append(text[position:])
+    return Masked("".join(pieces), tuple(items))
+
+
+def problems(translation, items):
+    """What is wrong with a masked translation against its source's items: a list of messages,
+    empty when every item's token is there exactly once and tag pairs are well nested (each
+    `｟/tN｠` after its `｟tN｠`, closing the innermost open pair)."""
+    expected = [item.token for item in items]
+    found = [match.group(0) for match in _TOKEN.finditer(translation)]
+    messages = []
+    for token in dict.fromkeys(expected + found):
+        count, wanted = found.count(token), expected.count(token)
+        if count != wanted:
+            messages.append(f"{token} appears {count} time(s), the source has it {wanted}")
+    open_pairs = []
+    for match in _TOKEN.finditer(translation):
+        closing, tag, number, single = match.groups()
+        if not tag or single:
+            continue
+        if not closing:
+            open_pairs.append(number)
+        elif not open_pairs or open_pairs[-1] != number:
+            messages.append(f"{match.group(0)} closes "
+                            f"{'｟t' + open_pairs[-1] + '｠' if open_pairs else 'nothing open'}")
+            if number in open_pairs:
+                open_pairs.remove(number)
+        else:
+            open_pairs.pop()
+    return messages
+
+
+def unmask(translation, items):
+    """The masked `translation` with each token replaced by its item's source text.
+
+    A space the masking put beside a token is taken away where the source had none beside the
+    item (`<b>word</b>`, `{amount}.`, `(2026)`).
+
+    Raises:
+        MarkupError: `problems(translation, items)` found something, named in the message.
+    """
+    found = problems(translation, items)
+    if found:
+        raise MarkupError(f"{translation!r}: {'; '.join(found)}")
+    by_token = {item.token: item for item in items}
+
+    def restore(match):
+        before, token, after = match.groups()
+        item = by_token[token]
+        return (before if item.space_before else "") + item.text + \
+            (after if item.space_after else "")
+
+    return re.sub(r"( ?)(｟/?t?\d+/?｠)( ?)", restore, translation)
