@@ -1,13 +1,19 @@
 """data/markup.py: items out of the text and back, exactly; what a bad translation breaks is
-named; limits refused."""
+named; limits refused. keras_transformer/markup_constraint.py: searches that keep them."""
 
+import itertools
 import re
 
+import numpy as np
 import pytest
+import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_beam_search import log_softmax, table_step
 
+import keras_transformer as kt
 from keras_transformer.data import markup
+from keras_transformer.markup_constraint import MarkupConstraint
 
 WORDS = st.sampled_from(["the", "cat", "sat", "on", "mat", "é", "naïve", "(", ")", ",", ".",
                          "¿", "?", "50%", "a.b", "x-y"])
@@ -97,3 +103,70 @@ def test_too_many_items_or_a_token_in_the_source_are_refused():
         markup.mask("<br/>" * 51)
     with pytest.raises(markup.MarkupError, match="already holds a placeholder token"):
         markup.mask("a ｟1｠ b")
+
+
+# The constraint in the search: a toy vocabulary of 6 ids, 0 and 2 words, 1 end of sentence,
+# 3 and 4 a tag pair's tokens, 5 an item token no sentence has.
+VOCAB, MARKERS = 6, [3, 4, 5]
+LIMITS = [4, 3, 2]
+ITEM_IDS, OPENING = [[3, 4], [0, 0], [3, 4]], [[-1, 0], [-1, -1], [-1, 0]]
+
+
+def keeps_the_markup(sentence, tokens):
+    """The rule, written over a whole hypothesis: the sentence's items once each, in order."""
+    if 5 in tokens:
+        return False
+    if sentence == 1:
+        return 3 not in tokens and 4 not in tokens
+    return tokens.count(3) == tokens.count(4) == 1 and tokens.index(3) < tokens.index(4)
+
+
+def enumeration(table, sentence, limit, alpha):
+    """Every hypothesis the rule keeps, with its penalized score, best first."""
+    log_probs = log_softmax(table[sentence].astype("float64"))
+    found = []
+    for length in range(1, limit + 1):
+        for tokens in itertools.product(range(VOCAB), repeat=length):
+            if 1 in tokens[:-1] or (length < limit and tokens[-1] != 1) or \
+                    not keeps_the_markup(sentence, tokens):
+                continue
+            previous = (0,) + tokens[:-1]
+            total = sum(log_probs[t, p, y] for t, (p, y) in enumerate(zip(previous, tokens)))
+            found.append((total / ((5 + length) / 6) ** alpha, tokens))
+    return sorted(found, key=lambda pair: -pair[0])
+
+
+def constraint():
+    return MarkupConstraint(tf.constant(ITEM_IDS), tf.constant(OPENING), tf.constant(MARKERS))
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_beam_search_under_the_constraint_finds_the_best_hypotheses_that_keep_the_markup(
+        rng, jit_compile):
+    """A beam as wide as every prefix returns the enumeration's best among the hypotheses that
+    keep each item once, well nested (sentence 3's limit leaves room for the items alone)."""
+    table = rng.normal(scale=2.0, size=(3, max(LIMITS), VOCAB, VOCAB))
+    step_fn, cache = table_step(table)
+    beam = VOCAB ** (max(LIMITS) - 1)
+    search = tf.function(lambda: kt.beam_search(
+        step_fn, cache, LIMITS, beam_size=beam, buffer_length=max(LIMITS),
+        processors=[constraint()]), jit_compile=jit_compile)
+    ids, scores = search()
+    for sentence, limit in enumerate(LIMITS):
+        expected = enumeration(table, sentence, limit, 0.6)
+        assert expected and (sentence != 2 or [t for _, t in expected] == [(3, 4)])
+        for k, (score, tokens) in enumerate(expected[:8]):
+            np.testing.assert_allclose(scores[sentence, k], score, rtol=1e-5)
+            assert ids[sentence, k].numpy().tolist()[:len(tokens)] == list(tokens)
+
+
+def test_greedy_and_sampled_outputs_keep_the_markup(rng):
+    table = rng.normal(scale=2.0, size=(3, max(LIMITS), VOCAB, VOCAB))
+    step_fn, cache = table_step(table)
+    for temperature, seed in [(0.0, None), (1.0, [1, 0]), (1.0, [2, 0]), (3.0, [3, 0])]:
+        ids, _ = kt.sampling_search(step_fn, cache, tf.constant(LIMITS),
+                                    temperature=temperature, seed=seed,
+                                    processors=[constraint()])
+        for sentence, row in enumerate(ids.numpy().tolist()):
+            tokens = tuple(row[:row.index(1) + 1] if 1 in row else row[:LIMITS[sentence]])
+            assert keeps_the_markup(sentence, tokens), (temperature, sentence, tokens)

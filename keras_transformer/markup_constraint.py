@@ -1,0 +1,77 @@
+"""A search held to its sentence's markup: every item token exactly once, tag pairs well nested
+(the production-translation issue; data/markup.py takes the items out of the text and puts them
+back).
+
+`MarkupConstraint` is a decoding processor (processors.py). For each sentence it knows the
+vocabulary ids of the tokens standing for its items (`item_ids`) and which of them closes which
+(`opening`); for the whole vocabulary, which ids are item tokens at all (`marker_ids`). At each
+step a hypothesis may write:
+- an item token of its sentence not written yet: an opening or lone one at any time, a closing
+  one only when its opening is the innermost pair still open;
+- no other item token (a model may not invent `｟7｠` where the source has six);
+- end of sentence only once every item is written;
+- any other token unless the items left need every step to the length limit.
+So every finished hypothesis holds each item exactly once, well nested, whatever the search
+(beam, greedy, sampling). Where they land is the model's choice: one trained on pairs whose items
+became the same tokens on both sides puts them where they belong.
+"""
+
+from typing import NamedTuple
+
+import tensorflow as tf
+
+from keras_transformer.search import NEG_INF
+from keras_transformer.token_ids import EOS_ID
+
+
+class MarkupConstraint(NamedTuple):
+    """Fields:
+        item_ids: int [batch, items], each sentence's item token ids, 0-padded.
+        opening: int [batch, items], for an entry that closes a tag pair, the index of its
+            opening entry; -1 for every other entry.
+        marker_ids: int [markers], the vocabulary ids of all item tokens.
+    """
+
+    item_ids: tf.Tensor
+    opening: tf.Tensor
+    marker_ids: tf.Tensor
+
+    def start(self, layout):
+        item_ids = tf.repeat(tf.cast(self.item_ids, tf.int32), layout.copies, axis=0)
+        opening = tf.repeat(tf.cast(self.opening, tf.int32), layout.copies, axis=0)
+        limits = tf.repeat(tf.cast(layout.max_lengths, tf.int32), layout.copies, axis=0)
+        required = item_ids != 0
+        entries = tf.range(tf.shape(item_ids)[1])
+        # closes[r, i, j]: entry j closes entry i's pair.
+        closes = opening[:, None, :] == entries[None, :, None]
+        has_closing = tf.reduce_any(closes, axis=2)
+
+        def adjust(logits, ids, step, written_at):
+            last = tf.gather(ids, tf.maximum(step - 1, 0), axis=1)
+            just = required & (item_ids == last[:, None]) & (written_at < 0) & (step > 0)
+            written_at = tf.where(just, step - 1, written_at)
+            written = written_at >= 0
+            closed = tf.reduce_any(closes & written[:, None, :], axis=2)
+            open_pairs = written & has_closing & ~closed
+            innermost = tf.argmax(tf.where(open_pairs, written_at, -1), axis=1,
+                                  output_type=tf.int32)
+            may_close = tf.reduce_any(open_pairs, axis=1, keepdims=True) & \
+                (opening == innermost[:, None])
+            allowed_entries = required & ~written & ((opening < 0) | may_close)
+            return tf.where(self._allowed(logits, item_ids, allowed_entries, required & ~written,
+                                          limits - step), logits, NEG_INF), written_at
+
+        return adjust, tf.fill(tf.shape(item_ids), -1)
+
+    def _allowed(self, logits, item_ids, allowed_entries, left, steps_left):
+        """bool [rows, vocab]: the tokens a row may write next."""
+        vocab = tf.shape(logits)[-1]
+        items = tf.reduce_any(tf.one_hot(item_ids, vocab, on_value=True, off_value=False) &
+                              allowed_entries[:, :, None], axis=1)
+        markers = tf.reduce_any(tf.one_hot(tf.cast(self.marker_ids, tf.int32), vocab,
+                                           on_value=True, off_value=False), axis=0)
+        remaining = tf.reduce_sum(tf.cast(left, tf.int32), axis=1)
+        others = ~markers[None, :] & (remaining < steps_left)[:, None]
+        end = tf.range(vocab)[None, :] == EOS_ID
+        others = tf.where(end, (remaining == 0)[:, None], others)
+        return items | others
