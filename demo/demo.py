@@ -27,7 +27,7 @@ from keras_transformer.export.lines import print_scores, translate_lines
 from keras_transformer.export.saved_model import ExportError, export, provenance
 from keras_transformer.export.translator import Translator
 from keras_transformer.model_dir import config
-from keras_transformer.trainer import callbacks, task
+from keras_transformer.trainer import callbacks, flags
 
 # kt-train flags (by argparse dest) for a new run; a model_dir with a config keeps its own.
 NEW_RUN_DEFAULTS = {"hparams_name": ("--hparams", "transformer_small"),
@@ -78,7 +78,7 @@ def train_argv(args, train_flags):
     naming the flag.
     """
     argv = ["--model_dir", args.model_dir, "--max_minutes", str(args.minutes), *train_flags]
-    given = vars(task.parse_args(["--model_dir", args.model_dir, *train_flags]))
+    given = vars(flags.parse_args(["--model_dir", args.model_dir, *train_flags]))
     if given["max_minutes"] is not None:
         raise config.ConfigError("kt-demo sets kt-train's --max_minutes: use --minutes")
     if config.load(args.model_dir) is None:
@@ -91,11 +91,11 @@ def train_argv(args, train_flags):
 def train(argv):
     """Trains with the Python API (`trainer.Trainer`) the run kt-train's arguments `argv`
     describe; errors name kt-train's flags."""
-    parser = task.argument_parser()
+    parser = flags.argument_parser()
     try:
-        task.trainer_of(parser.parse_args(argv)).fit()
-    except (*task.ERRORS, OSError) as error:
-        raise DemoError(task.in_flags(str(error), task.flag_names(parser)),
+        flags.trainer_of(parser.parse_args(argv)).fit()
+    except (*flags.ERRORS, OSError) as error:
+        raise DemoError(flags.in_flags(str(error), flags.flag_names(parser)),
                         1 if isinstance(error, callbacks.TrainingError) else 2) from None
 
 

@@ -16,6 +16,7 @@ from keras_transformer import model_dir
 from keras_transformer.export import translate
 from keras_transformer.model_dir import checkpoints, config
 from keras_transformer.trainer import average, evaluation, keep_best, task
+from keras_transformer.trainer.flags import parse_args
 
 
 def evaluations(tracker, model, results):
@@ -127,7 +128,7 @@ def test_keep_best_flags_that_cannot_work_are_refused(tmp_path, small_corpus, fl
 
 def test_keep_best_with_no_evaluations_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        task.parse_args(["--model_dir", str(tmp_path), "--keep_best", "loss", "--eval_every", "0"])
+        parse_args(["--model_dir", str(tmp_path), "--keep_best", "loss", "--eval_every", "0"])
     assert "argument --eval_every: must be at least 1, got 0" in capsys.readouterr().err
 
 

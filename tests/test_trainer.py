@@ -18,6 +18,7 @@ import keras_transformer as kt
 from keras_transformer import trainer
 from keras_transformer.model_dir import averaging, checkpoints, config, loading
 from keras_transformer.trainer import average, callbacks, task
+from keras_transformer.trainer.flags import parse_args
 
 
 @pytest.fixture(scope="module")
@@ -313,7 +314,7 @@ def test_sigkill_and_sigterm_then_resume_equal_an_uninterrupted_run(tmp_path, sm
         np.testing.assert_allclose(a, b, atol=1e-5)
     assert any(not np.allclose(a, w) for a, w in zip(averages_a, weights_a))
     with pytest.raises(SystemExit):
-        task.parse_args(["--model_dir", str(tmp_path / "bad"), "--accumulate_steps", "0"])
+        parse_args(["--model_dir", str(tmp_path / "bad"), "--accumulate_steps", "0"])
     assert "argument --accumulate_steps: must be at least 1, got 0" in capsys.readouterr().err
 
 

@@ -1,0 +1,207 @@
+"""kt-train's flags: the parser, the mapping of the flags onto a `RunConfig` and a `Trainer`,
+and the Trainer's error messages written back in flag names. kt-train (task.py) and kt-demo,
+which passes kt-train's flags on, both use it."""
+
+import argparse
+import re
+
+import keras_transformer as kt
+from keras_transformer import cli, data
+from keras_transformer.cli import at_least
+from keras_transformer.data import glove
+from keras_transformer.model_dir import checkpoints, config
+from keras_transformer.trainer import callbacks, init_from, runner
+
+# The flags that set no field of the configuration: the Trainer's own arguments, and --verbose.
+TRAINER_FLAGS = ("model_dir", "vocab", "build_vocab_size", "download", "log_every",
+                 "max_minutes", "verbose")
+
+
+# kt-train --help's text.
+USAGE = """Train a Transformer: `kt-train` or `python -m keras_transformer.trainer`.
+
+    kt-train --model_dir runs/small --hparams transformer_small --data bible_en_es \\
+        --batch_tokens 4096 --train_steps 20000
+
+Steps count optimizer updates; with --accumulate_steps K each update is K micro-batches of
+--batch_tokens.
+
+CoVe's MT-LSTM trains the same way over fixed GloVe vectors of the source words:
+
+    kt-train --model_dir runs/mt_lstm --hparams cove_mt_lstm --data bible_en_es \
+        --glove glove.6B.50d.txt.bz2 --glove_words 100000 --batch_tokens 4096
+
+The run's configuration goes to model_dir/config.json, the vocabulary to model_dir/vocab.model,
+checkpoints to model_dir/checkpoints/, TensorBoard logs to model_dir/logs/. Running the same
+command again resumes from the last checkpoint with the same step count and learning rate;
+`--model_dir` alone is enough to resume, and flags that contradict the saved model or data are
+refused.
+"""
+
+
+def argument_parser():
+    parser = argparse.ArgumentParser(
+        prog="kt-train", description=USAGE.split("\n\n")[0],
+        epilog=USAGE.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    add = parser.add_argument
+    # Every flag defaults to None: a resumed run takes the saved value, a new run the default.
+    defaults = flag_defaults()
+    add("--model_dir", required=True, help="where the run's files go (and are resumed from)")
+    add("--hparams", dest="hparams_name",
+        help=f"named hyper-parameter set (default {defaults.hparams_name}); "
+             f"python -m keras_transformer.hparams lists them")
+    add("--hparams_override", help='comma-separated overrides, e.g. "dropout=0.2,num_layers=4"')
+    data.sources.add_flags(parser, config.DataConfig.corpus, unset_defaults=True)
+    add("--vocab", help="SentencePiece model to use; built here from the training data if the "
+                        "file does not exist (default: model_dir/vocab.model)")
+    add("--vocab_size", dest="build_vocab_size", type=at_least(260),
+        help="ids in a vocabulary built by this run (default 8000, or the paper's 16000 for a "
+             "treebank; the paper's WMT en-de: ~37000)")
+    add("--glove", help="an mt_lstm run (--hparams cove_mt_lstm): the GloVe text file (.txt, .gz, "
+                        ".bz2) of the source words and their fixed vectors; the words go to "
+                        f"model_dir/{config.WORDS_FILE}, the vectors into the checkpoints")
+    add("--glove_words", type=at_least(1),
+        help="with --glove: keep its first (most frequent) N words only (default: all)")
+    add("--init_from",
+        help="fine-tune: start this new run from another run's weights and vocabulary (its "
+             "model_dir, for its default checkpoint, or a checkpoint directory); hparams default "
+             "to its, and must describe the same model")
+    add("--init_optimizer", action=argparse.BooleanOptionalAction, default=None,
+        help="with --init_from: also take its optimizer state and step, continuing its "
+             "learning-rate schedule (default: a fresh optimizer and schedule)")
+    add("--max_length", type=at_least(2),
+        help=f"longest pair in tokens (default {defaults.max_length})")
+    add("--overlong", choices=("drop", "truncate"), help="longer pairs (default drop)")
+    add("--batch_tokens", type=at_least(1),
+        help=f"padded tokens per batch, each side, all replicas (default {defaults.batch_tokens})")
+    add("--accumulate_steps", type=at_least(1),
+        help=f"micro-batches of --batch_tokens per optimizer update, their gradients added up "
+             f"token-exactly: an update sees accumulate_steps x batch_tokens tokens in the memory "
+             f"of one micro-batch (default {defaults.accumulate_steps}; e.g. 25000 tokens on one "
+             f"GPU: --batch_tokens 6250 --accumulate_steps 4)")
+    add("--bucket_growth", type=at_least(1.0, float),
+        help=f"growth factor (> 1) of the length buckets' boundaries, to which pairs are padded "
+             f"(default {data.BUCKET_GROWTH}: {len(data.bucket_boundaries(256))} buckets up to "
+             f"256 tokens; with --jit_compile {data.XLA_BUCKET_GROWTH}: "
+             f"{len(data.bucket_boundaries(256, step=data.XLA_BUCKET_GROWTH))}, as XLA compiles "
+             f"the step once for each)")
+    add("--train_steps", type=at_least(1),
+        help="total training steps (default: the hparams set's)")
+    add("--eval_every", type=at_least(1),
+        help=f"steps between dev evaluations (default {defaults.eval_every})")
+    add("--eval_sentences", type=at_least(0),
+        help=f"dev sentences translated for BLEU, spread evenly over the dev split (default "
+             f"{defaults.eval_sentences}; 0: none)")
+    add("--eval_beam_size", type=at_least(1),
+        help=f"beam size of the dev BLEU (default {defaults.eval_beam_size}: greedy; beam "
+             f"search uses the hparams' decode_alpha)")
+    add("--keep_best", choices=sorted(config.KEEP_BEST_METRICS),
+        help=f"keep the checkpoint with the best dev BLEU, chrF, loss or (a run on a treebank) "
+             f"EVALB F1 in model_dir/"
+             f"{config.BEST_DIR}/ (--keep_checkpoints never deletes it; kt-translate "
+             f"--checkpoint best loads it)")
+    add("--early_stopping", type=at_least(0),
+        help="stop after this many evaluations without a better --keep_best metric (default "
+             "0: never)")
+    add("--keep_checkpoints", type=at_least(0),
+        help=f"checkpoints kept (default {defaults.keep_checkpoints}; 0: all)")
+    add("--checkpoint_every_steps", type=at_least(0),
+        help=f"steps between checkpoints (default {defaults.checkpoint_every_steps}; 0: off)")
+    add("--checkpoint_every_minutes", type=at_least(0, float),
+        help=f"minutes between checkpoints (default {defaults.checkpoint_every_minutes}; 0: off)")
+    add("--average_last", type=at_least(0),
+        help=f"at the end, average the newest N checkpoints (paper 6.1: 5 for base models) into "
+             f"model_dir/{config.AVERAGED_DIR}/, which kt-translate and kt-export then load "
+             f"(default {defaults.average_last}: none)")
+    add("--ema_decay", type=at_least(0.0, float),
+        help="keep an exponential moving average of the weights with this decay (e.g. 0.9999; "
+             "default 0: none); dev evaluation, kt-translate and kt-export then use the averaged "
+             "weights (their --no-ema: the trained ones)")
+    add("--mixed_precision", choices=sorted(config.PRECISIONS),
+        help="compute dtype policy (default none: float32); auto: mixed_bfloat16 where the "
+             "devices compute bfloat16 natively (GPUs from Ampere on, CPUs with AVX512_BF16 or "
+             "AMX), else float32")
+    add("--jit_compile", action=argparse.BooleanOptionalAction, default=None,
+        help="compile the train step with XLA")
+    add("--seed", type=int, help=f"random seed (default {defaults.seed})")
+    add("--deterministic", action=argparse.BooleanOptionalAction, default=None,
+        help="same batches and dropout on every run, also across a resume (slower)")
+    add("--log_every", type=at_least(1), default=100,
+        help="steps between progress lines (default 100)")
+    add("--max_minutes", type=at_least(0, float),
+        help="stop (with a checkpoint and an evaluation) after this many minutes of training; "
+             "running the command again continues")
+    cli.add_verbose_flag(parser)
+    return parser
+
+
+def parse_args(argv=None):
+    return argument_parser().parse_args(argv)
+
+
+def flag_defaults():
+    """The defaults of the configuration's fields, by flag name (the help texts quote them)."""
+    run = config.RunConfig()
+    return argparse.Namespace(**{flag: run.get(*key) for flag, key in config.FLAT_NAMES.items()})
+
+
+def run_config(args):
+    """Merges the flags the user set with model_dir's saved configuration."""
+    given = {config.FLAT_NAMES[name]: value for name, value in vars(args).items()
+             if value is not None and name in config.FLAT_NAMES}
+    saved = config.load(args.model_dir)
+    # The run whose hparams this one starts from: its own, or for a new fine-tuning run the
+    # --init_from run's.
+    base = saved
+    if saved is None and args.init_from:
+        base = init_from.source_run(args.init_from)
+    base_name = base.model.hparams_name if base else config.ModelConfig.hparams_name
+    name = args.hparams_name or base_name
+    given[("model", "hparams_name")] = name
+    if base is not None and name == base_name:
+        # New overrides apply on top of the run's own (e.g. a lower learning rate to resume).
+        if args.hparams_override:
+            given[("model", "hparams")] = kt.HParams(**base.model.hparams).override_from_string(
+                args.hparams_override).to_dict()
+            given[("model", "hparams_override")] = ",".join(
+                filter(None, (base.model.hparams_override, args.hparams_override)))
+        elif saved is None:
+            given[("model", "hparams")] = base.model.hparams
+            given[("model", "hparams_override")] = base.model.hparams_override
+    else:
+        given[("model", "hparams")] = kt.hparams.get(name).override_from_string(
+            args.hparams_override or "").to_dict()
+    return config.merge(saved, given, args.model_dir)
+
+
+def trainer_of(args):
+    """The `runner.Trainer` the flags describe."""
+    return runner.Trainer(run_config(args), args.model_dir, vocab=args.vocab,
+                          build_vocab_size=args.build_vocab_size, download=bool(args.download),
+                          log_every=args.log_every, max_minutes=args.max_minutes)
+
+
+def flag_names(parser):
+    """{a configuration field "section.field", or a Trainer argument: its flag}."""
+    names = {}
+    for action in parser._actions:
+        flag = next((option for option in action.option_strings if option.startswith("--")),
+                    None)
+        if flag and action.dest in config.FLAT_NAMES:
+            names[".".join(config.FLAT_NAMES[action.dest])] = flag
+        elif flag and action.dest in TRAINER_FLAGS:
+            names[action.dest] = flag
+    return names
+
+
+def in_flags(message, names):
+    """An error message of the Trainer with its field names written as kt-train's flags."""
+    fields = sorted((name for name in names if "." in name), key=len, reverse=True)
+    message = re.sub(r"\b(" + "|".join(map(re.escape, fields)) + r")\b",
+                     lambda match: names[match.group(1)], message)
+    first, _, rest = message.partition(" ")  # a Trainer argument opens the messages naming one
+    return f"{names.get(first, first)} {rest}" if rest else message
+
+
+ERRORS = (config.ConfigError, kt.HParamsError, data.CorpusError, data.VocabularyError,
+          checkpoints.CheckpointError, callbacks.TrainingError, glove.GloveError)
