@@ -20,10 +20,11 @@ VOCAB = 30
 HOT = VOCAB - 1  # a source token whose embedding overflows float16 in the encoder
 ROWS = 16  # splits over 8 replicas x 2 micro-batches
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
-# Every precision with and without accumulation, every replica count twice: what the suite runs.
-# "full" (the first argument) runs all 18.
-COVERING = [("float32", 1, 8), ("float32", 2, 2), ("mixed_bfloat16", 1, 2),
-            ("mixed_bfloat16", 2, 4), ("mixed_float16", 1, 4), ("mixed_float16", 2, 8)]
+# Every precision with and without accumulation, each replica count in two precisions but 8 in
+# one (float32, the tightest tolerance): what the suite runs. A run over 8 replicas traces the
+# model 8 times, 11-18 s against 3 for 2 (2026-11-27). "full" (the first argument) runs all 18.
+COVERING = [("float32", 1, 8), ("float32", 2, 2), ("mixed_bfloat16", 1, 4),
+            ("mixed_bfloat16", 2, 2), ("mixed_float16", 1, 2), ("mixed_float16", 2, 4)]
 FULL = [(policy, accumulate_steps, replicas) for policy in PRECISIONS
         for accumulate_steps in (1, 2) for replicas in (2, 4, 8)]
 
@@ -118,7 +119,7 @@ def overflow():
     report = {}
     for name, replicas, accumulate_steps, hot_rows in [
             ("no overflow", 2, 1, slice(0, 0)),
-            ("one device", 1, 1, slice(12, 16)), ("last of 8 replicas", 8, 1, slice(14, 16)),
+            ("one device", 1, 1, slice(12, 16)), ("last of 4 replicas", 4, 1, slice(12, 16)),
             ("replica 1 of 2", 2, 1, slice(8, 16)),
             ("micro-batch 1 of replica 1 of 2", 2, 2, slice(8, 12))]:
         (source, target_input), target = batches(1, seed=5)[0]
