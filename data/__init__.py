@@ -33,6 +33,7 @@ from keras_transformer.data.input_pipeline import (
     shift_right,
     tokenized_pairs,
 )
+from keras_transformer.data.markup_pairs import MarkupAugmentedSource
 from keras_transformer.data.sources import (
     BUNDLED,
     CorpusError,
@@ -60,7 +61,8 @@ from keras_transformer.data.vocab import (
 )
 
 __all__ = [
-    "BUCKET_GROWTH", "BUNDLED", "CorpusError", "EOS_ID", "LocalSource", "PAD_ID", "TfdsSource",
+    "BUCKET_GROWTH", "BUNDLED", "CorpusError", "EOS_ID", "LocalSource", "MarkupAugmentedSource",
+    "PAD_ID", "TfdsSource",
     "Tree",
     "TreeError", "TreebankSource", "UpdateBatches", "Vocabulary", "VocabularyError",
     "XLA_BUCKET_GROWTH", "batch_by_length", "batch_shapes",

@@ -22,6 +22,8 @@ on the sides where the source had none beside the item.
 import dataclasses
 import re
 
+import numpy as np
+
 MAX_ITEMS = 50  # of each kind (tag pairs, other items) in one text
 TOKENS = tuple([f"｟{n}｠" for n in range(1, MAX_ITEMS + 1)] +
                [f"｟t{n}｠" for n in range(1, MAX_ITEMS + 1)] +
@@ -186,3 +188,30 @@ def unmask(translation, items):
             (after if item.space_after else "")
 
     return re.sub(r"( ?)(｟/?t?\d+/?｠)( ?)", restore, translation)
+
+
+def constraint_inputs(items_of_texts, token_ids):
+    """What `keras_transformer.markup_constraint.MarkupConstraint` needs for a batch of masked
+    texts: (item_ids, opening), int32 [texts, most items] each.
+
+    Args:
+        items_of_texts: each text's `Masked.items`.
+        token_ids: the vocabulary's id of each of `TOKENS`, in its order
+            (`Vocabulary.markup_ids`).
+
+    Returns:
+        item_ids: each text's item token ids in source order, 0-padded; opening: for a closing
+        tag's entry, the column of its opening tag; -1 elsewhere.
+    """
+    id_of = dict(zip(TOKENS, token_ids))
+    width = max([1, *map(len, items_of_texts)])
+    item_ids = np.zeros([len(items_of_texts), width], np.int32)
+    opening = np.full([len(items_of_texts), width], -1, np.int32)
+    for row, items in enumerate(items_of_texts):
+        column_of = {}
+        for column, item in enumerate(items):
+            item_ids[row, column] = id_of[item.token]
+            column_of[item.token] = column
+            if item.token.startswith("｟/t"):  # its opening came first in the source
+                opening[row, column] = column_of["｟t" + item.token[3:]]
+    return item_ids, opening

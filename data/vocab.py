@@ -30,7 +30,7 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the tokenizer needs)
 
 from keras_transformer import cli
-from keras_transformer.data import sources, treebank
+from keras_transformer.data import markup, sources, treebank
 from keras_transformer.token_ids import EOS_ID, PAD_ID, UNK_ID
 
 MODEL_TYPES = ("bpe", "unigram")
@@ -107,6 +107,9 @@ class Vocabulary(tf.Module):
                 f"eos={processor.eos_id()}; build it with kt-vocab")
         self.model_proto = model_proto
         self.vocab_size = processor.get_piece_size()
+        # After a space, as markup.mask leaves each token; None: not all held as one piece.
+        ids = [processor.piece_to_id(_SPACE_SYMBOL + token) for token in markup.TOKENS]
+        self._markup_ids = None if UNK_ID in ids else ids
         self.tokenizer = self._new_tokenizer()
 
     def _new_tokenizer(self):
@@ -174,6 +177,19 @@ class Vocabulary(tf.Module):
         """The subword of each id in int ids [length], as str: e.g. ['▁In', '▁the', '</s>']."""
         pieces = self._live_tokenizer().id_to_string(tf.constant(ids, tf.int32)).numpy()
         return [piece.decode("utf-8") for piece in pieces]
+
+    def markup_ids(self):
+        """The ids of `markup.TOKENS`, in its order: int list [200].
+
+        Raises:
+            VocabularyError: the vocabulary does not hold each token as one piece.
+        """
+        if self._markup_ids is None:
+            raise VocabularyError(
+                f"{self.path} does not keep markup's placeholder tokens (｟1｠, ｟t1｠, ...) "
+                f"whole; markup needs a vocabulary built with kt-vocab --markup or by kt-train "
+                f"--markup_rate, and a model trained with it")
+        return list(self._markup_ids)
 
     def check_size(self, vocab_size, what="the model"):
         """Raises VocabularyError unless this vocabulary has `vocab_size` ids."""
@@ -257,8 +273,10 @@ def default_vocab_size(spec):
 
 def corpus_whole_tokens(source):
     """The tokens a vocabulary of `source` keeps whole (`build_vocabulary`): a treebank's
-    brackets; none for a translation corpus."""
-    return source.whole_tokens() if isinstance(source, treebank.TreebankSource) else ()
+    brackets, markup's placeholder tokens (`data.MarkupAugmentedSource`); none for a plain
+    translation corpus."""
+    whole_tokens = getattr(source, "whole_tokens", None)
+    return tuple(whole_tokens()) if whole_tokens else ()
 
 
 def corpus_texts(source, split="train"):
@@ -285,6 +303,9 @@ def main(argv=None):
                         help="training threads; the result depends on it (default: %(default)s)")
     parser.add_argument("--output", required=True, help="path of the .model file to write")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
+    parser.add_argument("--markup", action="store_true",
+                        help="keep markup's placeholder tokens (｟1｠, ｟t1｠, ...) whole, for a "
+                             "model trained with kt-train --markup_rate")
     cli.add_verbose_flag(parser)
     args = parser.parse_args(argv)
     start = time.perf_counter()
@@ -293,7 +314,8 @@ def main(argv=None):
         vocab_size = args.vocab_size or default_vocab_size(args.data)
         vocabulary = build_vocabulary(corpus_texts(source), vocab_size, args.output,
                                       args.model_type, args.max_sentences, args.num_threads,
-                                      args.overwrite, corpus_whole_tokens(source))
+                                      args.overwrite, (*corpus_whole_tokens(source),
+                                                       *(markup.TOKENS if args.markup else ())))
     except (sources.CorpusError, VocabularyError) as error:
         print(f"kt-vocab: error: {error}", file=sys.stderr)
         return 2

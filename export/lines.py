@@ -11,6 +11,7 @@ import sacrebleu
 import tensorflow as tf
 
 from keras_transformer import data
+from keras_transformer.data import markup
 
 
 class InputError(ValueError):
@@ -96,7 +97,7 @@ class PrefixError(ValueError):
 
 
 def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, prefixes=None,
-                 sampling=None):
+                 sampling=None, markup_items=None):
     """The `n_best` best hypotheses of the beam for each of `lines` (bytes or str), in input
     order: a list of `Hypothesis` per line, best first (fewer where the beam found fewer).
     With `sampling` (a `Sampling`), `n_best` samples a line instead, in the order drawn.
@@ -104,10 +105,16 @@ def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, pre
     `prefixes`: a target prefix (bytes or str) per line, which every hypothesis of that line
     starts with ("" for none). An empty line translates to "" whatever its prefix.
 
+    `markup_items`: each line's `data.markup.mask(...).items`, the lines being the masked texts:
+    every hypothesis holds each of its line's item tokens once, tag pairs well nested (the
+    texts are returned masked; `data.markup.unmask` puts the items back).
+
     Raises:
         PrefixError: a prefix has as many tokens as its line's translation may have, or more
             (checked before translating anything).
     """
+    if prefixes is not None and markup_items is not None:
+        raise ValueError("target prefixes and markup cannot be combined (yet)")
     if not 1 <= n_best <= (n_best if sampling else translator.beam_size):
         raise ValueError(f"n_best must be between 1 and the beam size {translator.beam_size}, "
                          f"got {n_best}")
@@ -121,14 +128,19 @@ def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, pre
     hypotheses = [None] * len(lines)
     for number, (rows, batch) in enumerate(sorted_batches(source_ids, batch_size,
                                                           progress_every)):
-        prefix = None
+        prefix = items = None
         if prefixes is not None:
             prefix = prefix_ids[rows]
             prefix = prefix[:, :max(1, np.count_nonzero(prefix, axis=1).max())]
+        if markup_items is not None:
+            items = markup.constraint_inputs([markup_items[row] for row in rows],
+                                             translator.vocabulary.markup_ids())
         if sampling:
             result = translator.sample_n_best_ids(batch, n_best, sampling.temperature,
                                                   sampling.top_k, (sampling.seed, number),
-                                                  prefix)
+                                                  prefix, items)
+        elif items is not None:
+            result = translator.translate_n_best_ids_with_markup(tf.constant(batch), *items)
         elif prefix is None:
             result = translator.translate_n_best_ids(tf.constant(batch))
         else:

@@ -5,6 +5,7 @@
     kt-translate --model_dir runs/demo --n_best 4 < input.en > nbest.jsonl
     kt-translate --model_dir runs/demo --sampling_temperature 1 --seed 7 < mono.en > sampled.es
     kt-translate --model_dir runs/demo --input dev.en --target_prefix prefixes.es
+    kt-translate --model_dir runs/markup --markup < strings.en > strings.es
     kt-translate --engine ctranslate2 --ctranslate2_dir ct2/demo --input dev.en
     kt-translate --model_dir runs/wmt --data wmt_t2t_translate/de-en --source_lang en \
         --target_lang de --split test --output newstest2014.de
@@ -23,6 +24,7 @@ import time
 
 from keras_transformer import cli, data
 from keras_transformer.cli import at_least
+from keras_transformer.data import markup
 from keras_transformer.export.ctranslate2 import PATIENCE, Ctranslate2Translator
 from keras_transformer.export.flags import (
     add_batch_size_flag,
@@ -33,6 +35,7 @@ from keras_transformer.export.flags import (
     with_batch_size,
 )
 from keras_transformer.export.lines import (
+    Hypothesis,
     InputError,
     PrefixError,
     Sampling,
@@ -141,6 +144,12 @@ def parse_args(argv=None):
                         help="file of target prefixes, one a line (blank: none): each line's "
                              "translation starts with its prefix and the search goes on from "
                              "there")
+    parser.add_argument("--markup", action="store_true",
+                        help="keep each line's tags (attributes and all), format placeholders "
+                             "({0}, %%s, {{name}}), URLs, e-mail addresses and numbers: taken "
+                             "out before translating, each written back exactly once, tags "
+                             "well nested, where the model puts them (a model trained with "
+                             "kt-train --markup_rate places them well)")
     args = parser.parse_args(argv)
     if args.engine == "ctranslate2":
         if not args.ctranslate2_dir:
@@ -150,7 +159,7 @@ def parse_args(argv=None):
             ("--ensemble", args.ensemble), ("--ema/--no-ema", args.ema is not None),
             ("--dtype", args.dtype != "float32"),
             ("--sampling_temperature", args.sampling_temperature),
-            ("--target_prefix", args.target_prefix),
+            ("--target_prefix", args.target_prefix), ("--markup", args.markup),
             ("--tree_constraint", args.tree_constraint)) if given]
         if tensorflow_only:
             parser.error(f"{tensorflow_only[0]} is for --engine tensorflow; the CTranslate2 "
@@ -164,6 +173,8 @@ def parse_args(argv=None):
         parser.error("--seed and --sampling_top_k need --sampling_temperature")
     if args.sampling_temperature and args.seed is None:
         args.seed = random.randrange(2**31)
+    if args.markup and args.target_prefix:
+        parser.error("--markup and --target_prefix cannot be combined (yet)")
     if args.n_best and args.scores:
         parser.error("--n_best writes the scores already: drop --scores")
     if args.data and (args.input or args.reference):
@@ -209,6 +220,32 @@ def check_engine(args, translator, run):
         raise ConfigError(f"--target_prefix: {args.model_dir} is a parser, decoded among "
                           f"well-formed trees, which a prefix could leave no way to finish; add "
                           f"--no-tree_constraint to force it")
+    if args.markup:
+        if getattr(translator, "tree_leaves", None):
+            raise ConfigError(f"--markup: {args.model_dir} is a parser; its outputs are trees")
+        translator.vocabulary.markup_ids()  # refuses a vocabulary that cuts the tokens
+
+
+def masked_lines(args, lines):
+    """`markup.mask` of each line (bytes): a list of `markup.Masked`.
+
+    Raises:
+        InputError: a line with more items than markup.MAX_ITEMS, or one that holds a
+            placeholder token already, naming the line.
+    """
+    masked = []
+    for number, line in enumerate(lines, 1):
+        try:
+            masked.append(markup.mask(line.decode("utf-8", errors="replace")))
+        except markup.MarkupError as error:
+            raise InputError(f"{input_name(args)}:{number}: {error}") from None
+    return masked
+
+
+def unmasked(hypotheses, masked):
+    """Each line's hypotheses with their items put back (`markup.unmask`)."""
+    return [[Hypothesis(markup.unmask(h.text, line.items), h.score, h.log_prob) for h in best]
+            for best, line in zip(hypotheses, masked)]
 
 
 def read_inputs(args, run):
@@ -259,6 +296,7 @@ def main(argv=None):
         translator, run, used = engine_from_flags(args)
         check_engine(args, translator, run)
         lines, references, prefixes = read_inputs(args, run)
+        masked = masked_lines(args, lines) if args.markup else None
     except (InputError, ModelDirError, ConfigError, data.CorpusError, ValueError,
             OSError) as error:
         print(f"kt-translate: error: {error}", file=sys.stderr)
@@ -267,8 +305,12 @@ def main(argv=None):
     try:
         sampling = args.sampling_temperature and Sampling(
             args.sampling_temperature, args.sampling_top_k, args.seed)
-        hypotheses = n_best_lines(translator, lines, args.n_best or 1, args.batch_size,
-                                  progress_every=10, prefixes=prefixes, sampling=sampling)
+        hypotheses = n_best_lines(
+            translator, [line.text for line in masked] if masked else lines, args.n_best or 1,
+            args.batch_size, progress_every=10, prefixes=prefixes, sampling=sampling,
+            markup_items=[line.items for line in masked] if masked else None)
+        if masked:
+            hypotheses = unmasked(hypotheses, masked)
     except PrefixError as error:
         print(f"kt-translate: error: --target_prefix {args.target_prefix}: {error}",
               file=sys.stderr)

@@ -107,7 +107,7 @@ class DataConfig(_Section):
     """What the model learns from: the corpus, its languages, and which pairs are kept."""
 
     NAME = "data"
-    LIMITS = {"max_length": (2, None)}
+    LIMITS = {"max_length": (2, None), "markup_rate": (0.0, 1.0)}
     CHOICES = {"invalid_utf8": data.sources.INVALID_UTF8_MODES, "overlong": ("drop", "truncate")}
 
     corpus: str = "bible_en_es"  # kt-train --data: a bundled corpus, files, a TFDS name, ptb:DIR
@@ -117,11 +117,16 @@ class DataConfig(_Section):
     invalid_utf8: str = "error"
     max_length: int = 256  # the longest training pair, in tokens a side
     overlong: str = "drop"  # or "truncate" longer pairs
+    # The share of training pairs that show the model markup as placeholder tokens
+    # (data.markup_pairs), for translating with --markup; its vocabulary keeps them whole.
+    markup_rate: float = 0.0
 
     def open(self, download=False):
-        """The corpus as a `data.sources` source (`download`: let TFDS fetch it)."""
-        return data.get_source(self.corpus, self.source_lang, self.target_lang,
-                               self.tfds_data_dir, download, self.invalid_utf8)
+        """The corpus as a `data.sources` source (`download`: let TFDS fetch it), its training
+        pairs rewritten with markup at `markup_rate`."""
+        source = data.get_source(self.corpus, self.source_lang, self.target_lang,
+                                 self.tfds_data_dir, download, self.invalid_utf8)
+        return data.MarkupAugmentedSource(source, self.markup_rate) if self.markup_rate else source
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,7 +217,7 @@ FLAT_NAMES = {
     "data": ("data", "corpus"), "source_lang": ("data", "source_lang"),
     "target_lang": ("data", "target_lang"), "tfds_data_dir": ("data", "tfds_data_dir"),
     "invalid_utf8": ("data", "invalid_utf8"), "max_length": ("data", "max_length"),
-    "overlong": ("data", "overlong"),
+    "overlong": ("data", "overlong"), "markup_rate": ("data", "markup_rate"),
     "batch_tokens": ("batching", "batch_tokens"),
     "accumulate_steps": ("batching", "accumulate_steps"),
     "bucket_growth": ("batching", "bucket_growth"),
@@ -234,7 +239,7 @@ FLAT_NAMES = {
 FIXED = (("model", "hparams"), ("model", "vocab_size"), ("model", "init_from"),
          ("model", "glove"), ("model", "glove_words"), ("data", "corpus"),
          ("data", "source_lang"), ("data", "target_lang"), ("data", "max_length"),
-         ("data", "overlong"), ("optimization", "ema_decay"))
+         ("data", "overlong"), ("data", "markup_rate"), ("optimization", "ema_decay"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -291,6 +296,10 @@ class RunConfig:
         if evaluation.keep_best == "f1" and not data.is_treebank(self.data.corpus):
             raise ConfigError(f"evaluation.keep_best f1 scores parses: data.corpus "
                               f"{self.data.corpus} is not a treebank (ptb:DIR)")
+        if self.data.markup_rate and (data.is_treebank(self.data.corpus) or
+                                      model.hparams_name == "cove_mt_lstm"):
+            raise ConfigError("data.markup_rate shows a translation model markup; a parser or "
+                              "an MT-LSTM has none to keep")
 
     def to_dict(self):
         return dataclasses.asdict(self)

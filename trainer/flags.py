@@ -72,6 +72,11 @@ def argument_parser():
     add("--max_length", type=at_least(2),
         help=f"longest pair in tokens (default {defaults.max_length})")
     add("--overlong", choices=("drop", "truncate"), help="longer pairs (default drop)")
+    add("--markup_rate", type=at_least(0.0, float),
+        help="share of the training pairs shown with their markup as placeholder tokens, so "
+             "that kt-translate --markup places tags, placeholders, URLs and numbers where they "
+             f"belong (below 1; e.g. {data.markup_pairs.DEFAULT_RATE}; default 0: none); a "
+             "vocabulary the run builds keeps the tokens whole")
     add("--batch_tokens", type=at_least(1),
         help=f"padded tokens per batch, each side, all replicas (default {defaults.batch_tokens})")
     add("--accumulate_steps", type=at_least(1),

@@ -38,6 +38,8 @@ def prepare_vocabulary(model_dir, corpus, *, vocab, vocab_size, build_size, writ
                           f"started with; drop --vocab to continue the run")
     if vocab_size is not None:
         vocabulary.check_size(vocab_size, f"{model_dir}/{config.CONFIG_FILE}")
+    if isinstance(corpus, data.MarkupAugmentedSource):
+        vocabulary.markup_ids()  # refuses one that would cut the tokens into pieces
     return vocabulary
 
 

@@ -1,0 +1,114 @@
+"""Markup through training and kt-translate: training pairs that show a model the placeholder
+tokens (data/markup_pairs.py), vocabularies that keep them whole, and kt-translate --markup,
+whose every output holds each of its line's items exactly once, tags well nested, under beam
+search, greedy decoding and sampling."""
+
+import re
+
+import pytest
+from conftest import bundled_lines, run_main
+from test_trainer import kt_train, small_corpus  # noqa: F401  (a fixture)
+
+from keras_transformer import data, model_dir
+from keras_transformer.data import markup, markup_pairs
+from keras_transformer.export import translate
+from keras_transformer.export.lines import Sampling, n_best_lines
+from keras_transformer.export.translator import Translator
+from keras_transformer.model_dir import ConfigError, RunConfig
+
+TOKEN = re.compile(r"｟/?t?\d+/?｠")
+TAGGED = [
+    'Click <a href="/pay?id=7&amp;x=1">here</a> to pay {amount} before 2026-12-01.',
+    "And <b>God</b> said, Let there be light: and there was light.",
+    "<p>In the beginning <i>God</i> created the heaven and the earth.</p><br/>",
+    "Write to help@example.com or visit https://example.org/faq for %s more.",
+    "<b><i>nested</i> tags</b> and <unclosed> and 42, {{user}}.",
+    "No markup at all.",
+    "",
+    "<img src='a.png'/>",
+]
+
+
+def test_augmented_pairs_hold_the_same_tokens_on_both_sides(small_corpus):  # noqa: F811
+    pairs = list(zip(*(map(str.rstrip, bundled_lines("train", lang, 3000))
+                       for lang in ("en", "es"))))
+    rewritten = [markup_pairs.augment(*pair) for pair in pairs]
+    assert rewritten == [markup_pairs.augment(*pair) for pair in pairs]  # the pair decides
+    changed = [new for new, old in zip(rewritten, pairs) if new != old]
+    assert 0.25 < len(changed) / len(pairs) < 0.35  # DEFAULT_RATE 0.3
+    seen = set()
+    for source, target in changed:
+        tokens = TOKEN.findall(source)
+        assert tokens and sorted(tokens) == sorted(TOKEN.findall(target)), (source, target)
+        items = [markup.Item("tag", "", token) for token in tokens]
+        assert markup.problems(source, items) == markup.problems(target, items) == []
+        seen.add((bool(re.search("｟t2", source)), bool(re.search(r"｟\d", source))))
+    assert seen >= {(False, False), (True, False), (False, True)}  # tags, nested, placeholders
+    # Shared items keep their tokens in either order; an item on one side only: left as it is.
+    assert markup_pairs.augment("3 apples and 5 pears", "5 peras y 3 manzanas", rate=1) == (
+        "｟1｠ apples and ｟2｠ pears", "｟2｠ peras y ｟1｠ manzanas")
+    assert markup_pairs.augment("3 apples", "tres manzanas", rate=1) == ("3 apples",
+                                                                        "tres manzanas")
+    # Only the training split is rewritten; a vocabulary of the source keeps the tokens whole.
+    corpus = data.directory_source(small_corpus, "en", "es")
+    augmented = data.MarkupAugmentedSource(corpus)
+    for split, rewrites in (("train", True), ("dev", False)):
+        plain, new = (list(source.pairs(split).as_numpy_iterator())
+                      for source in (corpus, augmented))
+        assert (plain != new) == rewrites and len(plain) == len(new)
+    assert data.corpus_whole_tokens(augmented) == markup.TOKENS
+
+
+@pytest.fixture(scope="module")
+def markup_run(tmp_path_factory, small_corpus):  # noqa: F811
+    """A model_dir trained 2 steps with --markup_rate 0.5: enough to decode with."""
+    run = tmp_path_factory.mktemp("markup") / "run"
+    trained = kt_train(run, small_corpus, "--hparams", "transformer_tiny", "--train_steps", "2",
+                       "--markup_rate", "0.5")
+    assert trained.returncode == 0, trained.stderr
+    assert "MarkupAugmentedSource(" in trained.stdout
+    return run
+
+
+def test_every_search_keeps_each_item_once_and_kt_translate_puts_them_back(markup_run, tmp_path):
+    loaded = model_dir.load(markup_run)
+    translator = Translator(loaded.model, loaded.vocabulary, max_input_length=64)
+    masked = [markup.mask(text) for text in TAGGED]
+    items = [line.items for line in masked]
+    for sampling in (None, Sampling(1.0, 0, 3)):
+        hypotheses = n_best_lines(translator, [line.text for line in masked], 2, 4,
+                                  sampling=sampling, markup_items=items)
+        for line, best in zip(masked, hypotheses):
+            for hypothesis in best:
+                assert markup.problems(hypothesis.text, line.items) == [], hypothesis.text
+    greedy = Translator(loaded.model, loaded.vocabulary, max_input_length=64, beam_size=1)
+    expected = [markup.unmask(best[0].text, line.items) for line, best in zip(masked, n_best_lines(
+        greedy, [line.text for line in masked], 1, 8, markup_items=items))]
+    (tmp_path / "tagged.en").write_text("\n".join(TAGGED) + "\n", encoding="utf-8")
+    result = run_main(translate.main, "--model_dir", markup_run, "--markup", "--beam_size", "1",
+                      "--input", tmp_path / "tagged.en", "--max_input_length", "64")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == expected
+    assert all(source.count("<") == output.count("<") for source, output in zip(
+        TAGGED, expected))
+
+
+def test_markup_needs_a_vocabulary_that_keeps_the_tokens_whole(trained_model_dir, markup_run,
+                                                               small_corpus, tmp_path):  # noqa: F811
+    refused = run_main(translate.main, "--model_dir", trained_model_dir, "--markup")
+    assert refused.returncode == 2
+    assert f"{trained_model_dir / 'vocab.model'} does not keep markup's placeholder tokens" in \
+        refused.stderr
+    trained = kt_train(tmp_path / "run", small_corpus, "--vocab", trained_model_dir /
+                       "vocab.model", "--markup_rate", "0.3", "--train_steps", "1")
+    assert trained.returncode != 0 and "does not keep markup's placeholder" in trained.stderr
+    (tmp_path / "line.en").write_text(" ".join(f"{n}" for n in range(51)), encoding="utf-8")
+    too_many = run_main(translate.main, "--model_dir", markup_run, "--markup", "--input",
+                        tmp_path / "line.en")
+    assert too_many.returncode == 2 and f"{tmp_path / 'line.en'}:1: 51 placeholders" in \
+        too_many.stderr
+    with pytest.raises(ConfigError, match="a parser or an MT-LSTM has none"):
+        RunConfig.from_dict({"format_version": 2, "data": {"corpus": "ptb:/x",
+                                                             "markup_rate": 0.3}}).check()
+    with pytest.raises(ConfigError, match="data.markup_rate must be at least 0.0 and below 1"):
+        RunConfig.from_dict({"format_version": 2, "data": {"markup_rate": 1.0}})
