@@ -20,9 +20,14 @@ Signatures:
   `scores` (log-probability / length penalty, as beam search ranks), `log_probs`, `lengths`
   (target tokens scored, end of sentence included) and `truncated` (input or target cut to
   the bounds below) [batch].
+- `translate_document` (with --documents): `documents` tf.string [batch] -> `translations`
+  tf.string [batch], each document cut into sentences and put back with its line breaks and
+  spacing (export/documents.py), and int32 [batch] counts: `sentences`, `split_at_clauses`,
+  `split_into_windows` (sentences too long for the model, split rather than cut).
 
 Tokenizing and detokenizing run in the graph with tensorflow-text's SentencePiece ops, which
-stock TF Serving includes; no other custom op is used. Loading in Python needs only
+stock TF Serving includes, and (translate_document) its sentence breaker; no other custom op
+is used. Loading in Python needs only
 `import tensorflow, tensorflow_text`. The vocabulary and the settings travel as assets.
 
 Each export is a new numbered version directory under --output, the layout TF Serving watches
@@ -40,6 +45,7 @@ import tensorflow as tf
 
 from keras_transformer.cli import at_least
 from keras_transformer.export.ctranslate2 import QUANTIZATIONS, export_ctranslate2
+from keras_transformer.export.documents import DOCUMENTS, DocumentTranslator
 from keras_transformer.export.flags import add_decoding_flags, checkpoints, translator_from_flags
 from keras_transformer.export.translator import IDS, TARGETS, TEXTS
 from keras_transformer.model_dir import config
@@ -72,7 +78,7 @@ def version_path(output, version=None):
     return path
 
 
-def export(translator, output, version=None, provenance=None):
+def export(translator, output, version=None, provenance=None, documents=False):
     """Writes the SavedModel of `translator` to output/<version>; returns that path.
 
     It is written next to its final place and renamed into it when complete, so TF Serving,
@@ -84,6 +90,8 @@ def export(translator, output, version=None, provenance=None):
         version: default: `next_version(output)`.
         provenance: JSON-able facts to keep in the export.json asset beside the settings
             (kt-export: the checkpoint, its step and the run's configuration).
+        documents: add the `translate_document` signature (`DocumentTranslator`): a second
+            search traced, so more time to export and a larger model.
     """
     output = pathlib.Path(output)
     path = version_path(output, version)
@@ -102,6 +110,10 @@ def export(translator, output, version=None, provenance=None):
             "translate_n_best": translator.translate_n_best.get_concrete_function(TEXTS),
             "score": translator.score.get_concrete_function(TEXTS, TARGETS),
         }
+        document_translator = DocumentTranslator(translator)  # its functions hold it weakly
+        if documents:
+            signatures["translate_document"] = \
+                document_translator.translate_documents.get_concrete_function(DOCUMENTS)
         # A root of its own, so the caller's translator keeps no asset in a deleted directory.
         # It tracks what the signatures read (the weights, the tokenizer), not the translator:
         # saving a tf.Module traces each of its tf.functions, and two of the translator's are
@@ -141,6 +153,10 @@ def parse_args(argv=None):
     parser.add_argument("--max_batch_size", type=at_least(1), default=64,
                         help="most sentences one request may carry; more is an error "
                              "(default %(default)s)")
+    parser.add_argument("--documents", action="store_true",
+                        help="also the translate_document signature: whole documents in, each "
+                             "cut into sentences in the graph and put back together, long "
+                             "sentences split, never cut (docs/serving.md)")
     parser.add_argument("--format", choices=("savedmodel", "ctranslate2"), default="savedmodel",
                         help="savedmodel (TF Serving; default) or ctranslate2 (OpenNMT's C++ "
                              "engine; kt-translate --engine ctranslate2 reads it)")
@@ -156,6 +172,9 @@ def parse_args(argv=None):
         parser.error("--jit_compile is for a SavedModel: CTranslate2 compiles its own kernels")
     if args.format == "ctranslate2" and args.tree_constraint:
         parser.error("--tree_constraint is for a SavedModel: CTranslate2 decodes any sequence")
+    if args.format == "ctranslate2" and args.documents:
+        parser.error("--documents is for a SavedModel; kt-translate --documents splits "
+                     "documents for --engine tensorflow")
     if args.format == "ctranslate2":
         args.tree_constraint = False  # what its export.json records
     return args
@@ -172,7 +191,8 @@ def main(argv=None):
                                       args.quantization or "float32", translator.settings(),
                                       provenance(*members))
         else:
-            path = export(translator, args.output, args.version, provenance(*members))
+            path = export(translator, args.output, args.version, provenance(*members),
+                          documents=args.documents)
     except (ExportError, ModelDirError, config.ConfigError, ValueError) as error:
         print(f"kt-export: error: {error}", file=sys.stderr)
         return 2
@@ -184,7 +204,7 @@ def main(argv=None):
         return 0
     print(f"exported {checkpoints(members)} to {path} in {seconds:.1f} s; "
           f"signatures serving_default (strings), translate_ids, tokenize, translate_n_best, "
-          f"score; beam "
+          f"score{', translate_document' if args.documents else ''}; beam "
           f"{args.beam_size}, alpha {args.alpha}, inputs cut at {translator.max_input_length} "
           f"tokens, at most {translator.max_batch_size} sentences a request")
     return 0

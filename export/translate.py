@@ -6,6 +6,7 @@
     kt-translate --model_dir runs/demo --sampling_temperature 1 --seed 7 < mono.en > sampled.es
     kt-translate --model_dir runs/demo --input dev.en --target_prefix prefixes.es
     kt-translate --model_dir runs/markup --markup < strings.en > strings.es
+    kt-translate --model_dir runs/demo --documents --input report.en --output report.es
     kt-translate --engine ctranslate2 --ctranslate2_dir ct2/demo --input dev.en
     kt-translate --model_dir runs/wmt --data wmt_t2t_translate/de-en --source_lang en \
         --target_lang de --split test --output newstest2014.de
@@ -26,6 +27,7 @@ from keras_transformer import cli, data
 from keras_transformer.cli import at_least
 from keras_transformer.data import markup
 from keras_transformer.export.ctranslate2 import PATIENCE, Ctranslate2Translator
+from keras_transformer.export.documents import translate_document
 from keras_transformer.export.flags import (
     add_batch_size_flag,
     add_decoding_flags,
@@ -150,6 +152,12 @@ def parse_args(argv=None):
                              "out before translating, each written back exactly once, tags "
                              "well nested, where the model puts them (a model trained with "
                              "kt-train --markup_rate places them well)")
+    parser.add_argument("--documents", action="store_true",
+                        help="the input is one document: cut into sentences, each translated, "
+                             "put back with every line break and space between them; a "
+                             "sentence longer than --max_input_length is split after its "
+                             "clause marks or into windows of words, never cut (a summary on "
+                             "stderr says how many)")
     args = parser.parse_args(argv)
     if args.engine == "ctranslate2":
         if not args.ctranslate2_dir:
@@ -175,6 +183,14 @@ def parse_args(argv=None):
         args.seed = random.randrange(2**31)
     if args.markup and args.target_prefix:
         parser.error("--markup and --target_prefix cannot be combined (yet)")
+    if args.documents:
+        line_flags = [flag for flag, given in (
+            ("--n_best", args.n_best), ("--scores", args.scores), ("--reference", args.reference),
+            ("--data", args.data), ("--target_prefix", args.target_prefix),
+            ("--engine ctranslate2", args.engine == "ctranslate2")) if given]
+        if line_flags:
+            parser.error(f"--documents writes the translated document alone: drop "
+                         f"{line_flags[0]}")
     if args.n_best and args.scores:
         parser.error("--n_best writes the scores already: drop --scores")
     if args.data and (args.input or args.reference):
@@ -290,17 +306,40 @@ def summary(args, translator, used, count, seconds):
             f"({count / max(seconds, 1e-9):.1f}/s) with {used}, {search}")
 
 
+def translate_whole_document(args, translator, used, lines):
+    """--documents: the input `lines` (bytes) as one document, its translation to --output, a
+    summary line with the sentence counts to stderr; returns the exit code."""
+    start = time.perf_counter()
+    text = b"\n".join(lines).decode("utf-8", errors="replace")
+    sampling = args.sampling_temperature and Sampling(
+        args.sampling_temperature, args.sampling_top_k, args.seed)
+    try:
+        translated, split = translate_document(translator, text, batch_size=args.batch_size,
+                                               sampling=sampling, keep_markup=args.markup)
+    except markup.MarkupError as error:
+        print(f"kt-translate: error: {input_name(args)}: {error}", file=sys.stderr)
+        return 2
+    cli.write_text(args.output, translated + "\n" if text else "")
+    count = int(split.sentences[0])
+    print(summary(args, translator, used, count, time.perf_counter() - start) +
+          f"; of them {int(split.split_at_clauses[0])} split after clause marks, "
+          f"{int(split.split_into_windows[0])} clause(s) into windows of words", file=sys.stderr)
+    return 0
+
+
 def main(argv=None):
     args = parse_args(argv)
     try:
         translator, run, used = engine_from_flags(args)
         check_engine(args, translator, run)
         lines, references, prefixes = read_inputs(args, run)
-        masked = masked_lines(args, lines) if args.markup else None
+        masked = masked_lines(args, lines) if args.markup and not args.documents else None
     except (InputError, ModelDirError, ConfigError, data.CorpusError, ValueError,
             OSError) as error:
         print(f"kt-translate: error: {error}", file=sys.stderr)
         return 2
+    if args.documents:
+        return translate_whole_document(args, translator, used, lines)
     start = time.perf_counter()
     try:
         sampling = args.sampling_temperature and Sampling(

@@ -1,0 +1,144 @@
+"""Documents in, documents out: a `Translator` over whole texts (paragraphs, line breaks, lines far
+longer than a training pair), the same way in kt-translate --documents and in an exported
+graph (`translate_document`).
+
+A document is cut into sentences (`data.documents.split`: every line and paragraph break and the
+spacing between sentences kept as they are). A sentence of more tokens than the translator reads
+(`max_input_length`, end of sentence included) is not cut: it is split after its clause marks
+(`,;:` and a space), and a clause still too long into windows of whole words that fit, each part
+translated on its own and put back with the text that was between the parts. Each document's
+metadata says how many sentences it had and how many were split either way; only a single word
+longer than the limit is ever cut.
+"""
+
+import typing
+
+import tensorflow as tf
+
+from keras_transformer.data import documents, markup
+from keras_transformer.decoding import graph_function
+from keras_transformer.export.lines import n_best_lines
+
+DOCUMENTS = tf.TensorSpec([None], tf.string, name="documents")
+
+
+class Parts(typing.NamedTuple):
+    """A batch of documents in parts: pieces and is_sentence are `data.documents.split`'s, with
+    long sentences split; the counts are int32 [docs]."""
+
+    pieces: tf.RaggedTensor
+    is_sentence: tf.RaggedTensor
+    sentences: tf.Tensor  # sentences the document had before any was split
+    split_at_clauses: tf.Tensor  # sentences too long, split after their clause marks
+    split_into_windows: tf.Tensor  # clauses still too long, split into windows of words
+
+
+def parts(vocabulary, texts, max_input_length):
+    """tf.string [docs] -> `Parts`: every sentence piece of at most max_input_length - 1
+    subwords (the end of sentence is the last), but for single words longer than that."""
+    limit = max_input_length - 1
+
+    def count_tokens(texts):
+        return tf.cast(vocabulary.tokenize(texts).row_lengths(), tf.int32)
+
+    def too_long(pieces, is_sentence):
+        return is_sentence & pieces.with_flat_values(
+            count_tokens(pieces.flat_values) > limit)
+
+    def per_document(flags):
+        return tf.reduce_sum(tf.cast(flags, tf.int32), axis=1)
+
+    pieces, is_sentence = documents.split(texts)
+    sentences = per_document(is_sentence)
+    long_sentences = too_long(pieces, is_sentence)
+    pieces, is_sentence = documents.refine(pieces, is_sentence, long_sentences,
+                                           *documents.clause_spans(tf.boolean_mask(
+                                               pieces.flat_values, long_sentences.flat_values)))
+    long_clauses = too_long(pieces, is_sentence)
+    pieces, is_sentence = documents.refine(
+        pieces, is_sentence, long_clauses, *documents.word_windows(
+            tf.boolean_mask(pieces.flat_values, long_clauses.flat_values), count_tokens,
+            limit))
+    return Parts(pieces, is_sentence, sentences, per_document(long_sentences),
+                 per_document(long_clauses))
+
+
+def with_translations(parts, translations):
+    """tf.string [docs]: the documents of `parts` with their sentence pieces replaced, in order,
+    by `translations` (tf.string [sentence pieces])."""
+    positions = tf.where(parts.is_sentence.flat_values)
+    return documents.join(parts.pieces.with_flat_values(tf.tensor_scatter_nd_update(
+        parts.pieces.flat_values, positions, translations)))
+
+
+def translate_document(translator, text, *, batch_size, sampling=None, keep_markup=False):
+    """One document (str) translated as `DocumentTranslator` translates it, its sentence
+    parts in length-sorted batches of `batch_size` (`n_best_lines`; `sampling` as there); with
+    `keep_markup`, each part's markup kept (`data.markup`). Returns (the translation, the
+    `Parts` of the document).
+
+    Raises:
+        markup.MarkupError: with keep_markup, a sentence with more items than markup allows.
+    """
+    split = parts(translator.vocabulary, tf.constant([text]), translator.max_input_length)
+    sentences = [piece.decode("utf-8") for piece in tf.boolean_mask(
+        split.pieces.flat_values, split.is_sentence.flat_values).numpy()]
+    masked = [markup.mask(sentence) for sentence in sentences] if keep_markup else None
+    best = n_best_lines(translator, [m.text for m in masked] if masked else sentences, 1,
+                        batch_size, sampling=sampling,
+                        markup_items=[m.items for m in masked] if masked else None)
+    translations = [hypotheses[0].text for hypotheses in best]
+    if masked:
+        translations = [markup.unmask(t, m.items) for t, m in zip(translations, masked)]
+    translated = with_translations(split, tf.constant(translations, tf.string))
+    return translated.numpy()[0].decode("utf-8"), split
+
+
+class DocumentTranslator(tf.Module):
+    """`translate_documents`, a graph function over a `Translator`'s: what kt-export saves as the
+    `translate_document` signature.
+
+    Bounds: at most the translator's max_batch_size documents a request, each read up to
+    `max_document_bytes` bytes (UTF-8 kept whole), and at most `max_sentences` sentence parts
+    in all (more is an error); the parts are translated max_batch_size at a time, sorted by
+    length.
+    """
+
+    def __init__(self, translator, *, max_document_bytes=65_536, max_sentences=1_024,
+                 name="document_translator"):
+        super().__init__(name=name)
+        self.translator = translator
+        self.max_document_bytes = max_document_bytes
+        self.max_sentences = max_sentences
+
+    @graph_function(input_signature=[DOCUMENTS])
+    def translate_documents(self, texts):
+        """tf.string [docs] -> {"translations": tf.string [docs], "sentences",
+        "split_at_clauses", "split_into_windows": int32 [docs] (see `Parts`)}."""
+        translator = self.translator
+        with tf.control_dependencies([translator._check_batch(tf.size(texts))]):
+            texts = tf.strings.substr(texts, 0, self.max_document_bytes)
+        texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace")
+        split = parts(translator.vocabulary, texts, translator.max_input_length)
+        sentences = tf.boolean_mask(split.pieces.flat_values, split.is_sentence.flat_values)
+        count = tf.size(sentences)
+        with tf.control_dependencies([tf.debugging.assert_less_equal(
+                count, self.max_sentences, message=f"too many sentences in one request: the "
+                f"limit is {self.max_sentences}; send fewer documents at a time")]):
+            order = tf.argsort(tf.strings.length(sentences), direction="DESCENDING")
+        batch = translator.max_batch_size
+        chunks = (count + batch - 1) // batch
+        translated = tf.TensorArray(tf.string, size=chunks, infer_shape=False,
+                                    element_shape=[None])
+
+        def translate_chunk(index, translated):
+            rows = order[index * batch:(index + 1) * batch]
+            result = translator.translate(tf.gather(sentences, rows))["translations"]
+            return index + 1, translated.write(index, result)
+
+        _, translated = tf.while_loop(lambda index, _: index < chunks, translate_chunk,
+                                      (tf.constant(0), translated))
+        in_order = tf.gather(translated.concat(), tf.math.invert_permutation(order))
+        return {"translations": with_translations(split, in_order),
+                "sentences": split.sentences, "split_at_clauses": split.split_at_clauses,
+                "split_into_windows": split.split_into_windows}

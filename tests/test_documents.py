@@ -1,0 +1,98 @@
+"""Documents into sentences and back (data/documents.py), long sentences split and never cut,
+and kt-translate --documents translating as the graph function an export saves
+(export/documents.py)."""
+
+import re
+import subprocess
+import sys
+
+import tensorflow as tf
+from conftest import run_main
+from hypothesis import given
+from hypothesis import strategies as st
+
+from keras_transformer.data import documents
+from keras_transformer.export import saved_model, translate
+from keras_transformer.export.documents import parts
+
+SPLIT_IN_GRAPH = tf.function(documents.split, input_signature=[tf.TensorSpec([None], tf.string)])
+PIECES = st.sampled_from(["The", "cat", "sat.", "Mr.", "Smith", "1.5", "e.g.", "U.S.", "end!",
+                          "why?", "“Quoted.”", "¿Qué?", "ok,", "so;", ":", "é", "\n", "\n\n",
+                          " ", "  ", "\t", "\r\n", "word"])
+
+
+@given(st.lists(st.lists(PIECES, max_size=12).map(" ".join), max_size=3))
+def test_a_document_split_joins_back_byte_for_byte_in_graph_and_eagerly(texts):
+    pieces, is_sentence = documents.split(tf.constant(texts, tf.string))
+    assert documents.join(pieces).numpy().tolist() == [text.encode() for text in texts]
+    for piece, sentence in zip(pieces.flat_values.numpy(), is_sentence.flat_values.numpy()):
+        if sentence:  # a sentence is text on one line, without spaces around it
+            assert piece.strip() == piece and piece and b"\n" not in piece
+    in_graph = SPLIT_IN_GRAPH(tf.constant(texts, tf.string))
+    assert [part.to_list() for part in in_graph] == [pieces.to_list(), is_sentence.to_list()]
+
+
+def test_sentences_end_where_sentences_end():
+    pieces, is_sentence = documents.split(tf.constant([
+        "Mr. Smith paid 1.5 dollars, e.g. for bread. Then he left!  Did he?\n\nA title\n"]))
+    sentences = [piece.decode() for piece, sentence in zip(
+        pieces.flat_values.numpy(), is_sentence.flat_values.numpy()) if sentence]
+    assert sentences == ["Mr. Smith paid 1.5 dollars, e.g. for bread.", "Then he left!",
+                         "Did he?", "A title"]
+
+
+def test_long_sentences_are_split_at_clauses_then_words_and_never_cut():
+    text = ("Short. One two three, " + ", ".join(["one two three"] * 2) + "; " +
+            " ".join(["word"] * 9) + " end.\nNext line")
+    class Words:  # a vocabulary whose tokens are words
+        def tokenize(self, texts):
+            return tf.strings.split(texts)
+
+    result = parts(Words(), tf.constant([text]), max_input_length=5)  # 4 words a part
+    pieces = [p.decode() for p in result.pieces.flat_values.numpy()]
+    sentence_parts = [p for p, s in zip(pieces, result.is_sentence.flat_values.numpy()) if s]
+    assert "".join(pieces) == text
+    assert all(len(part.split()) <= 4 for part in sentence_parts), sentence_parts
+    assert sentence_parts[:4] == ["Short.", "One two three,", "one two three,", "one two three;"]
+    assert (int(result.sentences[0]), int(result.split_at_clauses[0]),
+            int(result.split_into_windows[0])) == (3, 1, 1)
+
+
+def test_kt_translate_documents_translates_as_the_exported_signature(trained_model_dir, tmp_path):
+    document = ("In the beginning God created the heavens and the earth. The earth was formless "
+                "and empty, and darkness was on the surface of the deep, and God’s Spirit was "
+                "hovering over the surface of the waters.\n\nGod said, “Let there be light,” "
+                "and there was light.\nGod saw the light.\n")
+    (tmp_path / "doc.en").write_text(document, encoding="utf-8")
+    result = run_main(translate.main, "--model_dir", trained_model_dir,
+                      "--documents", "--input", tmp_path / "doc.en", "--max_input_length", "16",
+                      "--batch_size", "3", "--beam_size", "1")
+    assert result.returncode == 0, result.stderr
+    counts = re.search(r"translated (\d+) sentence\(s\).*; of them (\d+) split after clause "
+                       r"marks, (\d+) clause\(s\) into windows of words", result.stderr)
+    assert [line == "" for line in result.stdout.split("\n")] == [
+        line == "" for line in document.split("\n")]  # every line and paragraph break kept
+    # The export's translate_document, in a process with only tensorflow and tensorflow_text.
+    exported = run_main(saved_model.main, "--model_dir", trained_model_dir, "--output",
+                        tmp_path / "export", "--documents", "--max_input_length", "16",
+                        "--max_batch_size", "3", "--beam_size", "1")
+    assert exported.returncode == 0 and ", translate_document;" in exported.stdout, \
+        exported.stderr
+    script = ("import sys, tensorflow as tf, tensorflow_text\n"
+              "serve = tf.saved_model.load(sys.argv[1]).signatures['translate_document']\n"
+              "out = serve(documents=tf.constant([open(sys.argv[2], encoding='utf-8').read()]))\n"
+              "print(*(int(out[name][0]) for name in sys.argv[3:]))\n"
+              "sys.stdout.write(out['translations'].numpy()[0].decode())\n")
+    loaded = subprocess.run([sys.executable, "-c", script, str(tmp_path / "export" / "1"),
+                             str(tmp_path / "doc.en"), "sentences", "split_at_clauses",
+                             "split_into_windows"], capture_output=True, text=True, timeout=600)
+    assert loaded.returncode == 0, loaded.stderr
+    counts_line, translation = loaded.stdout.split("\n", 1)
+    assert translation == result.stdout
+    # 16 tokens at most: the second sentence is split (2 sentences, 3 clauses, with this model's
+    # vocabulary), and both ways count alike.
+    assert counts_line.split() == list(counts.groups()) == ["4", "2", "3"]
+    refused = run_main(translate.main, "--model_dir", trained_model_dir,
+                       "--documents", "--n_best", "2")
+    assert refused.returncode == 2 and "--documents writes the translated document alone: " \
+        "drop --n_best" in refused.stderr
