@@ -1,0 +1,70 @@
+"""keras_transformer/glossary_constraint.py: searches whose every hypothesis holds its sentence's
+required target phrases; data/glossary.py: which a sentence requires; kt-translate --glossary."""
+
+import itertools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from test_beam_search import log_softmax, table_step
+
+import keras_transformer as kt
+from keras_transformer.glossary_constraint import GlossaryConstraint
+
+# A toy vocabulary of 6 ids: 1 ends a sentence, the rest are words. Sentence 0 must hold the
+# phrase 3 4, sentence 1 nothing, sentence 2 the phrase 5 (with a limit that leaves room for it
+# and the end of sentence only, or for a word before it).
+VOCAB, LIMITS = 6, [4, 3, 2]
+PHRASES = [[[3, 4], [0, 0]], [[0, 0], [0, 0]], [[5, 0], [0, 0]]]
+
+
+def holds(sentence, tokens):
+    return all(any(tokens[i:i + len(phrase)] == tuple(phrase) for i in range(len(tokens)))
+               for phrase in ([p for p in row if p] for row in PHRASES[sentence]) if phrase)
+
+
+def enumeration(table, sentence, limit, alpha):
+    """Every hypothesis holding the sentence's phrases, with its penalized score, best first."""
+    log_probs = log_softmax(table[sentence].astype("float64"))
+    found = []
+    for length in range(1, limit + 1):
+        for tokens in itertools.product(range(VOCAB), repeat=length):
+            if 1 in tokens[:-1] or (length < limit and tokens[-1] != 1) or \
+                    not holds(sentence, tokens):
+                continue
+            previous = (0,) + tokens[:-1]
+            total = sum(log_probs[t, p, y] for t, (p, y) in enumerate(zip(previous, tokens)))
+            found.append((total / ((5 + length) / 6) ** alpha, tokens))
+    return sorted(found, key=lambda pair: -pair[0])
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_beam_search_finds_the_best_hypotheses_that_hold_the_phrases(rng, jit_compile):
+    """A beam as wide as every prefix returns the enumeration's best among the hypotheses that
+    hold every phrase: the deadline rule never drops one that could still make it."""
+    table = rng.normal(scale=2.0, size=(3, max(LIMITS), VOCAB, VOCAB))
+    step_fn, cache = table_step(table)
+    search = tf.function(lambda: kt.beam_search(
+        step_fn, cache, LIMITS, beam_size=VOCAB ** (max(LIMITS) - 1),
+        buffer_length=max(LIMITS), processors=[GlossaryConstraint(tf.constant(PHRASES))]),
+        jit_compile=jit_compile)
+    ids, scores = search()
+    for sentence, limit in enumerate(LIMITS):
+        expected = enumeration(table, sentence, limit, 0.6)
+        for k, (score, tokens) in enumerate(expected[:8]):
+            np.testing.assert_allclose(scores[sentence, k], score, rtol=1e-5)
+            assert ids[sentence, k].numpy().tolist()[:len(tokens)] == list(tokens)
+        finite = int(np.isfinite(scores[sentence]).sum())
+        assert finite == min(len(expected), VOCAB ** (max(LIMITS) - 1))  # the others: none
+
+
+def test_greedy_and_sampled_outputs_hold_the_phrases(rng):
+    table = rng.normal(scale=2.0, size=(3, max(LIMITS), VOCAB, VOCAB))
+    step_fn, cache = table_step(table)
+    for temperature, seed in [(0.0, None), (1.0, [1, 0]), (1.0, [2, 0]), (3.0, [3, 0])]:
+        ids, _ = kt.sampling_search(step_fn, cache, tf.constant(LIMITS),
+                                    temperature=temperature, seed=seed,
+                                    processors=[GlossaryConstraint(tf.constant(PHRASES))])
+        for sentence, row in enumerate(ids.numpy().tolist()):
+            tokens = tuple(row[:row.index(1) + 1] if 1 in row else row[:LIMITS[sentence]])
+            assert holds(sentence, tokens), (temperature, sentence, tokens)
