@@ -178,6 +178,11 @@ class Vocabulary(tf.Module):
         pieces = self._live_tokenizer().id_to_string(tf.constant(ids, tf.int32)).numpy()
         return [piece.decode("utf-8") for piece in pieces]
 
+    @property
+    def holds_markup(self):
+        """Whether the vocabulary holds each of `markup.TOKENS` as one piece."""
+        return self._markup_ids is not None
+
     def markup_ids(self):
         """The ids of `markup.TOKENS`, in its order: int list [200].
 

@@ -97,7 +97,7 @@ class PrefixError(ValueError):
 
 
 def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, prefixes=None,
-                 sampling=None, markup_items=None):
+                 sampling=None, markup_items=None, glossary_terms=None):
     """The `n_best` best hypotheses of the beam for each of `lines` (bytes or str), in input
     order: a list of `Hypothesis` per line, best first (fewer where the beam found fewer).
     With `sampling` (a `Sampling`), `n_best` samples a line instead, in the order drawn.
@@ -109,12 +109,15 @@ def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, pre
     every hypothesis holds each of its line's item tokens once, tag pairs well nested (the
     texts are returned masked; `data.markup.unmask` puts the items back).
 
+    `glossary_terms`: each line's required target terms (str; `data.glossary.Glossary.
+    targets_in`): every hypothesis holds each (as the target vocabulary's subwords).
+
     Raises:
         PrefixError: a prefix has as many tokens as its line's translation may have, or more
             (checked before translating anything).
     """
-    if prefixes is not None and markup_items is not None:
-        raise ValueError("target prefixes and markup cannot be combined (yet)")
+    if sum(given is not None for given in (prefixes, markup_items, glossary_terms)) > 1:
+        raise ValueError("target prefixes, markup and glossaries cannot be combined (yet)")
     if not 1 <= n_best <= (n_best if sampling else translator.beam_size):
         raise ValueError(f"n_best must be between 1 and the beam size {translator.beam_size}, "
                          f"got {n_best}")
@@ -125,6 +128,8 @@ def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, pre
         prefix_ids = token_ids(translator.tokenize_prefixes, prefixes, batch_size,
                                max(1, translator.max_output_length))
         check_prefixes(translator, source_ids, prefix_ids)
+    if glossary_terms is not None:
+        phrases = glossary_phrases(translator, source_ids, glossary_terms, batch_size)
     hypotheses = [None] * len(lines)
     for number, (rows, batch) in enumerate(sorted_batches(source_ids, batch_size,
                                                           progress_every)):
@@ -135,10 +140,14 @@ def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, pre
         if markup_items is not None:
             items = markup.constraint_inputs([markup_items[row] for row in rows],
                                              translator.vocabulary.markup_ids())
+        glossary = None if glossary_terms is None else _stacked([phrases[row] for row in rows])
         if sampling:
             result = translator.sample_n_best_ids(batch, n_best, sampling.temperature,
                                                   sampling.top_k, (sampling.seed, number),
-                                                  prefix, items)
+                                                  prefix, items, glossary)
+        elif glossary is not None:
+            result = translator.translate_n_best_ids_with_glossary(tf.constant(batch),
+                                                                  tf.constant(glossary))
         elif items is not None:
             result = translator.translate_n_best_ids_with_markup(tf.constant(batch), *items)
         elif prefix is None:
@@ -168,6 +177,41 @@ def check_prefixes(translator, source_ids, prefix_ids):
         raise PrefixError(f"line {row + 1}: the prefix has {lengths[row]} tokens, but a "
                           f"translation of that line may have at most {limits[row]} "
                           f"(--extra_length, --max_output_length); nothing is left to translate")
+
+
+def glossary_phrases(translator, source_ids, terms_of_lines, batch_size):
+    """Each line's required terms as subword id lists (a list per line).
+
+    Raises:
+        ValueError: a line whose terms need more tokens than its translation may have (source
+            tokens + extra_length, at most max_output_length, less the end of sentence).
+    """
+    terms = sorted({term for terms in terms_of_lines for term in terms})
+    ids = token_ids(translator.tokenize_prefixes, terms, batch_size,
+                    max(1, translator.max_output_length))
+    subwords = {term: [int(i) for i in row if i] for term, row in zip(terms, ids)}
+    limits = np.minimum(np.count_nonzero(source_ids, axis=1) + translator.extra_length,
+                        translator.max_output_length)
+    phrases = []
+    for number, line_terms in enumerate(terms_of_lines, 1):
+        phrases.append([subwords[term] for term in line_terms])
+        needed = sum(map(len, phrases[-1]))
+        if needed >= limits[number - 1] and needed:
+            raise ValueError(f"line {number}: its glossary terms need {needed} tokens but its "
+                             f"translation may have at most {limits[number - 1]} with the end "
+                             f"of sentence (--extra_length, --max_output_length)")
+    return phrases
+
+
+def _stacked(phrases_of_rows):
+    """int32 [rows, most phrases, longest phrase], 0-padded, of a batch's phrase id lists."""
+    count = max([1, *map(len, phrases_of_rows)])
+    width = max([1, *(len(phrase) for phrases in phrases_of_rows for phrase in phrases)])
+    stacked = np.zeros([len(phrases_of_rows), count, width], np.int32)
+    for row, phrases in enumerate(phrases_of_rows):
+        for column, phrase in enumerate(phrases):
+            stacked[row, column, :len(phrase)] = phrase
+    return stacked
 
 
 def _padded(ids, width):

@@ -7,6 +7,7 @@
     kt-translate --model_dir runs/demo --input dev.en --target_prefix prefixes.es
     kt-translate --model_dir runs/markup --markup < strings.en > strings.es
     kt-translate --model_dir runs/demo --documents --input report.en --output report.es
+    kt-translate --model_dir runs/demo --glossary terms.tsv < input.en > output.es
     kt-translate --engine ctranslate2 --ctranslate2_dir ct2/demo --input dev.en
     kt-translate --model_dir runs/wmt --data wmt_t2t_translate/de-en --source_lang en \
         --target_lang de --split test --output newstest2014.de
@@ -25,7 +26,7 @@ import time
 
 from keras_transformer import cli, data
 from keras_transformer.cli import at_least
-from keras_transformer.data import markup
+from keras_transformer.data import glossary, markup
 from keras_transformer.export.ctranslate2 import PATIENCE, Ctranslate2Translator
 from keras_transformer.export.documents import translate_document
 from keras_transformer.export.flags import (
@@ -152,6 +153,10 @@ def parse_args(argv=None):
                              "out before translating, each written back exactly once, tags "
                              "well nested, where the model puts them (a model trained with "
                              "kt-train --markup_rate places them well)")
+    parser.add_argument("--glossary",
+                        help="a file of 'source term<TAB>target term' lines: where a source term "
+                             "occurs as whole words, its target term must appear in the "
+                             "translation (the search is held to it)")
     parser.add_argument("--documents", action="store_true",
                         help="the input is one document: cut into sentences, each translated, "
                              "put back with every line break and space between them; a "
@@ -168,6 +173,7 @@ def parse_args(argv=None):
             ("--dtype", args.dtype != "float32"),
             ("--sampling_temperature", args.sampling_temperature),
             ("--target_prefix", args.target_prefix), ("--markup", args.markup),
+            ("--glossary", args.glossary),
             ("--tree_constraint", args.tree_constraint)) if given]
         if tensorflow_only:
             parser.error(f"{tensorflow_only[0]} is for --engine tensorflow; the CTranslate2 "
@@ -181,12 +187,15 @@ def parse_args(argv=None):
         parser.error("--seed and --sampling_top_k need --sampling_temperature")
     if args.sampling_temperature and args.seed is None:
         args.seed = random.randrange(2**31)
-    if args.markup and args.target_prefix:
-        parser.error("--markup and --target_prefix cannot be combined (yet)")
+    combined = [flag for flag, given in (("--markup", args.markup), ("--glossary", args.glossary),
+                                         ("--target_prefix", args.target_prefix)) if given]
+    if len(combined) > 1:
+        parser.error(f"{' and '.join(combined)} cannot be combined (yet)")
     if args.documents:
         line_flags = [flag for flag, given in (
             ("--n_best", args.n_best), ("--scores", args.scores), ("--reference", args.reference),
             ("--data", args.data), ("--target_prefix", args.target_prefix),
+            ("--glossary", args.glossary),
             ("--engine ctranslate2", args.engine == "ctranslate2")) if given]
         if line_flags:
             parser.error(f"--documents writes the translated document alone: drop "
@@ -256,6 +265,18 @@ def masked_lines(args, lines):
         except markup.MarkupError as error:
             raise InputError(f"{input_name(args)}:{number}: {error}") from None
     return masked
+
+
+def glossary_terms(args, lines):
+    """With --glossary, each line's (bytes) required target terms; else None.
+
+    Raises:
+        glossary.GlossaryError: the file cannot be read or used, naming its line.
+    """
+    if not args.glossary:
+        return None
+    terms = glossary.Glossary.load(args.glossary)
+    return [terms.targets_in(line.decode("utf-8", errors="replace")) for line in lines]
 
 
 def unmasked(hypotheses, masked):
@@ -334,6 +355,7 @@ def main(argv=None):
         check_engine(args, translator, run)
         lines, references, prefixes = read_inputs(args, run)
         masked = masked_lines(args, lines) if args.markup and not args.documents else None
+        terms = glossary_terms(args, lines)
     except (InputError, ModelDirError, ConfigError, data.CorpusError, ValueError,
             OSError) as error:
         print(f"kt-translate: error: {error}", file=sys.stderr)
@@ -347,7 +369,8 @@ def main(argv=None):
         hypotheses = n_best_lines(
             translator, [line.text for line in masked] if masked else lines, args.n_best or 1,
             args.batch_size, progress_every=10, prefixes=prefixes, sampling=sampling,
-            markup_items=[line.items for line in masked] if masked else None)
+            markup_items=[line.items for line in masked] if masked else None,
+            glossary_terms=terms)
         if masked:
             hypotheses = unmasked(hypotheses, masked)
     except PrefixError as error:

@@ -17,7 +17,8 @@ from keras_transformer.decoding import (
     members,
     sample_decode,
 )
-from keras_transformer.markup_constraint import MarkupConstraint
+from keras_transformer.glossary_constraint import GlossaryConstraint
+from keras_transformer.markup_constraint import MarkupConstraint, NoMarkup
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 
 TEXTS = tf.TensorSpec([None], tf.string, name="inputs")
@@ -26,6 +27,7 @@ IDS = tf.TensorSpec([None, None], tf.int32, name="source_ids")
 PREFIX_IDS = tf.TensorSpec([None, None], tf.int32, name="prefix_ids")
 ITEM_IDS = tf.TensorSpec([None, None], tf.int32, name="item_ids")
 OPENING = tf.TensorSpec([None, None], tf.int32, name="opening")
+PHRASE_IDS = tf.TensorSpec([None, None, None], tf.int32, name="phrase_ids")
 
 
 def source_ids_of(vocabulary, texts, max_input_length, max_input_bytes):
@@ -181,21 +183,34 @@ class Translator(tf.Module):
         (`Vocabulary.markup_ids`)."""
         return self._n_best(source_ids, markup=(item_ids, opening))
 
-    def _processors(self, markup):
-        """The translator's processors, and a `MarkupConstraint` of markup's (item_ids, opening)
-        after them."""
-        if markup is None:
-            return self.processors
-        return self.processors + [
-            MarkupConstraint(*markup, tf.constant(self.vocabulary.markup_ids(), tf.int32))]
+    @graph_function(input_signature=[IDS, PHRASE_IDS])
+    def translate_n_best_ids_with_glossary(self, source_ids, phrase_ids):
+        """`translate_n_best_ids` with every hypothesis holding each of its sentence's required
+        target phrases (`GlossaryConstraint`): phrase_ids int32 [batch, phrases, length], the
+        phrases' subwords (`tokenize_prefixes`), 0-padded."""
+        return self._n_best(source_ids, glossary=phrase_ids)
 
-    def _n_best(self, source_ids, prefix_ids=None, markup=None):
+    def _processors(self, markup=None, glossary=None):
+        """The translator's processors, then a `MarkupConstraint` of markup's (item_ids,
+        opening) (without markup, `NoMarkup` if the vocabulary holds its tokens) and a
+        `GlossaryConstraint` of glossary's phrase ids, where given."""
+        processors = list(self.processors)
+        if markup is not None:
+            processors.append(MarkupConstraint(
+                *markup, tf.constant(self.vocabulary.markup_ids(), tf.int32)))
+        elif self.vocabulary.holds_markup:
+            processors.append(NoMarkup(tf.constant(self.vocabulary.markup_ids(), tf.int32)))
+        if glossary is not None:
+            processors.append(GlossaryConstraint(glossary))
+        return processors
+
+    def _n_best(self, source_ids, prefix_ids=None, markup=None, glossary=None):
         source_ids, empty, _ = self._cut_sources(source_ids)
         limits = tf.where(empty, 1, self._output_limits(source_ids))
         if self.jit_compile:
-            ids, scores = self._beam_decode_xla(source_ids, limits, prefix_ids, markup)
+            ids, scores = self._beam_decode_xla(source_ids, limits, prefix_ids, markup, glossary)
         else:
-            ids, scores = self._beam_decode(source_ids, limits, prefix_ids, markup)
+            ids, scores = self._beam_decode(source_ids, limits, prefix_ids, markup, glossary)
         first = tf.range(self.beam_size) == 0
         ids = tf.where(empty[:, None, None], PAD_ID, ids)
         scores = tf.where(empty[:, None], tf.where(first, 0.0, float("-inf")), scores)
@@ -203,15 +218,16 @@ class Translator(tf.Module):
         return {"ids": ids, "scores": scores,
                 "log_probs": scores * length_penalty(lengths, self.alpha)}
 
-    def _beam_decode(self, source_ids, limits, prefix_ids, markup=None, jit_compile=False):
+    def _beam_decode(self, source_ids, limits, prefix_ids, markup=None, glossary=None, *,
+                     jit_compile=False):
         # Under XLA, extra_length sizes the output buffer (source length + extra_length).
         return beam_decode(self.model, source_ids, max_output_length=limits,
                            extra_length=self.extra_length, beam_size=self.beam_size,
                            alpha=self.alpha, jit_compile=jit_compile,
-                           processors=self._processors(markup),
+                           processors=self._processors(markup, glossary),
                            prefix_ids=prefix_ids, tree_constraint=self._tree_constraint(source_ids))
 
-    def _beam_decode_xla(self, source_ids, limits, prefix_ids, markup=None):
+    def _beam_decode_xla(self, source_ids, limits, prefix_ids, markup=None, glossary=None):
         """`_beam_decode` under XLA on the inputs padded to one of its few shapes (see the class
         docstring): added rows are all padding, limit 1 (empty translations), cut off again."""
         rows, length = tf.shape(source_ids)[0], tf.shape(source_ids)[1]
@@ -220,6 +236,8 @@ class Translator(tf.Module):
         if markup is not None:  # added rows have no items
             markup = tuple(tf.pad(values, [[0, missing_rows], [0, 0]], constant_values=padding)
                            for values, padding in zip(markup, (0, -1)))
+        if glossary is not None:  # ... and no phrases
+            glossary = tf.pad(glossary, [[0, missing_rows], [0, 0], [0, 0]])
 
         def decode_at(padded_length):
             def decode():
@@ -231,7 +249,7 @@ class Translator(tf.Module):
                         [0, missing_rows], [0, width - tf.minimum(tf.shape(prefix_ids)[1], width)]])
                     prefixes = tf.ensure_shape(prefixes, [None, width])
                 return self._beam_decode(tf.ensure_shape(ids, [None, padded_length]), limits,
-                                         prefixes, markup, jit_compile=True)
+                                         prefixes, markup, glossary, jit_compile=True)
             return decode
 
         ids, scores = tf.switch_case(tf.searchsorted(self.xla_lengths, [length])[0],
@@ -239,13 +257,14 @@ class Translator(tf.Module):
         return ids[:rows], scores[:rows]
 
     def sample_n_best_ids(self, source_ids, n, temperature, top_k=0, seed=(0, 0),
-                          prefix_ids=None, markup=None):
+                          prefix_ids=None, markup=None, glossary=None):
         """`n` translations of each sentence drawn by sampling instead of beam search (e.g. for
         back-translation), in the shape of `translate_n_best_ids`' results: ids [batch, n,
         output_length], scores and log_probs [batch, n], in the order drawn. Bounds, empty rows
         and prefixes as for the beam search; `temperature` (> 0), `top_k` (0: every token) and
         `seed` (int [2]: the same seed, the same samples) as for `keras_transformer.sample_decode`;
-        `markup`: (item_ids, opening) of masked texts, as for `translate_n_best_ids_with_markup`.
+        `markup`: (item_ids, opening) of masked texts, as for `translate_n_best_ids_with_markup`;
+        `glossary`: phrase ids, as for `translate_n_best_ids_with_glossary`.
         """
         if not 0 < temperature < float("inf"):
             raise ValueError(f"the sampling temperature must be a finite number > 0, got "
@@ -260,12 +279,14 @@ class Translator(tf.Module):
             prefix_ids = tf.repeat(tf.constant(prefix_ids), n, axis=0)
         if markup is not None:
             markup = tuple(tf.repeat(tf.constant(values), n, axis=0) for values in markup)
+        if glossary is not None:
+            glossary = tf.repeat(tf.constant(glossary), n, axis=0)
         ids, log_probs = sample_decode(
             self.model, source_ids,
             max_output_length=tf.where(empty, 1, self._output_limits(source_ids)),
             temperature=temperature, top_k=top_k,
             seed=tf.constant(seed, tf.int32),  # a tensor: a new seed must not retrace the search
-            processors=self._processors(markup),
+            processors=self._processors(markup, glossary),
             prefix_ids=prefix_ids, tree_constraint=self._tree_constraint(source_ids))
         ids = tf.where(empty[:, None], PAD_ID, ids)
         log_probs = tf.where(empty, 0.0, log_probs)

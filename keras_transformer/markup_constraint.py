@@ -75,3 +75,23 @@ class MarkupConstraint(NamedTuple):
         end = tf.range(vocab)[None, :] == EOS_ID
         others = tf.where(end, (remaining == 0)[:, None], others)
         return items | others
+
+
+class NoMarkup(NamedTuple):
+    """A processor for plain text under a vocabulary that holds markup's tokens: none may be
+    written (a model trained with markup would otherwise write a `｟t1｠` now and then).
+
+    Fields:
+        marker_ids: int [markers], the vocabulary ids of all item tokens.
+    """
+
+    marker_ids: tf.Tensor
+
+    def start(self, layout):
+        def adjust(logits, ids, step, state):
+            vocab = tf.shape(logits)[-1]
+            markers = tf.reduce_any(tf.one_hot(tf.cast(self.marker_ids, tf.int32), vocab,
+                                               on_value=True, off_value=False), axis=0)
+            return tf.where(markers[None, :], NEG_INF, logits), state
+
+        return adjust, ()

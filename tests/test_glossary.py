@@ -6,9 +6,12 @@ import itertools
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import run_main
 from test_beam_search import log_softmax, table_step
 
 import keras_transformer as kt
+from keras_transformer.data import glossary
+from keras_transformer.export import translate
 from keras_transformer.glossary_constraint import GlossaryConstraint
 
 # A toy vocabulary of 6 ids: 1 ends a sentence, the rest are words. Sentence 0 must hold the
@@ -68,3 +71,36 @@ def test_greedy_and_sampled_outputs_hold_the_phrases(rng):
         for sentence, row in enumerate(ids.numpy().tolist()):
             tokens = tuple(row[:row.index(1) + 1] if 1 in row else row[:LIMITS[sentence]])
             assert holds(sentence, tokens), (temperature, sentence, tokens)
+
+
+def test_kt_translate_holds_every_line_to_its_glossary_terms(trained_model_dir, tmp_path):
+    (tmp_path / "terms.tsv").write_text(
+        "# source<TAB>target\nGod\tel Creador\nthe Lord\tel Señor Dios\nLord\tAmo\n"
+        "Moses\tMoisés\n\n", encoding="utf-8")
+    lines = ["In the beginning God created the heavens and the earth.",
+             "Moses said to the Lord, Lord, God is here.", "Nothing to require here.", ""]
+    (tmp_path / "input.en").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    terms = glossary.Glossary.load(tmp_path / "terms.tsv")
+    assert [terms.targets_in(line) for line in lines] == [
+        ["el Creador"], ["Moisés", "el Señor Dios", "Amo", "el Creador"], [], []]
+    for flags in ([], ["--beam_size", "1"], ["--sampling_temperature", "1", "--seed", "5"]):
+        result = run_main(translate.main, "--model_dir", trained_model_dir, "--glossary",
+                          tmp_path / "terms.tsv", "--input", tmp_path / "input.en", *flags)
+        assert result.returncode == 0, result.stderr
+        outputs = result.stdout.split("\n")[:-1]
+        assert len(outputs) == len(lines) and outputs[3] == ""
+        for line, output in zip(lines, outputs):
+            assert all(term in output for term in terms.targets_in(line)), (flags, output)
+    (tmp_path / "bad.tsv").write_text("God\tDios\nLord\n", encoding="utf-8")
+    bad = run_main(translate.main, "--model_dir", trained_model_dir, "--glossary",
+                   tmp_path / "bad.tsv", "--input", tmp_path / "input.en")
+    assert bad.returncode == 2 and f"{tmp_path / 'bad.tsv'}:2: expected 'source term<TAB>" \
+        "target term', got 'Lord'" in bad.stderr
+    (tmp_path / "long.tsv").write_text("God\t" + " ".join(["Creador"] * 80) + "\n")
+    no_room = run_main(translate.main, "--model_dir", trained_model_dir, "--glossary",
+                       tmp_path / "long.tsv", "--input", tmp_path / "input.en")
+    assert no_room.returncode == 2 and "line 1: its glossary terms need" in no_room.stderr
+    combined = run_main(translate.main, "--model_dir", trained_model_dir, "--glossary",
+                        tmp_path / "terms.tsv", "--markup")
+    assert combined.returncode == 2 and "--markup and --glossary cannot be combined" in \
+        combined.stderr
