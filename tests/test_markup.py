@@ -131,7 +131,9 @@ def enumeration(table, sentence, limit, alpha):
                     not keeps_the_markup(sentence, tokens):
                 continue
             previous = (0,) + tokens[:-1]
-            total = sum(log_probs[t, p, y] for t, (p, y) in enumerate(zip(previous, tokens)))
+            # An item token takes the end's probability too (one item allowed at a time here).
+            total = sum(np.logaddexp(log_probs[t, p, y], log_probs[t, p, 1]) if y in (3, 4)
+                        else log_probs[t, p, y] for t, (p, y) in enumerate(zip(previous, tokens)))
             found.append((total / ((5 + length) / 6) ** alpha, tokens))
     return sorted(found, key=lambda pair: -pair[0])
 
