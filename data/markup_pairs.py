@@ -84,8 +84,8 @@ def augment(source, target, rate=DEFAULT_RATE):
     masks a text (items as tokens, with spaces around them), the same token for the same item on
     both sides; or unchanged (a share 1 - `rate` of the pairs, and pairs whose items the two sides
     do not share)."""
-    chooser = random.Random(hashlib.blake2b(f"{source}\t{target}".encode(),
-                                            digest_size=8).digest())
+    chooser = random.Random(hashlib.blake2b(f"{source}\t{target}".encode(
+        "utf-8", "surrogateescape"), digest_size=8).digest())
     if chooser.random() >= rate:
         return source, target
     try:
@@ -93,8 +93,7 @@ def augment(source, target, rate=DEFAULT_RATE):
     except markup.MarkupError:  # a pair that already holds ｟...｠, or too many items
         return source, target
     if not masked_source.items and not masked_target.items:
-        source, target = _made_up_markup(source, target, chooser)
-        masked_source, masked_target = markup.mask(source), markup.mask(target)
+        masked_source, masked_target = map(markup.mask, _made_up_markup(source, target, chooser))
     shared = _shared(masked_source.items, masked_target.items)
     if shared is None:
         return source, target

@@ -145,16 +145,8 @@ def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, pre
             result = translator.sample_n_best_ids(batch, n_best, sampling.temperature,
                                                   sampling.top_k, (sampling.seed, number),
                                                   prefix, items, glossary)
-        elif glossary is not None:
-            result = translator.translate_n_best_ids_with_glossary(tf.constant(batch),
-                                                                  tf.constant(glossary))
-        elif items is not None:
-            result = translator.translate_n_best_ids_with_markup(tf.constant(batch), *items)
-        elif prefix is None:
-            result = translator.translate_n_best_ids(tf.constant(batch))
         else:
-            result = translator.translate_n_best_ids_with_prefix(tf.constant(batch),
-                                                                 tf.constant(prefix))
+            result = _beam_search(translator, batch, prefix, items, glossary)
         ids = result["ids"][:, :n_best]
         texts = translator.detokenize(tf.reshape(ids, [-1, tf.shape(ids)[2]])).numpy()
         texts = texts.reshape(len(rows), n_best)
@@ -177,6 +169,19 @@ def check_prefixes(translator, source_ids, prefix_ids):
         raise PrefixError(f"line {row + 1}: the prefix has {lengths[row]} tokens, but a "
                           f"translation of that line may have at most {limits[row]} "
                           f"(--extra_length, --max_output_length); nothing is left to translate")
+
+
+def _beam_search(translator, batch, prefix, items, glossary):
+    """The translator's n-best search of a batch, held to the one constraint given (if any)."""
+    if glossary is not None:
+        return translator.translate_n_best_ids_with_glossary(tf.constant(batch),
+                                                             tf.constant(glossary))
+    if items is not None:
+        return translator.translate_n_best_ids_with_markup(tf.constant(batch), *items)
+    if prefix is not None:
+        return translator.translate_n_best_ids_with_prefix(tf.constant(batch),
+                                                           tf.constant(prefix))
+    return translator.translate_n_best_ids(tf.constant(batch))
 
 
 def glossary_phrases(translator, source_ids, terms_of_lines, batch_size):

@@ -164,6 +164,15 @@ def parse_args(argv=None):
                              "clause marks or into windows of words, never cut (a summary on "
                              "stderr says how many)")
     args = parser.parse_args(argv)
+    check_engine_flags(parser, args)
+    check_mode_flags(parser, args)
+    if args.output:
+        cli.check_output(parser, args.output, args.overwrite)
+    return with_batch_size(args)
+
+
+def check_engine_flags(parser, args):
+    """Refuses (parser.error) flags the chosen engine cannot honour."""
     if args.engine == "ctranslate2":
         if not args.ctranslate2_dir:
             parser.error("--engine ctranslate2 needs --ctranslate2_dir")
@@ -183,6 +192,11 @@ def parse_args(argv=None):
         parser.error(f"{flag} needs --engine ctranslate2")
     elif not args.model_dir:
         parser.error("the following arguments are required: --model_dir")
+
+
+def check_mode_flags(parser, args):
+    """Refuses (parser.error) flags that contradict each other; draws a --seed for sampling
+    without one."""
     if not args.sampling_temperature and (args.seed is not None or args.sampling_top_k):
         parser.error("--seed and --sampling_top_k need --sampling_temperature")
     if args.sampling_temperature and args.seed is None:
@@ -209,9 +223,6 @@ def parse_args(argv=None):
                                       "download") if getattr(args, flag)]
     if corpus_flags and not args.data:
         parser.error(f"--{corpus_flags[0]} needs --data")
-    if args.output:
-        cli.check_output(parser, args.output, args.overwrite)
-    return with_batch_size(args)
 
 
 def engine_from_flags(args):
