@@ -42,7 +42,8 @@ def document(words):
     paragraphs, used, count = [], 0, 0
     while count < words:
         if len(paragraphs) % 4 == 1:  # an overlong sentence: eight verses, one sentence
-            sentence = ", and ".join(verse.rstrip(".;:!?") for verse in verses[used:used + 8])
+            sentence = ", and ".join(re.sub(r"[.;:!?]+(\s|$)", r",\1", verse).rstrip(",")
+                                     for verse in verses[used:used + 8])
             paragraphs.append(sentence + ".")
             used += 8
         else:

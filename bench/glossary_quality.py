@@ -49,7 +49,8 @@ def main(argv=None):
     sources, references = zip(*pairs)
     terms = glossary.Glossary.load(args.glossary)
     required = [terms.targets_in(source) for source in sources]
-    translator = Translator(loaded.model, loaded.vocabulary)
+    translator = Translator(loaded.model, loaded.vocabulary,
+                            alpha=loaded.hparams.decode_alpha)  # kt-translate's
     peaks, rows = [matmul_peak("float32") / 1e9], []
     for name, terms_of_lines in (("without", None), ("with the glossary", required)):
         start = time.perf_counter()

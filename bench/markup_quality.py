@@ -102,7 +102,8 @@ def translations(loaded, lines, search, masked_items=None):
     """Best hypotheses of `lines` (masked texts when `masked_items`) under a SEARCHES entry."""
     settings = dict(SEARCHES[search])
     sampling = settings.pop("sampling", None)
-    translator = Translator(loaded.model, loaded.vocabulary, **settings)
+    translator = Translator(loaded.model, loaded.vocabulary, alpha=loaded.hparams.decode_alpha,
+                            **settings)  # kt-translate's alpha
     best = n_best_lines(translator, lines, 1, 32, sampling=sampling, markup_items=masked_items)
     return [hypotheses[0].text for hypotheses in best]
 

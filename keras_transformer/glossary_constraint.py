@@ -3,7 +3,9 @@ production-translation issue; data/glossary.py finds which a sentence requires).
 
 `GlossaryConstraint` is a decoding processor (processors.py). For each sentence it knows the
 token ids of its required target phrases. At each step a hypothesis may write:
-- end of sentence only once every phrase has appeared in it (as consecutive tokens);
+- end of sentence only once every phrase has appeared in it (as consecutive tokens); until then
+  the end's probability goes to the tokens that continue or start a lacking phrase (shared
+  equally, `processors.give_the_end_to`), so where the model would stop it writes the phrase;
 - any other token that leaves room, before its length limit, for the phrases it still lacks:
   the rest of the phrase it is furthest into if the token continues it, else every lacking
   phrase in full (one token less if the token starts one). Once they only just fit, that
@@ -25,6 +27,7 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
+from keras_transformer.processors import give_the_end_to
 from keras_transformer.search import NEG_INF
 from keras_transformer.token_ids import EOS_ID
 
@@ -69,6 +72,8 @@ class GlossaryConstraint(NamedTuple):
                              whole[:, None] - tf.cast(starts_one, tf.int32))
             allowed = after <= (limits - step - 1)[:, None]
             allowed &= (tf.range(vocab)[None, :] != EOS_ID) | (whole == 0)[:, None]
-            return tf.where(allowed, logits, NEG_INF), (matched, done)
+            owed = allowed & (starts_one | (tf.range(vocab)[None, :] == next_token[:, None])) & \
+                (whole > 0)[:, None]
+            return tf.where(allowed, give_the_end_to(owed, logits), NEG_INF), (matched, done)
 
         return adjust, (tf.zeros_like(lengths), tf.zeros_like(lengths, tf.bool))

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
+from keras_transformer.processors import give_the_end_to
 from keras_transformer.search import NEG_INF
 from keras_transformer.token_ids import EOS_ID
 
@@ -62,8 +63,7 @@ class MarkupConstraint(NamedTuple):
             allowed_entries = required & ~written & ((opening < 0) | may_close)
             items, others = self._allowed(logits, item_ids, allowed_entries,
                                           required & ~written, limits - step)
-            return tf.where(items | others, _with_the_end_given_to(items, logits),
-                            NEG_INF), written_at
+            return tf.where(items | others, give_the_end_to(items, logits), NEG_INF), written_at
 
         return adjust, tf.fill(tf.shape(item_ids), -1)
 
@@ -80,18 +80,6 @@ class MarkupConstraint(NamedTuple):
         end = tf.range(vocab)[None, :] == EOS_ID
         others = tf.where(end, (remaining == 0)[:, None], others)
         return items, others
-
-
-def _with_the_end_given_to(items, logits):
-    """`logits` with the end of sentence's probability shared among the item tokens a row may
-    write, in rows that may not end yet (items are owed): where the model would stop, it writes
-    what it owes instead of going on (a model that rarely saw a token ends, banned from ending,
-    otherwise rambles on until the length limit makes room for the items)."""
-    owed = tf.reduce_any(items, axis=1, keepdims=True)
-    share = logits[:, EOS_ID:EOS_ID + 1] - tf.math.log(tf.maximum(
-        tf.reduce_sum(tf.cast(items, logits.dtype), axis=1, keepdims=True), 1.0))
-    return tf.where(items & owed, tf.math.reduce_logsumexp(
-        tf.stack([logits, tf.broadcast_to(share, tf.shape(logits))]), axis=0), logits)
 
 
 class NoMarkup(NamedTuple):

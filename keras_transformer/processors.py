@@ -56,7 +56,7 @@ from typing import NamedTuple
 import tensorflow as tf
 
 from keras_transformer.search import NEG_INF
-from keras_transformer.token_ids import PAD_ID
+from keras_transformer.token_ids import EOS_ID, PAD_ID
 
 
 class Layout(NamedTuple):
@@ -116,3 +116,15 @@ class PrefixForcing(NamedTuple):
             return tf.where((forced != PAD_ID)[:, None] & other, NEG_INF, logits), state
 
         return adjust, ()
+
+
+def give_the_end_to(owed, logits):
+    """`logits` with the end of sentence's probability shared equally among the `owed` tokens
+    (bool [rows, vocab]) of each row that has any. For a constraint that forbids ending while a
+    hypothesis still owes something: where the model would stop, it writes what it owes instead
+    of going on (banned from ending, a model rambles on until the length limit forces the owed
+    tokens in)."""
+    count = tf.reduce_sum(tf.cast(owed, logits.dtype), axis=1, keepdims=True)
+    share = logits[:, EOS_ID:EOS_ID + 1] - tf.math.log(tf.maximum(count, 1.0))
+    return tf.where(owed, tf.math.reduce_logsumexp(
+        tf.stack([logits, tf.broadcast_to(share, tf.shape(logits))]), axis=0), logits)

@@ -26,6 +26,27 @@ def holds(sentence, tokens):
                for phrase in ([p for p in row if p] for row in PHRASES[sentence]) if phrase)
 
 
+def end_bonuses(log_probs, sentence, limit, previous, tokens):
+    """What each token's score gains from the end's probability (`give_the_end_to`): while
+    the sentence's one phrase is owed, the allowed tokens that continue or start it share it."""
+    phrase = [p for p in PHRASES[sentence][0] if p]
+    matched, done, bonuses = 0, not phrase, []
+    for t, (p, y) in enumerate(zip(previous, tokens)):
+        owed = set()
+        if not done:
+            steps_left = limit - t
+            if len(phrase) - matched - 1 <= steps_left - 1:
+                owed.add(phrase[matched])
+            if len(phrase) - 1 <= steps_left - 1:
+                owed.add(phrase[0])
+        bonuses.append(np.logaddexp(0.0, log_probs[t, p, 1] - np.log(len(owed)) -
+                                    log_probs[t, p, y]) if y in owed else 0.0)
+        if not done:
+            matched = matched + 1 if y == phrase[matched] else int(y == phrase[0])
+            done = matched == len(phrase)
+    return bonuses
+
+
 def enumeration(table, sentence, limit, alpha):
     """Every hypothesis holding the sentence's phrases, with its penalized score, best first."""
     log_probs = log_softmax(table[sentence].astype("float64"))
@@ -36,7 +57,8 @@ def enumeration(table, sentence, limit, alpha):
                     not holds(sentence, tokens):
                 continue
             previous = (0,) + tokens[:-1]
-            total = sum(log_probs[t, p, y] for t, (p, y) in enumerate(zip(previous, tokens)))
+            total = sum(log_probs[t, p, y] + bonus for t, (p, y, bonus) in enumerate(zip(
+                previous, tokens, end_bonuses(log_probs, sentence, limit, previous, tokens))))
             found.append((total / ((5 + length) / 6) ** alpha, tokens))
     return sorted(found, key=lambda pair: -pair[0])
 
