@@ -102,7 +102,8 @@ def main(argv=None):
     table = (f"{args.model_dir}, kt-translate's defaults (beam 4); seconds: each command's own "
              f"summary line (translation, not start-up), in fresh processes, alternating. "
              f"float32 matmul peak (2048^3) before and after: {peaks[0]:.0f} and "
-             f"{peaks[1]:.0f} GFLOP/s. {stderr.strip()}\n\n" + markdown_table(COLUMNS, rows))
+             f"{peaks[1]:.0f} GFLOP/s. kt-translate --documents: "
+             f"{stderr.strip().splitlines()[-1]}\n\n" + markdown_table(COLUMNS, rows))
     print(table)
     append_results("A document through kt-translate and the SavedModel", table)
 
