@@ -281,7 +281,7 @@ def corpus_whole_tokens(source):
     brackets, markup's placeholder tokens (`data.MarkupAugmentedSource`); none for a plain
     translation corpus."""
     whole_tokens = getattr(source, "whole_tokens", None)
-    return tuple(whole_tokens()) if whole_tokens else ()
+    return whole_tokens() if whole_tokens else ()
 
 
 def corpus_texts(source, split="train"):
