@@ -116,7 +116,9 @@ class DocumentTranslator(tf.Module):
         """tf.string [docs] -> {"translations": tf.string [docs], "sentences",
         "split_at_clauses", "split_into_windows": int32 [docs] (see `Parts`)}."""
         translator = self.translator
-        with tf.control_dependencies([translator._check_batch(tf.size(texts))]):
+        with tf.control_dependencies([tf.debugging.assert_less_equal(
+                tf.size(texts), translator.max_batch_size, message=f"too many documents in one "
+                f"request: the limit (max_batch_size) is {translator.max_batch_size}")]):
             texts = tf.strings.substr(texts, 0, self.max_document_bytes)
         texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace")
         split = parts(translator.vocabulary, texts, translator.max_input_length)
