@@ -36,16 +36,24 @@ def log_softmax(x):
     return x - np.log(np.exp(x).sum(-1, keepdims=True))
 
 
-def exhaustive(table, sentence, limit, alpha, start=0):
-    """Every hypothesis of one sentence with its penalized score, best first."""
+def exhaustive(table, sentence, limit, alpha, start=0, *, vocab=VOCAB, keeps=None,
+               bonuses=None):
+    """Every hypothesis of one sentence with its penalized score, best first.
+
+    For a constrained search: only those `keeps(tokens)` accepts, each token's log-probability
+    plus `bonuses(log_probs, previous, tokens)[t]` (what a processor adds to it)."""
     log_probs = log_softmax(table[sentence].astype("float64"))
     hypotheses = []
     for length in range(1, limit + 1):
-        for tokens in itertools.product(range(VOCAB), repeat=length):
+        for tokens in itertools.product(range(vocab), repeat=length):
             if EOS in tokens[:-1] or (length < limit and tokens[-1] != EOS):
                 continue  # ended early, or neither ended nor reached the limit
+            if keeps is not None and not keeps(tokens):
+                continue
             previous = (start,) + tokens[:-1]
-            total = sum(log_probs[t, p, y] for t, (p, y) in enumerate(zip(previous, tokens)))
+            added = bonuses(log_probs, previous, tokens) if bonuses else [0.0] * length
+            total = sum(log_probs[t, p, y] + bonus
+                        for t, (p, y, bonus) in enumerate(zip(previous, tokens, added)))
             hypotheses.append((total / ((5 + length) / 6) ** alpha, tokens))
     return sorted(hypotheses, key=lambda pair: -pair[0])
 

@@ -1,13 +1,12 @@
 """keras_transformer/glossary_constraint.py: searches whose every hypothesis holds its sentence's
 required target phrases; data/glossary.py: which a sentence requires; kt-translate --glossary."""
 
-import itertools
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import run_main
-from test_beam_search import log_softmax, table_step
+from test_beam_search import exhaustive, table_step
 
 import keras_transformer as kt
 from keras_transformer.data import glossary
@@ -49,18 +48,10 @@ def end_bonuses(log_probs, sentence, limit, previous, tokens):
 
 def enumeration(table, sentence, limit, alpha):
     """Every hypothesis holding the sentence's phrases, with its penalized score, best first."""
-    log_probs = log_softmax(table[sentence].astype("float64"))
-    found = []
-    for length in range(1, limit + 1):
-        for tokens in itertools.product(range(VOCAB), repeat=length):
-            if 1 in tokens[:-1] or (length < limit and tokens[-1] != 1) or \
-                    not holds(sentence, tokens):
-                continue
-            previous = (0,) + tokens[:-1]
-            total = sum(log_probs[t, p, y] + bonus for t, (p, y, bonus) in enumerate(zip(
-                previous, tokens, end_bonuses(log_probs, sentence, limit, previous, tokens))))
-            found.append((total / ((5 + length) / 6) ** alpha, tokens))
-    return sorted(found, key=lambda pair: -pair[0])
+    return exhaustive(table, sentence, limit, alpha, vocab=VOCAB,
+                      keeps=lambda tokens: holds(sentence, tokens),
+                      bonuses=lambda log_probs, previous, tokens: end_bonuses(
+                          log_probs, sentence, limit, previous, tokens))
 
 
 @pytest.mark.parametrize("jit_compile", [False, True])

@@ -1,7 +1,6 @@
 """data/markup.py: items out of the text and back, exactly; what a bad translation breaks is
 named; limits refused. keras_transformer/markup_constraint.py: searches that keep them."""
 
-import itertools
 import re
 
 import numpy as np
@@ -9,7 +8,7 @@ import pytest
 import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_beam_search import log_softmax, table_step
+from test_beam_search import exhaustive, table_step
 
 import keras_transformer as kt
 from keras_transformer.data import markup
@@ -122,20 +121,14 @@ def keeps_the_markup(sentence, tokens):
 
 
 def enumeration(table, sentence, limit, alpha):
-    """Every hypothesis the rule keeps, with its penalized score, best first."""
-    log_probs = log_softmax(table[sentence].astype("float64"))
-    found = []
-    for length in range(1, limit + 1):
-        for tokens in itertools.product(range(VOCAB), repeat=length):
-            if 1 in tokens[:-1] or (length < limit and tokens[-1] != 1) or \
-                    not keeps_the_markup(sentence, tokens):
-                continue
-            previous = (0,) + tokens[:-1]
-            # An item token takes the end's probability too (one item allowed at a time here).
-            total = sum(np.logaddexp(log_probs[t, p, y], log_probs[t, p, 1]) if y in (3, 4)
-                        else log_probs[t, p, y] for t, (p, y) in enumerate(zip(previous, tokens)))
-            found.append((total / ((5 + length) / 6) ** alpha, tokens))
-    return sorted(found, key=lambda pair: -pair[0])
+    """Every hypothesis the rule keeps, with its penalized score, best first. An item token
+    takes the end's probability too (one item is allowed at a time here)."""
+    def bonuses(log_probs, previous, tokens):
+        return [np.logaddexp(0.0, log_probs[t, p, 1] - log_probs[t, p, y]) if y in (3, 4)
+                else 0.0 for t, (p, y) in enumerate(zip(previous, tokens))]
+
+    return exhaustive(table, sentence, limit, alpha, vocab=VOCAB,
+                      keeps=lambda tokens: keeps_the_markup(sentence, tokens), bonuses=bonuses)
 
 
 def constraint():
