@@ -11,7 +11,7 @@ import sacrebleu
 import tensorflow as tf
 
 from keras_transformer import data
-from keras_transformer.data import markup
+from keras_transformer.data import glossary, markup
 
 
 class InputError(ValueError):
@@ -221,3 +221,35 @@ def _stacked(phrases_of_rows):
 
 def _padded(ids, width):
     return np.pad(ids, [(0, 0), (0, width - ids.shape[1])])
+
+
+def masked_lines(lines, name):
+    """`markup.mask` of each line (bytes) of the input `name`: a list of `markup.Masked`.
+
+    Raises:
+        InputError: a line with more items than markup.MAX_ITEMS, or one that holds a
+            placeholder token already, naming the line.
+    """
+    masked = []
+    for number, line in enumerate(lines, 1):
+        try:
+            masked.append(markup.mask(line.decode("utf-8", errors="replace")))
+        except markup.MarkupError as error:
+            raise InputError(f"{name}:{number}: {error}") from None
+    return masked
+
+
+def unmasked(hypotheses, masked):
+    """Each line's hypotheses with their items put back (`markup.unmask`)."""
+    return [[Hypothesis(markup.unmask(h.text, line.items), h.score, h.log_prob) for h in best]
+            for best, line in zip(hypotheses, masked)]
+
+
+def glossary_terms(path, lines):
+    """Each line's (bytes) required target terms under the glossary file `path`.
+
+    Raises:
+        glossary.GlossaryError: the file cannot be read or used, naming its line.
+    """
+    terms = glossary.Glossary.load(path)
+    return [terms.targets_in(line.decode("utf-8", errors="replace")) for line in lines]

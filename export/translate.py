@@ -26,7 +26,7 @@ import time
 
 from keras_transformer import cli, data
 from keras_transformer.cli import at_least
-from keras_transformer.data import glossary, markup
+from keras_transformer.data import markup
 from keras_transformer.export.ctranslate2 import PATIENCE, Ctranslate2Translator
 from keras_transformer.export.documents import translate_document
 from keras_transformer.export.flags import (
@@ -38,13 +38,15 @@ from keras_transformer.export.flags import (
     with_batch_size,
 )
 from keras_transformer.export.lines import (
-    Hypothesis,
     InputError,
     PrefixError,
     Sampling,
+    glossary_terms,
+    masked_lines,
     n_best_lines,
     print_scores,
     read_lines,
+    unmasked,
 )
 from keras_transformer.model_dir import ConfigError, ModelDirError, RunConfig
 
@@ -262,40 +264,6 @@ def check_engine(args, translator, run):
         translator.vocabulary.markup_ids()  # refuses a vocabulary that cuts the tokens
 
 
-def masked_lines(args, lines):
-    """`markup.mask` of each line (bytes): a list of `markup.Masked`.
-
-    Raises:
-        InputError: a line with more items than markup.MAX_ITEMS, or one that holds a
-            placeholder token already, naming the line.
-    """
-    masked = []
-    for number, line in enumerate(lines, 1):
-        try:
-            masked.append(markup.mask(line.decode("utf-8", errors="replace")))
-        except markup.MarkupError as error:
-            raise InputError(f"{input_name(args)}:{number}: {error}") from None
-    return masked
-
-
-def glossary_terms(args, lines):
-    """With --glossary, each line's (bytes) required target terms; else None.
-
-    Raises:
-        glossary.GlossaryError: the file cannot be read or used, naming its line.
-    """
-    if not args.glossary:
-        return None
-    terms = glossary.Glossary.load(args.glossary)
-    return [terms.targets_in(line.decode("utf-8", errors="replace")) for line in lines]
-
-
-def unmasked(hypotheses, masked):
-    """Each line's hypotheses with their items put back (`markup.unmask`)."""
-    return [[Hypothesis(markup.unmask(h.text, line.items), h.score, h.log_prob) for h in best]
-            for best, line in zip(hypotheses, masked)]
-
-
 def read_inputs(args, run):
     """(the source lines, bytes; their references, str, or None; the target prefixes, bytes,
     or None) the flags name.
@@ -365,8 +333,9 @@ def main(argv=None):
         translator, run, used = engine_from_flags(args)
         check_engine(args, translator, run)
         lines, references, prefixes = read_inputs(args, run)
-        masked = masked_lines(args, lines) if args.markup and not args.documents else None
-        terms = glossary_terms(args, lines)
+        masked = (masked_lines(lines, input_name(args)) if args.markup and not args.documents
+                  else None)
+        terms = glossary_terms(args.glossary, lines) if args.glossary else None
     except (InputError, ModelDirError, ConfigError, data.CorpusError, ValueError,
             OSError) as error:
         print(f"kt-translate: error: {error}", file=sys.stderr)
