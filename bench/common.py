@@ -49,6 +49,13 @@ def summary(values):
             f"n={len(values)})")
 
 
+def peaks_sentence(peaks, precision="float32"):
+    """The sentence a bench prints beside its figures: the 2048^3 matmul peak (GFLOP/s, as
+    `bench.train_step.matmul_peak` measures it / 1e9) before and after its runs."""
+    return (f"{precision} matmul peak (2048^3) before and after: {peaks[0]:.0f} and "
+            f"{peaks[-1]:.0f} GFLOP/s.")
+
+
 def markdown_table(columns, rows):
     """A Markdown table: a header of `columns`, then one line per row (a sequence of cells)."""
     lines = [columns, ["---"] * len(columns), *rows]

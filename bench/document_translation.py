@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench.common import append_results, markdown_table, summary
+from bench.common import append_results, markdown_table, peaks_sentence, summary
 from bench.train_step import matmul_peak
 from keras_transformer.data import bundled_source
 
@@ -101,8 +101,7 @@ def main(argv=None):
              summary(seconds["documents"]), summary(seconds["lines"]), f"{ratio:.2f}"]]
     table = (f"{args.model_dir}, kt-translate's defaults (beam 4); seconds: each command's own "
              f"summary line (translation, not start-up), in fresh processes, alternating. "
-             f"float32 matmul peak (2048^3) before and after: {peaks[0]:.0f} and "
-             f"{peaks[1]:.0f} GFLOP/s. kt-translate --documents: "
+             f"{peaks_sentence(peaks)} kt-translate --documents: "
              f"{stderr.strip().splitlines()[-1]}\n\n" + markdown_table(COLUMNS, rows))
     print(table)
     append_results("A document through kt-translate and the SavedModel", table)

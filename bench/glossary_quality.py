@@ -17,7 +17,7 @@ import time
 
 import sacrebleu
 
-from bench.common import append_results, markdown_table
+from bench.common import append_results, markdown_table, peaks_sentence
 from bench.train_step import matmul_peak
 from keras_transformer import data, model_dir
 from keras_transformer.data import glossary
@@ -69,8 +69,7 @@ def main(argv=None):
     table = (f"{args.model_dir} on {args.data} {args.split} ({len(sources)} sentences, "
              f"{lines_with_terms} with a glossary term), glossary {args.glossary} "
              f"({len(terms)} pairs), beam {translator.beam_size}, alpha {translator.alpha}. "
-             f"float32 matmul peak (2048^3) before and after: {peaks[0]:.0f} and "
-             f"{peaks[1]:.0f} GFLOP/s.\n\n" + markdown_table(COLUMNS, rows))
+             f"{peaks_sentence(peaks)}\n\n" + markdown_table(COLUMNS, rows))
     print(table)
     append_results(f"Glossary terms placed, {args.split} split", table)
 

@@ -35,7 +35,7 @@ import time
 import sacrebleu
 
 from bench import quality
-from bench.common import append_results, markdown_table
+from bench.common import append_results, markdown_table, peaks_sentence
 from bench.train_step import matmul_peak
 from keras_transformer import model_dir
 from keras_transformer.data import markup
@@ -219,8 +219,8 @@ def main(argv=None):
              f"keeping markup's tokens whole; markup: --markup_rate {args.rate}. "
              f"{args.inputs} generated tagged inputs from the held-out books (half tags only); "
              f"placement on bench/data/markup_dev.tsv ({HAND_TAGGED.read_text().count(chr(10))} "
-             f"hand-tagged dev pairs), beam 4. float32 matmul peak (2048^3) before and after: "
-             f"{peaks[0]:.0f} and {peaks[1]:.0f} GFLOP/s.\n\n" + markdown_table(COLUMNS, rows))
+             f"hand-tagged dev pairs), beam 4. {peaks_sentence(peaks)}\n\n" +
+             markdown_table(COLUMNS, rows))
     print(table)
     append_results(f"Markup kept and placed, bible_en_es, {args.steps} steps", table)
 

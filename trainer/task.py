@@ -1,21 +1,6 @@
-"""Train a Transformer: `kt-train` or `python -m keras_transformer.trainer`.
+"""kt-train (also `python -m keras_transformer.trainer`): flags -> `RunConfig` -> `Trainer.fit`.
 
-    kt-train --model_dir runs/small --hparams transformer_small --data bible_en_es \\
-        --batch_tokens 4096 --train_steps 20000
-
-Steps count optimizer updates; with --accumulate_steps K each update is K micro-batches of
---batch_tokens.
-
-CoVe's MT-LSTM trains the same way over fixed GloVe vectors of the source words:
-
-    kt-train --model_dir runs/mt_lstm --hparams cove_mt_lstm --data bible_en_es \
-        --glove glove.6B.50d.txt.bz2 --glove_words 100000 --batch_tokens 4096
-
-The run's configuration goes to model_dir/config.json, the vocabulary to model_dir/vocab.model,
-checkpoints to model_dir/checkpoints/, TensorBoard logs to model_dir/logs/. Running the same
-command again resumes from the last checkpoint with the same step count and learning rate;
-`--model_dir` alone is enough to resume, and flags that contradict the saved model or data are
-refused.
+Its help text, the flags and their mapping are trainer/flags.py's (`flags.USAGE`).
 """
 
 import sys
