@@ -3,6 +3,7 @@ tokens (data/markup_pairs.py), vocabularies that keep them whole, and kt-transla
 whose every output holds each of its line's items exactly once, tags well nested, under beam
 search, greedy decoding and sampling."""
 
+import random
 import re
 
 import pytest
@@ -10,7 +11,7 @@ from conftest import bundled_lines, run_main
 from test_trainer import kt_train, small_corpus  # noqa: F401  (a fixture)
 
 from keras_transformer import data, model_dir
-from keras_transformer.data import markup, markup_pairs
+from keras_transformer.data import markup, markup_pairs, word_alignment
 from keras_transformer.export import translate
 from keras_transformer.export.lines import Sampling, n_best_lines
 from keras_transformer.export.translator import Translator
@@ -57,6 +58,52 @@ def test_augmented_pairs_hold_the_same_tokens_on_both_sides(small_corpus):  # no
                       for source in (corpus, augmented))
         assert (plain != new) == rewrites and len(plain) == len(new)
     assert data.corpus_whole_tokens(augmented) == markup.TOKENS
+
+
+def toy_pairs(count, seed):
+    """Pairs of 3-8 distinct words "w<n>" and their translations "v<n>" in reverse order, with
+    an untranslated "la" somewhere in each translation."""
+    chooser = random.Random(seed)
+    pairs = []
+    for _ in range(count):
+        numbers = chooser.sample(range(40), chooser.randint(3, 8))
+        target = [f"v{n}" for n in reversed(numbers)]
+        target.insert(chooser.randrange(len(target) + 1), "la")
+        pairs.append((" ".join(f"w{n}" for n in numbers), " ".join(target)))
+    return pairs
+
+
+@pytest.fixture(scope="module")
+def toy_aligner():
+    return word_alignment.Ibm1Aligner.fit(toy_pairs(1500, 1))
+
+
+def test_ibm1_alignments_find_each_words_translation(toy_aligner):
+    for source, target in toy_pairs(50, 2):
+        source_words, target_words = source.split(), target.split()
+        truth = {(i, target_words.index(word.replace("w", "v")))
+                 for i, word in enumerate(source_words)}
+        assert set(toy_aligner.links(word_alignment.words(source),
+                                     word_alignment.words(target))) == truth
+
+
+def test_consistent_spans_are_the_phrase_pairs_of_the_links():
+    # source words 0-3 (2 unlinked), target words 0-2; (1, 3) would hold target 1, linked to 0
+    assert word_alignment.consistent_spans([(0, 1), (1, 0), (3, 2)]) == [
+        ((0, 0), (1, 1)), ((0, 1), (0, 1)), ((0, 3), (0, 2)), ((1, 1), (0, 0)), ((3, 3), (2, 2))]
+
+
+def test_made_up_tags_wrap_a_phrase_and_its_translation(toy_aligner):
+    wrapped = 0
+    for source, target in toy_pairs(300, 3):
+        new_source, new_target = markup_pairs.augment(source, target, 1, toy_aligner)
+        for number in {int(n) for n in re.findall(r"｟t(\d+)｠", new_source)}:
+            inside = [re.search(rf"｟t{number}｠(.*?)｟/t{number}｠", text).group(1).split()
+                      for text in (new_source, new_target)]
+            words = [{w for w in side if not TOKEN.fullmatch(w) and w != "la"} for side in inside]
+            assert {w.replace("w", "v") for w in words[0]} == words[1], (new_source, new_target)
+            wrapped += len(words[0]) < len(source.split())
+    assert wrapped > 100  # most pairs got a phrase, not the whole sentence
 
 
 @pytest.fixture(scope="module")
