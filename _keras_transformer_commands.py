@@ -98,6 +98,10 @@ def kt_score(argv=None):
     return run("keras_transformer.export.score", argv)
 
 
+def kt_calibrate(argv=None):
+    return run("keras_transformer.export.calibrate", argv)
+
+
 def kt_parse(argv=None):
     return run("keras_transformer.export.parse", argv)
 

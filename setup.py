@@ -72,6 +72,7 @@ setup(
         "kt-export=_keras_transformer_commands:kt_export",
         "kt-attention=_keras_transformer_commands:kt_attention",
         "kt-score=_keras_transformer_commands:kt_score",
+        "kt-calibrate=_keras_transformer_commands:kt_calibrate",
         "kt-parse=_keras_transformer_commands:kt_parse",
         "kt-classify=_keras_transformer_commands:kt_classify",
         "kt-demo=_keras_transformer_commands:kt_demo",

@@ -161,7 +161,8 @@ def translator_from_flags(args, max_batch_size):
         max_input_length=args.max_input_length or loaded.run.data.max_length,
         max_output_length=args.max_output_length, max_batch_size=max_batch_size,
         tree_leaves=tree_leaves_of(args, loaded.run.data.corpus),
-        jit_compile=getattr(args, "jit_compile", False))
+        jit_compile=getattr(args, "jit_compile", False),
+        calibration=model_dir.load_calibration(args.model_dir) if len(models) == 1 else None)
     return translator, members
 
 

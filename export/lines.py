@@ -83,6 +83,7 @@ class Hypothesis(typing.NamedTuple):
     text: str
     score: float  # log_prob / length penalty: what beam search ranks by
     log_prob: float
+    ids: np.ndarray = None  # int32 subwords, with the end of sentence unless stopped at the limit
 
 
 class Sampling(typing.NamedTuple):
@@ -152,9 +153,11 @@ def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, pre
         texts = texts.reshape(len(rows), n_best)
         scores = result["scores"][:, :n_best].numpy()
         log_probs = result["log_probs"][:, :n_best].numpy()
-        for row, *columns in zip(rows, texts, scores, log_probs):
-            hypotheses[row] = [Hypothesis(text.decode("utf-8"), float(score), float(log_prob))
-                               for text, score, log_prob in zip(*columns)
+        ids = ids.numpy()
+        for row, *columns in zip(rows, texts, scores, log_probs, ids):
+            hypotheses[row] = [Hypothesis(text.decode("utf-8"), float(score), float(log_prob),
+                                          np.trim_zeros(hypothesis_ids, "b"))
+                               for text, score, log_prob, hypothesis_ids in zip(*columns)
                                if np.isfinite(score)]
     return hypotheses
 
@@ -241,7 +244,7 @@ def masked_lines(lines, name):
 
 def unmasked(hypotheses, masked):
     """Each line's hypotheses with their items put back (`markup.unmask`)."""
-    return [[Hypothesis(markup.unmask(h.text, line.items), h.score, h.log_prob) for h in best]
+    return [[h._replace(text=markup.unmask(h.text, line.items)) for h in best]
             for best, line in zip(hypotheses, masked)]
 
 

@@ -8,6 +8,8 @@
     kt-translate --model_dir runs/markup --markup < strings.en > strings.es
     kt-translate --model_dir runs/demo --documents --input report.en --output report.es
     kt-translate --model_dir runs/demo --glossary terms.tsv < input.en > output.es
+    kt-translate --model_dir runs/demo --checks --alignments < input.en > checked.jsonl
+    kt-translate --model_dir runs/demo --min_confidence 0.4 < input.en > output.es
     kt-translate --engine ctranslate2 --ctranslate2_dir ct2/demo --input dev.en
     kt-translate --model_dir runs/wmt --data wmt_t2t_translate/de-en --source_lang en \
         --target_lang de --split test --output newstest2014.de
@@ -27,6 +29,7 @@ import time
 from keras_transformer import cli, data
 from keras_transformer.cli import at_least
 from keras_transformer.data import markup
+from keras_transformer.export import checks
 from keras_transformer.export.ctranslate2 import PATIENCE, Ctranslate2Translator
 from keras_transformer.export.documents import translate_document
 from keras_transformer.export.flags import (
@@ -165,9 +168,12 @@ def parse_args(argv=None):
                              "sentence longer than --max_input_length is split after its "
                              "clause marks or into windows of words, never cut (a summary on "
                              "stderr says how many)")
+    checks.add_flags(parser)
     args = parser.parse_args(argv)
     check_engine_flags(parser, args)
     check_mode_flags(parser, args)
+    if checks.refused_flag(args):
+        parser.error(checks.refused_flag(args))
     if args.output:
         cli.check_output(parser, args.output, args.overwrite)
     return with_batch_size(args)
@@ -258,6 +264,9 @@ def check_engine(args, translator, run):
         raise ConfigError(f"--target_prefix: {args.model_dir} is a parser, decoded among "
                           f"well-formed trees, which a prefix could leave no way to finish; add "
                           f"--no-tree_constraint to force it")
+    if args.min_confidence is not None and translator.calibration is None:
+        raise ConfigError(f"--min_confidence: {args.model_dir} has no calibration; fit one with "
+                          f"kt-calibrate --model_dir {args.model_dir}")
     if args.markup:
         if getattr(translator, "tree_leaves", None):
             raise ConfigError(f"--markup: {args.model_dir} is a parser; its outputs are trees")
@@ -361,7 +370,16 @@ def main(argv=None):
         print(f"kt-translate: error: {error}", file=sys.stderr)
         return 2
     translations = [one_line(best[0].text) for best in hypotheses]
-    if args.n_best:
+    if args.checks or args.alignments or args.min_confidence is not None:
+        checks.warn_if_stale(translator, args, used)
+        checked = checks.check_lines(translator, [line.text for line in masked] if masked
+                                     else lines, [best[0] for best in hypotheses],
+                                     args.batch_size)
+        text, untranslated = checks.checked_text(args, lines, translations, hypotheses, checked)
+        if args.min_confidence is not None:
+            print(f"kt-translate: {untranslated} of {len(lines)} line(s) left untranslated "
+                  f"(confidence below {args.min_confidence})", file=sys.stderr)
+    elif args.n_best:
         text = format_n_best(hypotheses, args.n_best_format)
     else:
         text = "".join(f"{best[0].score:.4f}\t{line}\n" if args.scores else f"{line}\n"

@@ -4,9 +4,11 @@ Because `kt-translate` and the exported SavedModel call the same `tf.function`s 
 `Translator`, an exported model translates as its checkpoint does.
 """
 
+import json
+
 import tensorflow as tf
 
-from keras_transformer import scoring
+from keras_transformer import confidence, scoring
 from keras_transformer.beam_search import length_penalty
 from keras_transformer.data import batching, treebank
 from keras_transformer.decoding import (
@@ -28,6 +30,8 @@ PREFIX_IDS = tf.TensorSpec([None, None], tf.int32, name="prefix_ids")
 ITEM_IDS = tf.TensorSpec([None, None], tf.int32, name="item_ids")
 OPENING = tf.TensorSpec([None, None], tf.int32, name="opening")
 PHRASE_IDS = tf.TensorSpec([None, None, None], tf.int32, name="phrase_ids")
+TARGET_IDS = tf.TensorSpec([None, None], tf.int32, name="target_ids")
+SCORES = tf.TensorSpec([None], tf.float32, name="scores")
 
 
 def source_ids_of(vocabulary, texts, max_input_length, max_input_bytes):
@@ -73,12 +77,14 @@ class Translator(tf.Module):
         processors: a list of decoding processors (`keras_transformer.processors`) for every
             search, beam or sampling, after a prefix's and the tree constraint's; each must
             take any batch (its state made in its `start`). Exported with the functions.
+        calibration: a `keras_transformer.confidence.Calibration` (model_dir/calibration.json,
+            written by kt-calibrate): `check_ids` and `translate` then give a confidence.
     """
 
     def __init__(self, model, vocabulary, *, beam_size=4, alpha=0.6, extra_length=EXTRA_LENGTH,
                  max_input_length=256, max_output_length=None, max_batch_size=64,
                  max_input_bytes=None, tree_leaves=None, jit_compile=False, processors=(),
-                 name="translator"):
+                 calibration=None, name="translator"):
         super().__init__(name=name)
         max_output_length = max_output_length or max_input_length + extra_length
         for member in members(model):
@@ -107,6 +113,7 @@ class Translator(tf.Module):
         self._tree_constraint = (treebank.tree_constraints(vocabulary, tree_leaves)
                                  if tree_leaves else lambda source_ids: None)
         self.processors = list(processors)
+        self.calibration = calibration
         self.jit_compile = jit_compile
         self.xla_lengths = batching.bucket_widths(batching.bucket_boundaries(
             max_input_length, step=batching.XLA_BUCKET_GROWTH)) if jit_compile else None
@@ -115,9 +122,11 @@ class Translator(tf.Module):
 
     def settings(self):
         """The decoding settings and bounds, as a JSON-able dict."""
-        return {name: getattr(self, name) for name in (
+        settings = {name: getattr(self, name) for name in (
             "beam_size", "alpha", "extra_length", "max_input_length", "max_output_length",
             "max_batch_size", "max_input_bytes", "tree_leaves", "jit_compile")}
+        settings["calibration"] = self.calibration and json.loads(self.calibration.to_json())
+        return settings
 
     def _check_batch(self, batch_size):
         return tf.debugging.assert_less_equal(
@@ -307,8 +316,35 @@ class Translator(tf.Module):
         best = self.translate_n_best_ids(source_ids)
         return {"ids": best["ids"][:, 0], "scores": best["scores"][:, 0]}
 
-    @graph_function(input_signature=[IDS, tf.TensorSpec([None, None], tf.int32,
-                                                         name="target_ids")])
+    @graph_function(input_signature=[IDS, TARGET_IDS, SCORES])
+    def check_ids(self, source_ids, target_ids, scores):
+        """Signs that translations went wrong, and their confidence with a calibration
+        (`keras_transformer.confidence`).
+
+        Args:
+            source_ids: int32 [batch, length], as for `translate_ids`.
+            target_ids: int32 [batch, length], their translations as `translate_ids` gives them
+                (subwords, end of sentence unless the search stopped them, 0-padded).
+            scores: float32 [batch], the translations' scores.
+
+        Returns:
+            {"stopped_at_limit", "repeated_ngrams": bool [batch], "uncovered": float32 [batch],
+            "alignment": int32 [batch, target length] (`confidence.alignment`), "features":
+            float32 [batch, len(confidence.FEATURES)] (what a calibration reads), and with a
+            calibration "confidence": float32 [batch] in [0, 1]}.
+        """
+        source_ids, _, _ = self._cut_sources(source_ids)
+        attention = confidence.cross_attention(self.model, source_ids, target_ids)
+        inputs = confidence.features(scores, source_ids, target_ids, attention)
+        result = {"stopped_at_limit": inputs[:, 1] > 0, "repeated_ngrams": inputs[:, 2] > 0,
+                  "uncovered": inputs[:, 3],
+                  "alignment": confidence.alignment(attention, source_ids, target_ids),
+                  "features": inputs}
+        if self.calibration is not None:
+            result["confidence"] = self.calibration.confidence(inputs)
+        return result
+
+    @graph_function(input_signature=[IDS, TARGET_IDS])
     def score_ids(self, source_ids, target_ids):
         """The model's log P(target | source) of given pairs, as `keras_transformer.score`
         computes it, with the request bounds of `translate_ids`: sources cut as it cuts them,
@@ -370,9 +406,16 @@ class Translator(tf.Module):
 
     @graph_function(input_signature=[TEXTS])
     def translate(self, texts):
-        """tf.string [batch] -> {"translations": tf.string [batch], "scores": float32 [batch]}."""
-        result = self.translate_ids(self.tokenize(texts)["source_ids"])
-        return {"translations": self.detokenize(result["ids"]), "scores": result["scores"]}
+        """tf.string [batch] -> {"translations": tf.string [batch], "scores": float32 [batch],
+        and `check_ids`' signs: "stopped_at_limit", "repeated_ngrams" bool [batch], "uncovered"
+        float32 [batch], and with a calibration "confidence" float32 [batch]}."""
+        source_ids = self.tokenize(texts)["source_ids"]
+        result = self.translate_ids(source_ids)
+        checks = self.check_ids(source_ids, result["ids"], result["scores"])
+        for name in ("alignment", "features"):  # subword positions, calibration inputs
+            del checks[name]
+        return {"translations": self.detokenize(result["ids"]), "scores": result["scores"],
+                **checks}
 
     @graph_function(input_signature=[TEXTS])
     def translate_n_best(self, texts):

@@ -9,6 +9,7 @@ kt-translate, kt-export, kt-average and kt-demo read.
       averaged/ckpt-<step>/      averages (kt-average, kt-train --average_last), same format
       best/ckpt-<step>/          the best by a dev metric (kt-train --keep_best), same format
       best/best.json             its metric, value and step (trainer/keep_best.py)
+      calibration.json           the confidence's fit on a dev set (kt-calibrate)
       logs/                      TensorBoard
 
     from keras_transformer import model_dir
@@ -31,6 +32,7 @@ from keras_transformer.model_dir.checkpoints import (
 from keras_transformer.model_dir.config import (
     AVERAGED_DIR,
     BEST_DIR,
+    CALIBRATION_FILE,
     CHECKPOINT_DIR,
     CONFIG_FILE,
     LOG_DIR,
@@ -54,13 +56,14 @@ from keras_transformer.model_dir.loading import (
     best_checkpoint,
     final_average,
     load,
+    load_calibration,
 )
 
 __all__ = [
-    "AVERAGED_DIR", "BEST_DIR", "BatchingConfig", "CHECKPOINT_DIR", "CONFIG_FILE",
-    "CheckpointConfig", "CheckpointDirectory", "CheckpointError", "ComputeConfig", "ConfigError",
-    "DTYPES", "DataConfig", "EvaluationConfig", "LOG_DIR", "Loaded", "LoadedCoVe", "ModelConfig",
-    "ModelDirError", "OptimizationConfig", "RunConfig", "VOCAB_FILE", "WORDS_FILE",
-    "best_checkpoint", "final_average", "load", "load_cove", "load_transformer_cove", "restore",
-    "step_in_name", "step_of", "verify",
+    "AVERAGED_DIR", "BEST_DIR", "BatchingConfig", "CALIBRATION_FILE", "CHECKPOINT_DIR",
+    "CONFIG_FILE", "CheckpointConfig", "CheckpointDirectory", "CheckpointError", "ComputeConfig",
+    "ConfigError", "DTYPES", "DataConfig", "EvaluationConfig", "LOG_DIR", "Loaded", "LoadedCoVe",
+    "ModelConfig", "ModelDirError", "OptimizationConfig", "RunConfig", "VOCAB_FILE", "WORDS_FILE",
+    "best_checkpoint", "final_average", "load", "load_calibration", "load_cove",
+    "load_transformer_cove", "restore", "step_in_name", "step_of", "verify",
 ]

@@ -7,6 +7,7 @@ import h5py
 
 import keras_transformer as kt
 from keras_transformer import data
+from keras_transformer.confidence import Calibration
 from keras_transformer.model_dir import checkpoints, config
 
 
@@ -174,3 +175,19 @@ def load(model_dir, checkpoint=None, dtype="float32", ema=None, model="transform
     elif ema:
         raise ModelDirError(f"--ema: {model_dir} was trained without --ema_decay")
     return Loaded(model, vocabulary, run, pathlib.Path(checkpoint), use_ema)
+
+
+def load_calibration(model_dir):
+    """The `Calibration` kt-calibrate wrote in `model_dir`, or None if it has none.
+
+    Raises:
+        ModelDirError: a calibration file that cannot be read or used, naming it.
+    """
+    path = pathlib.Path(model_dir) / config.CALIBRATION_FILE
+    if not path.exists():
+        return None
+    try:
+        return Calibration.from_json(path.read_text(encoding="utf-8"), str(path))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise ModelDirError(f"{path}: {error}" if isinstance(error, OSError) else str(error)) \
+            from None
