@@ -5,6 +5,8 @@ and kt-calibrate / kt-translate --checks --alignments --min_confidence on the tr
 
 import json
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -12,7 +14,7 @@ import tensorflow as tf
 from conftest import bundled_lines, run_main
 
 from keras_transformer import confidence
-from keras_transformer.export import Translator, calibrate, translate
+from keras_transformer.export import Translator, calibrate, saved_model, translate
 from keras_transformer.model_dir import CALIBRATION_FILE
 
 EOS = 1
@@ -195,3 +197,36 @@ def test_checks_refuse_what_they_cannot_honour(calibrated, trained_model_dir, tm
                        str(directory / "dev.en"))
     assert damaged.returncode == 2 and f"{broken / CALIBRATION_FILE}: not a usable" in (
         damaged.stderr)
+
+
+SERVING_CLIENT = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  registers the SentencePiece ops
+
+serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+out = serve(inputs=tf.constant(json.loads(sys.stdin.read())))
+print(json.dumps({name: value.numpy().tolist() for name, value in out.items()
+                  if name != "translations"}))
+"""
+
+
+def test_the_saved_model_of_a_calibrated_run_serves_its_confidence(calibrated, checked):
+    model_dir, directory = calibrated
+    output = directory / "exported"
+    result = run_main(saved_model.main, "--model_dir", str(model_dir), "--output", str(output))
+    assert result.returncode == 0, result.stderr
+    settings = json.loads((output / "1" / "assets" / "export.json").read_text())
+    assert settings["calibration"] == json.loads((model_dir / CALIBRATION_FILE).read_text())
+    sources = [line.rstrip("\n") for line in bundled_lines("dev", "en", 60)]
+    reply = subprocess.run([sys.executable, "-c", SERVING_CLIENT, str(output / "1")],
+                           input=json.dumps(sources), capture_output=True, text=True,
+                           timeout=600)
+    assert reply.returncode == 0, reply.stderr
+    served = json.loads(reply.stdout)
+    assert sorted(served) == ["confidence", "repeated_ngrams", "scores", "stopped_at_limit",
+                              "uncovered"]
+    for name in ("confidence", "uncovered"):
+        np.testing.assert_allclose(served[name], [r[name] for r in checked], atol=1e-4)
+    for name in ("repeated_ngrams", "stopped_at_limit"):
+        assert served[name] == [r[name] for r in checked]
