@@ -3,13 +3,22 @@ production-translation issue; kt-translate --glossary terms.tsv).
 
 A glossary file holds one term pair a line, `source term<TAB>target term` (UTF-8; blank lines and
 lines starting with `#` are skipped). A source term occurs in a sentence where it stands as whole
-words (case-sensitive; where terms overlap, the longest is taken); its target term is then
-required in the translation (`keras_transformer.glossary_constraint.GlossaryConstraint` holds
-the search to it).
+words (case-sensitive; not next to a Unicode letter, number or `_`); where terms overlap, the
+longest is taken: terms are looked for longest first, and where one is found, a shorter one
+inside it no longer counts. Its target term is then required in the translation
+(`keras_transformer.glossary_constraint.GlossaryConstraint` holds the search to it).
+
+The search for terms is TensorFlow ops (RE2 patterns; `required_terms`), so kt-translate
+--glossary and the SavedModel's `translate_with_glossary` signature find the same terms.
 """
 
 import pathlib
-import re
+
+import tensorflow as tf
+
+# RE2: a character that can be part of a word; a term's ends must not touch one.
+_WORD_CHARACTER = r"\pL\pN_"
+_BLANK = "\x01"  # what a found term is overwritten with, so that no shorter term is found in it
 
 
 class GlossaryError(ValueError):
@@ -30,10 +39,7 @@ class Glossary:
             if self.targets.setdefault(source, target) != target:
                 raise GlossaryError(f"{source!r} has two target terms: "
                                     f"{self.targets[source]!r} and {target!r}")
-        # Longest first: an alternation takes the first term that matches at a position.
-        terms = sorted(self.targets, key=len, reverse=True)
-        self._pattern = re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, terms)) + r")(?!\w)"
-                                   ) if terms else None
+        self.sources = sorted(self.targets, key=lambda term: (-len(term), term))
 
     @classmethod
     def load(cls, path):
@@ -63,9 +69,51 @@ class Glossary:
         return len(self.targets)
 
     def targets_in(self, sentence):
-        """The target terms `sentence`'s source terms require, each once, in the order their
-        source terms occur."""
-        if self._pattern is None:
-            return []
-        return list(dict.fromkeys(self.targets[match.group(0)]
-                                  for match in self._pattern.finditer(sentence)))
+        """The target terms `sentence`'s source terms require, longest source term first."""
+        return self.targets_of([sentence])[0]
+
+    def targets_of(self, sentences):
+        """`targets_in` of each of `sentences` (str or bytes), in one call."""
+        if not self.sources or not len(sentences):
+            return [[] for _ in sentences]
+        found = required_terms(tf.constant(sentences, tf.string),
+                               tf.constant(self.sources)).numpy()
+        return [list(dict.fromkeys(self.targets[source] for source, hit in zip(self.sources, row)
+                                   if hit)) for row in found]
+
+
+def required_terms(texts, sources):
+    """bool [batch, terms]: whether each source term occurs in each text, as whole words, with
+    the longer terms' occurrences hiding shorter terms inside them. TensorFlow ops only.
+
+    Args:
+        texts: tf.string [batch]; bytes that are not UTF-8 are read as U+FFFD.
+        sources: tf.string [terms], longest first (in characters; the order decides which of
+            two overlapping terms is taken).
+    """
+    escaped = tf.strings.regex_replace(sources, r"([\\.+*?()|\[\]{}^$])", r"\\\1")
+    outside = f"[^{_WORD_CHARACTER}]"
+
+    def look_for(state, term):
+        texts, _ = state
+        found = tf.strings.regex_full_match(
+            texts, tf.strings.join([f"(?s)(.*{outside})?", term, f"({outside}.*)?"]))
+        # Overwritten twice: one pass skips a second occurrence right after the first, whose
+        # boundary character the first match used up.
+        blank = tf.strings.join([f"(^|{outside})", term, f"({outside}|$)"])
+        for _ in range(2):
+            texts = tf.strings.regex_replace(texts, blank, f"\\1{_BLANK}\\2")
+        return texts, found
+
+    def look_for_each(texts):
+        _, found = tf.scan(look_for, escaped, initializer=(texts, tf.zeros(tf.shape(texts),
+                                                                           tf.bool)))
+        # Transposed as floats: oneDNN logs an error line for a bool transpose on some CPUs.
+        return tf.transpose(tf.cast(tf.reshape(found, [tf.size(sources), tf.size(texts)]),
+                                    tf.float32)) > 0
+
+    texts = tf.strings.unicode_transcode(tf.convert_to_tensor(texts, tf.string), "UTF-8",
+                                         "UTF-8", errors="replace")
+    # A scan over no terms cannot stack its (unshaped) results.
+    return tf.cond(tf.size(sources) > 0, lambda: look_for_each(texts),
+                   lambda: tf.zeros([tf.size(texts), 0], tf.bool))

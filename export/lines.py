@@ -254,5 +254,4 @@ def glossary_terms(path, lines):
     Raises:
         glossary.GlossaryError: the file cannot be read or used, naming its line.
     """
-    terms = glossary.Glossary.load(path)
-    return [terms.targets_in(line.decode("utf-8", errors="replace")) for line in lines]
+    return glossary.Glossary.load(path).targets_of(lines)

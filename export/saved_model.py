@@ -9,7 +9,10 @@ what follows is about SavedModels.
 
 Signatures:
 - `serving_default`: `inputs` tf.string [batch] -> `translations` tf.string [batch], `scores`
-  float32 [batch] (log-probability / length penalty of each translation).
+  float32 [batch] (log-probability / length penalty of each translation), and the signs of
+  trouble (`stopped_at_limit`, `repeated_ngrams` bool, `uncovered` float32 [batch]) and, for a
+  model_dir calibrated by kt-calibrate, `confidence` float32 [batch] (keras_transformer/
+  confidence.py).
 - `translate_ids`: `source_ids` int32 [batch, length] (subwords + end of sentence 1, 0-padded)
   -> `ids` int32 [batch, output_length] (0 after end of sentence), `scores` float32 [batch].
 - `tokenize`: `inputs` tf.string [batch] -> `source_ids`, for clients that want the ids.
@@ -24,6 +27,10 @@ Signatures:
   tf.string [batch], each document cut into sentences and put back with its line breaks and
   spacing (export/documents.py), and int32 [batch] counts: `sentences`, `split_at_clauses`,
   `split_into_windows` (sentences too long for the model, split rather than cut).
+- `translate_with_glossary` (with --glossaries): `inputs` tf.string [batch], `glossary_sources`
+  and `glossary_targets` tf.string [terms] -> `translations`, `scores`, `terms_required` int32
+  [batch]: each translation holds the target terms of the source terms in its sentence
+  (export/glossary.py).
 
 Tokenizing and detokenizing run in the graph with tensorflow-text's SentencePiece ops, which
 stock TF Serving includes, and (translate_document) its sentence breaker; no other custom op
@@ -47,6 +54,11 @@ from keras_transformer.cli import at_least
 from keras_transformer.export.ctranslate2 import QUANTIZATIONS, export_ctranslate2
 from keras_transformer.export.documents import DOCUMENTS, DocumentTranslator
 from keras_transformer.export.flags import add_decoding_flags, checkpoints, translator_from_flags
+from keras_transformer.export.glossary import (
+    GLOSSARY_SOURCES,
+    GLOSSARY_TARGETS,
+    GlossaryTranslator,
+)
 from keras_transformer.export.translator import IDS, TARGETS, TEXTS
 from keras_transformer.model_dir import config
 from keras_transformer.model_dir.checkpoints import step_in_name
@@ -78,7 +90,8 @@ def version_path(output, version=None):
     return path
 
 
-def export(translator, output, version=None, provenance=None, documents=False):
+def export(translator, output, version=None, provenance=None, documents=False,
+           glossaries=False):
     """Writes the SavedModel of `translator` to output/<version>; returns that path.
 
     It is written next to its final place and renamed into it when complete, so TF Serving,
@@ -92,6 +105,8 @@ def export(translator, output, version=None, provenance=None, documents=False):
             (kt-export: the checkpoint, its step and the run's configuration).
         documents: add the `translate_document` signature (`DocumentTranslator`): a second
             search traced, so more time to export and a larger model.
+        glossaries: add the `translate_with_glossary` signature (`GlossaryTranslator`): a
+            glossary with each request; a search held to it traced, likewise.
     """
     output = pathlib.Path(output)
     path = version_path(output, version)
@@ -114,6 +129,11 @@ def export(translator, output, version=None, provenance=None, documents=False):
         if documents:
             signatures["translate_document"] = \
                 document_translator.translate_documents.get_concrete_function(DOCUMENTS)
+        glossary_translator = GlossaryTranslator(translator)
+        if glossaries:
+            signatures["translate_with_glossary"] = \
+                glossary_translator.translate_with_glossary.get_concrete_function(
+                    TEXTS, GLOSSARY_SOURCES, GLOSSARY_TARGETS)
         # A root of its own, so the caller's translator keeps no asset in a deleted directory.
         # It tracks what the signatures read (the weights, the tokenizer), not the translator:
         # saving a tf.Module traces each of its tf.functions, and two of the translator's are
@@ -157,6 +177,11 @@ def parse_args(argv=None):
                         help="also the translate_document signature: whole documents in, each "
                              "cut into sentences in the graph and put back together, long "
                              "sentences split, never cut (docs/serving.md)")
+    parser.add_argument("--glossaries", action="store_true",
+                        help="also the translate_with_glossary signature: each request brings "
+                             "its glossary (source and target terms), and each translation "
+                             "holds the target terms of the source terms in its sentence "
+                             "(docs/serving.md)")
     parser.add_argument("--format", choices=("savedmodel", "ctranslate2"), default="savedmodel",
                         help="savedmodel (TF Serving; default) or ctranslate2 (OpenNMT's C++ "
                              "engine; kt-translate --engine ctranslate2 reads it)")
@@ -175,6 +200,8 @@ def parse_args(argv=None):
     if args.format == "ctranslate2" and args.documents:
         parser.error("--documents is for a SavedModel; kt-translate --documents splits "
                      "documents for --engine tensorflow")
+    if args.format == "ctranslate2" and args.glossaries:
+        parser.error("--glossaries is for a SavedModel; CTranslate2 has no glossary search")
     if args.format == "ctranslate2":
         args.tree_constraint = False  # what its export.json records
     return args
@@ -192,7 +219,7 @@ def main(argv=None):
                                       provenance(*members))
         else:
             path = export(translator, args.output, args.version, provenance(*members),
-                          documents=args.documents)
+                          documents=args.documents, glossaries=args.glossaries)
     except (ExportError, ModelDirError, config.ConfigError, ValueError) as error:
         print(f"kt-export: error: {error}", file=sys.stderr)
         return 2
@@ -204,7 +231,9 @@ def main(argv=None):
         return 0
     print(f"exported {checkpoints(members)} to {path} in {seconds:.1f} s; "
           f"signatures serving_default (strings), translate_ids, tokenize, translate_n_best, "
-          f"score{', translate_document' if args.documents else ''}; beam "
+          f"score{', translate_document' if args.documents else ''}"
+          f"{', translate_with_glossary' if args.glossaries else ''}"
+          f"{'; with a confidence (calibration.json)' if translator.calibration else ''}; beam "
           f"{args.beam_size}, alpha {args.alpha}, inputs cut at {translator.max_input_length} "
           f"tokens, at most {translator.max_batch_size} sentences a request")
     return 0

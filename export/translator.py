@@ -165,6 +165,11 @@ class Translator(tf.Module):
         """int32 [batch]: the most tokens each translation may have."""
         return tf.minimum(decode_lengths(source_ids, self.extra_length), self.max_output_length)
 
+    def limits_of(self, source_ids):
+        """int32 [batch]: the most tokens (end of sentence included) the searches let each
+        translation of `source_ids` (as for `translate_ids`) have."""
+        return self._output_limits(self._cut_sources(source_ids)[0])
+
     @graph_function(input_signature=[IDS])
     def translate_n_best_ids(self, source_ids):
         """int32 source ids [batch, length] -> every hypothesis of the beam, best first:
@@ -395,7 +400,13 @@ class Translator(tf.Module):
 
     def _target_subwords(self, texts):
         with tf.control_dependencies([self._check_batch(tf.size(texts))]):
-            texts = tf.strings.substr(texts, 0, self.max_input_bytes)
+            return self.target_subwords(texts)
+
+    def target_subwords(self, texts):
+        """tf.string [n] -> int32 ragged [n, (subwords)]: each text read up to max_input_bytes
+        bytes (not UTF-8: U+FFFD) as the target vocabulary's subwords, for any number of texts
+        (no max_batch_size: callers bound what they pass)."""
+        texts = tf.strings.substr(texts, 0, self.max_input_bytes)
         texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace")
         return tf.cast(self.vocabulary.tokenize(texts), tf.int32)
 

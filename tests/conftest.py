@@ -146,6 +146,26 @@ def trained(trained_model_dir):
     return export.load(trained_model_dir)
 
 
+# The flags of `production_export`, for kt-translate runs that must translate as it does: inputs
+# of 16 tokens at most, so that a sentence of the test document is too long; greedy search.
+PRODUCTION_FLAGS = ("--max_input_length", "16", "--beam_size", "1")
+
+
+@pytest.fixture(scope="session")
+def production_export(trained_model_dir, tmp_path_factory):
+    """kt-export --documents --glossaries of the trained model (PRODUCTION_FLAGS, at most 3
+    sentences a request): the version directory."""
+    from keras_transformer.export import saved_model
+
+    output = tmp_path_factory.mktemp("production") / "export"
+    exported = run_main(saved_model.main, "--model_dir", trained_model_dir, "--output", output,
+                        "--documents", "--glossaries", "--max_batch_size", "3",
+                        *PRODUCTION_FLAGS)
+    assert exported.returncode == 0, exported.stderr
+    assert ", translate_document, translate_with_glossary;" in exported.stdout, exported.stdout
+    return output / "1"
+
+
 def bundled_lines(split, lang, count=None):
     """The first `count` lines (all without it) of the bundled corpus's split, newlines kept."""
     from keras_transformer import data

@@ -7,12 +7,12 @@ import subprocess
 import sys
 
 import tensorflow as tf
-from conftest import run_main
+from conftest import PRODUCTION_FLAGS, run_main
 from hypothesis import given
 from hypothesis import strategies as st
 
 from keras_transformer.data import documents
-from keras_transformer.export import saved_model, translate
+from keras_transformer.export import translate
 from keras_transformer.export.documents import parts
 
 SPLIT_IN_GRAPH = tf.function(documents.split, input_signature=[tf.TensorSpec([None], tf.string)])
@@ -58,32 +58,28 @@ def test_long_sentences_are_split_at_clauses_then_words_and_never_cut():
             int(result.split_into_windows[0])) == (3, 1, 1)
 
 
-def test_kt_translate_documents_translates_as_the_exported_signature(trained_model_dir, tmp_path):
+def test_kt_translate_documents_translates_as_the_exported_signature(trained_model_dir, tmp_path,
+                                                                    production_export):
     document = ("In the beginning God created the heavens and the earth. The earth was formless "
                 "and empty, and darkness was on the surface of the deep, and God’s Spirit was "
                 "hovering over the surface of the waters.\n\nGod said, “Let there be light,” "
                 "and there was light.\nGod saw the light.\n")
     (tmp_path / "doc.en").write_text(document, encoding="utf-8")
     result = run_main(translate.main, "--model_dir", trained_model_dir,
-                      "--documents", "--input", tmp_path / "doc.en", "--max_input_length", "16",
-                      "--batch_size", "3", "--beam_size", "1")
+                      "--documents", "--input", tmp_path / "doc.en", "--batch_size", "3",
+                      *PRODUCTION_FLAGS)
     assert result.returncode == 0, result.stderr
     counts = re.search(r"translated (\d+) sentence\(s\).*; of them (\d+) split after clause "
                        r"marks, (\d+) clause\(s\) into windows of words", result.stderr)
     assert [line == "" for line in result.stdout.split("\n")] == [
         line == "" for line in document.split("\n")]  # every line and paragraph break kept
     # The export's translate_document, in a process with only tensorflow and tensorflow_text.
-    exported = run_main(saved_model.main, "--model_dir", trained_model_dir, "--output",
-                        tmp_path / "export", "--documents", "--max_input_length", "16",
-                        "--max_batch_size", "3", "--beam_size", "1")
-    assert exported.returncode == 0 and ", translate_document;" in exported.stdout, \
-        exported.stderr
     script = ("import sys, tensorflow as tf, tensorflow_text\n"
               "serve = tf.saved_model.load(sys.argv[1]).signatures['translate_document']\n"
               "out = serve(documents=tf.constant([open(sys.argv[2], encoding='utf-8').read()]))\n"
               "print(*(int(out[name][0]) for name in sys.argv[3:]))\n"
               "sys.stdout.write(out['translations'].numpy()[0].decode())\n")
-    loaded = subprocess.run([sys.executable, "-c", script, str(tmp_path / "export" / "1"),
+    loaded = subprocess.run([sys.executable, "-c", script, str(production_export),
                              str(tmp_path / "doc.en"), "sentences", "split_at_clauses",
                              "split_into_windows"], capture_output=True, text=True, timeout=600)
     assert loaded.returncode == 0, loaded.stderr

@@ -2,10 +2,14 @@
 required target phrases; data/glossary.py: which a sentence requires; kt-translate --glossary."""
 
 
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import run_main
+from conftest import PRODUCTION_FLAGS, run_main
 from test_beam_search import exhaustive, table_step
 
 import keras_transformer as kt
@@ -95,7 +99,7 @@ def test_kt_translate_holds_every_line_to_its_glossary_terms(trained_model_dir, 
     (tmp_path / "input.en").write_text("\n".join(lines) + "\n", encoding="utf-8")
     terms = glossary.Glossary.load(tmp_path / "terms.tsv")
     assert [terms.targets_in(line) for line in lines] == [
-        ["el Creador"], ["Moisés", "el Señor Dios", "Amo", "el Creador"], [], []]
+        ["el Creador"], ["el Señor Dios", "Moisés", "Amo", "el Creador"], [], []]
     for flags in ([], ["--beam_size", "1"], ["--sampling_temperature", "1", "--seed", "5"]):
         result = run_main(translate.main, "--model_dir", trained_model_dir, "--glossary",
                           tmp_path / "terms.tsv", "--input", tmp_path / "input.en", *flags)
@@ -117,3 +121,54 @@ def test_kt_translate_holds_every_line_to_its_glossary_terms(trained_model_dir, 
                         tmp_path / "terms.tsv", "--markup")
     assert combined.returncode == 2 and "--markup and --glossary cannot be combined" in \
         combined.stderr
+
+
+GLOSSARY_CLIENT = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  registers the SentencePiece ops
+
+serve = tf.saved_model.load(sys.argv[1]).signatures["translate_with_glossary"]
+request = json.loads(sys.stdin.read())
+replies = []
+for glossary in request["glossaries"]:
+    try:
+        out = serve(inputs=tf.constant(request["lines"]),
+                    glossary_sources=tf.constant(glossary[0], tf.string),
+                    glossary_targets=tf.constant(glossary[1], tf.string))
+        replies.append({"translations": [t.decode() for t in out["translations"].numpy()],
+                        "terms_required": out["terms_required"].numpy().tolist()})
+    except tf.errors.InvalidArgumentError as error:
+        replies.append({"error": error.message})
+print(json.dumps(replies))
+"""
+
+
+def test_the_saved_model_holds_each_request_to_its_glossary_as_kt_translate_does(
+        trained_model_dir, production_export, tmp_path):
+    pairs = [("God", "el Creador"), ("the Lord", "el Señor Dios"), ("Lord", "Amo"),
+             ("Moses", "Moisés")]
+    (tmp_path / "terms.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in pairs))
+    lines = ["In the beginning God created.", "Moses said to the Lord, Lord.", ""]  # 3 at most
+    (tmp_path / "input.en").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = run_main(translate.main, "--model_dir", trained_model_dir, "--glossary",
+                      tmp_path / "terms.tsv", "--input", tmp_path / "input.en",
+                      "--batch_size", "3", *PRODUCTION_FLAGS)
+    assert result.returncode == 0, result.stderr
+    sources, targets = map(list, zip(*pairs))
+    glossaries = [(sources[::-1], targets[::-1]),  # any order: the longest source term first
+                  ([], []), (["God"], ["Creador " * 30]), (["God"], [""]),
+                  (sources, targets[:3]), (["God"] * 257, ["Dios"] * 257)]
+    reply = subprocess.run([sys.executable, "-c", GLOSSARY_CLIENT, str(production_export)],
+                           input=json.dumps({"lines": lines, "glossaries": glossaries}),
+                           capture_output=True, text=True, timeout=600)
+    assert reply.returncode == 0, reply.stderr
+    held, free, no_room, empty, unpaired, too_many = json.loads(reply.stdout)
+    assert held["translations"] == result.stdout.split("\n")[:-1]
+    assert held["terms_required"] == [1, 3, 0]
+    assert "Amo" in held["translations"][1] and free["terms_required"] == [0, 0, 0]
+    assert "the glossary terms of the sentence at this index need more tokens" in (
+        no_room["error"])
+    assert "a glossary term is empty" in empty["error"]
+    assert "must pair up" in unpaired["error"]
+    assert "too many glossary terms in one request: the limit is 256" in too_many["error"]
