@@ -12,7 +12,8 @@ one run each:
 - plain text: dev and held-out ("test") BLEU and chrF, beam 4 at the hparams set's alpha;
 - `--inputs` generated tagged inputs (held-out sentences with tags around word spans, nested
   pairs, self-closing tags, placeholders, numbers, URLs, e-mail addresses), translated with
-  `--markup` under beam 4, greedy decoding and sampling: the share whose masked output holds
+  `--markup` under beam 4, greedy decoding and sampling, in one pass and in kt-translate's two
+  (export/markup_lines.py): the share whose masked output holds
   every item exactly once, tags well nested (`data.markup.problems`); and, for the inputs that
   hold tags only, BLEU against the references of the outputs with their tags taken out, beside
   BLEU of the same sentences translated without tags (beam 4);
@@ -41,6 +42,7 @@ from keras_transformer import model_dir
 from keras_transformer.data import markup
 from keras_transformer.export import Translator
 from keras_transformer.export.lines import Sampling, n_best_lines
+from keras_transformer.export.markup_lines import markup_n_best_lines
 
 HAND_TAGGED = pathlib.Path(__file__).parent / "data" / "markup_dev.tsv"
 TAGS = [("<b>", "</b>"), ("<i>", "</i>"), ('<a href="https://example.com/p?id=3">', "</a>"),
@@ -98,13 +100,19 @@ def generated_inputs(pairs, count, seed=5):
     return inputs
 
 
-def translations(loaded, lines, search, masked_items=None):
-    """Best hypotheses of `lines` (masked texts when `masked_items`) under a SEARCHES entry."""
+def translations(loaded, lines, search, masked=None, passes=2):
+    """Best hypotheses of `lines` under a SEARCHES entry; of masked lines (`markup.Masked`, the
+    masked texts returned) in `passes`: 2, kt-translate's (`markup_n_best_lines`: the tags
+    placed in the untagged line's translation), or 1 (every item where the search puts it)."""
     settings = dict(SEARCHES[search])
     sampling = settings.pop("sampling", None)
     translator = Translator(loaded.model, loaded.vocabulary, alpha=loaded.hparams.decode_alpha,
                             **settings)  # kt-translate's alpha
-    best = n_best_lines(translator, lines, 1, 32, sampling=sampling, markup_items=masked_items)
+    if masked is not None and passes == 2:
+        best = markup_n_best_lines(translator, masked, 1, 32, sampling=sampling)
+    else:
+        best = n_best_lines(translator, lines, 1, 32, sampling=sampling,
+                            markup_items=masked and [line.items for line in masked])
     return [hypotheses[0].text for hypotheses in best]
 
 
@@ -113,10 +121,10 @@ def untagged(text):
     return " ".join(re.sub(r"</?[A-Za-z][^<>]*>", " ", text).split())
 
 
-def kept_markup(loaded, inputs, search):
+def kept_markup(loaded, inputs, search, passes):
     """(share of outputs holding every item once, well nested; the outputs, unmasked)."""
     masked = [markup.mask(text) for text, *_ in inputs]
-    outputs = translations(loaded, [m.text for m in masked], search, [m.items for m in masked])
+    outputs = translations(loaded, [m.text for m in masked], search, masked, passes)
     kept = [not markup.problems(output, m.items) for output, m in zip(outputs, masked)]
     return sum(kept) / len(kept), [markup.unmask(output, m.items) if ok else output
                                    for output, m, ok in zip(outputs, masked, kept)]
@@ -130,11 +138,11 @@ def wrapped_words(text):
             if word.strip(string.punctuation + "“”‘’¿¡«»")]
 
 
-def placement(loaded):
+def placement(loaded, passes):
     """(exact-span share, mean word F1) of the tag pairs on HAND_TAGGED's pairs, beam 4."""
     pairs = [line.split("\t") for line in HAND_TAGGED.read_text(encoding="utf-8").splitlines()]
     masked = [markup.mask(source) for source, _ in pairs]
-    outputs = translations(loaded, [m.text for m in masked], "beam 4", [m.items for m in masked])
+    outputs = translations(loaded, [m.text for m in masked], "beam 4", masked, passes)
     exact, f1s = 0, []
     for output, m, (_, reference) in zip(outputs, masked, pairs):
         got, wanted = wrapped_words(markup.unmask(output, m.items)), wrapped_words(reference)
@@ -169,12 +177,12 @@ def parse_args(argv=None):
     return args
 
 
-def measure(loaded, inputs):
+def measure(loaded, inputs, passes):
     """One model's cells: the share kept under each search; for the tags-only inputs, BLEU of
     their outputs without tags and of their sentences translated untagged (beam 4)."""
     cells, tagged_outputs = [], None
     for search in SEARCHES:
-        share, outputs = kept_markup(loaded, inputs, search)
+        share, outputs = kept_markup(loaded, inputs, search, passes)
         cells.append(f"{100 * share:.1f}%")
         tagged_outputs = tagged_outputs or outputs
     only = [i for i, (*_, tags_only) in enumerate(inputs) if tags_only]
@@ -203,17 +211,18 @@ def main(argv=None):
                                    corpus.source.pairs("test").as_numpy_iterator()], args.inputs)
         rows = []
         for name, (directory, minutes) in runs.items():
-            start = time.monotonic()
             scores, _ = quality.score_ours(directory, corpus, args, log)
             loaded = model_dir.load(directory)
-            kept = measure(loaded, inputs)
-            exact, f1 = placement(loaded)
-            rows.append([name, "-" if minutes is None else f"{minutes:.1f}",
-                         *(f"{scores[split][metric]:.2f}" for split in ("dev", "test")
-                           for metric in ("BLEU", "chrF")),
-                         *kept, f"{100 * exact:.0f}%", f"{f1:.2f}",
-                         f"{(time.monotonic() - start) / 60:.1f}"])
-            print(markdown_table(COLUMNS, rows[-1:]), flush=True)
+            for passes in (1, 2):
+                start = time.monotonic()
+                kept = measure(loaded, inputs, passes)
+                exact, f1 = placement(loaded, passes)
+                rows.append([name, "-" if minutes is None else f"{minutes:.1f}",
+                             *(f"{scores[split][metric]:.2f}" for split in ("dev", "test")
+                               for metric in ("BLEU", "chrF")), PASSES[passes],
+                             *kept, f"{100 * exact:.0f}%", f"{f1:.2f}",
+                             f"{(time.monotonic() - start) / 60:.1f}"])
+                print(markdown_table(COLUMNS, rows[-1:]), flush=True)
     peaks.append(matmul_peak("float32") / 1e9)
     table = (f"Two runs of bench/quality.py's ours, {args.steps} steps each, one vocabulary "
              f"keeping markup's tokens whole; markup: --markup_rate {args.rate}. "
@@ -225,7 +234,10 @@ def main(argv=None):
     append_results(f"Markup kept and placed, bible_en_es, {args.steps} steps", table)
 
 
+PASSES = {1: "1 pass: items where the search puts them",
+          2: "2 passes (kt-translate): tags placed in the untagged line's translation"}
 COLUMNS = ["run", "training minutes", "dev BLEU", "dev chrF", "test BLEU", "test chrF",
+           "markup search",
            *(f"items kept, {search}" for search in SEARCHES),
            "tags-only inputs: BLEU of the outputs without tags", "... of the sentences untagged",
            "tag on the reference's words",

@@ -139,6 +139,14 @@ def mask(text):
     return Masked("".join(pieces), tuple(items))
 
 
+def without_tags(masked):
+    """A `Masked` text without its tag tokens (spaces collapsed) and with its other items: the
+    text to translate first when tags are to be placed in a translation afterwards."""
+    kept = tuple(item for item in masked.items if item.kind != "tag")
+    tags = {item.token for item in masked.items if item.kind == "tag"}
+    return Masked(" ".join(word for word in masked.text.split() if word not in tags), kept)
+
+
 def problems(translation, items):
     """What is wrong with a masked translation against its source's items: a list of messages,
     empty when every item's token is there exactly once and tag pairs are well nested (each

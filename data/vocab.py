@@ -196,6 +196,16 @@ class Vocabulary(tf.Module):
                 f"--markup_rate, and a model trained with it")
         return list(self._markup_ids)
 
+    def before_tag_ok(self):
+        """bool [vocab_size]: the ids a tag may be placed before without splitting a word:
+        pieces that begin a word (SentencePiece's "▁"), punctuation, and end of sentence."""
+        processor = sentencepiece.SentencePieceProcessor()  # Python: callable while tracing
+        processor.LoadFromSerializedProto(self.model_proto)
+        pieces = [processor.id_to_piece(i) for i in range(self.vocab_size)]
+        ok = [piece.startswith(_SPACE_SYMBOL) or all(not c.isalnum() for c in piece) for piece in pieces]
+        ok[EOS_ID] = True
+        return ok
+
     def check_size(self, vocab_size, what="the model"):
         """Raises VocabularyError unless this vocabulary has `vocab_size` ids."""
         if vocab_size != self.vocab_size:

@@ -18,6 +18,7 @@ import tensorflow as tf
 from keras_transformer.data import documents, markup
 from keras_transformer.decoding import graph_function
 from keras_transformer.export.lines import n_best_lines
+from keras_transformer.export.markup_lines import markup_n_best_lines, unmasked
 
 DOCUMENTS = tf.TensorSpec([None], tf.string, name="documents")
 
@@ -83,13 +84,13 @@ def translate_document(translator, text, *, batch_size, sampling=None, keep_mark
     split = parts(translator.vocabulary, tf.constant([text]), translator.max_input_length)
     sentences = [piece.decode("utf-8") for piece in tf.boolean_mask(
         split.pieces.flat_values, split.is_sentence.flat_values).numpy()]
-    masked = [markup.mask(sentence) for sentence in sentences] if keep_markup else None
-    best = n_best_lines(translator, [m.text for m in masked] if masked else sentences, 1,
-                        batch_size, sampling=sampling,
-                        markup_items=[m.items for m in masked] if masked else None)
+    if keep_markup:
+        masked = [markup.mask(sentence) for sentence in sentences]
+        best = unmasked(markup_n_best_lines(translator, masked, 1, batch_size,
+                                            sampling=sampling), masked)
+    else:
+        best = n_best_lines(translator, sentences, 1, batch_size, sampling=sampling)
     translations = [hypotheses[0].text for hypotheses in best]
-    if masked:
-        translations = [markup.unmask(t, m.items) for t, m in zip(translations, masked)]
     translated = with_translations(split, tf.constant(translations, tf.string))
     return translated.numpy()[0].decode("utf-8"), split
 

@@ -98,7 +98,7 @@ class PrefixError(ValueError):
 
 
 def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, prefixes=None,
-                 sampling=None, markup_items=None, glossary_terms=None):
+                 sampling=None, markup_items=None, glossary_terms=None, kept_text=None):
     """The `n_best` best hypotheses of the beam for each of `lines` (bytes or str), in input
     order: a list of `Hypothesis` per line, best first (fewer where the beam found fewer).
     With `sampling` (a `Sampling`), `n_best` samples a line instead, in the order drawn.
@@ -108,7 +108,10 @@ def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, pre
 
     `markup_items`: each line's `data.markup.mask(...).items`, the lines being the masked texts:
     every hypothesis holds each of its line's item tokens once, tag pairs well nested (the
-    texts are returned masked; `data.markup.unmask` puts the items back).
+    texts are returned masked; `data.markup.unmask` puts the items back). With `kept_text`
+    (each line's translation without tags, int token ids ending with end of sentence), every
+    hypothesis is that text with the line's tags placed in it (`Translator.place_markup_ids`;
+    beam search only). `export.markup_lines.markup_n_best_lines` does both passes.
 
     `glossary_terms`: each line's required target terms (str; `data.glossary.Glossary.
     targets_in`): every hypothesis holds each (as the target vocabulary's subwords).
@@ -142,7 +145,10 @@ def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, pre
             items = markup.constraint_inputs([markup_items[row] for row in rows],
                                              translator.vocabulary.markup_ids())
         glossary = None if glossary_terms is None else _stacked([phrases[row] for row in rows])
-        if sampling:
+        if kept_text is not None:
+            text = _stacked([[kept_text[row]] for row in rows])[:, 0]
+            result = translator.place_markup_ids(tf.constant(batch), *items, tf.constant(text))
+        elif sampling:
             result = translator.sample_n_best_ids(batch, n_best, sampling.temperature,
                                                   sampling.top_k, (sampling.seed, number),
                                                   prefix, items, glossary)
@@ -224,28 +230,6 @@ def _stacked(phrases_of_rows):
 
 def _padded(ids, width):
     return np.pad(ids, [(0, 0), (0, width - ids.shape[1])])
-
-
-def masked_lines(lines, name):
-    """`markup.mask` of each line (bytes) of the input `name`: a list of `markup.Masked`.
-
-    Raises:
-        InputError: a line with more items than markup.MAX_ITEMS, or one that holds a
-            placeholder token already, naming the line.
-    """
-    masked = []
-    for number, line in enumerate(lines, 1):
-        try:
-            masked.append(markup.mask(line.decode("utf-8", errors="replace")))
-        except markup.MarkupError as error:
-            raise InputError(f"{name}:{number}: {error}") from None
-    return masked
-
-
-def unmasked(hypotheses, masked):
-    """Each line's hypotheses with their items put back (`markup.unmask`)."""
-    return [[h._replace(text=markup.unmask(h.text, line.items)) for h in best]
-            for best, line in zip(hypotheses, masked)]
 
 
 def glossary_terms(path, lines):

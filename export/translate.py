@@ -45,12 +45,11 @@ from keras_transformer.export.lines import (
     PrefixError,
     Sampling,
     glossary_terms,
-    masked_lines,
     n_best_lines,
     print_scores,
     read_lines,
-    unmasked,
 )
+from keras_transformer.export.markup_lines import markup_n_best_lines, masked_lines, unmasked
 from keras_transformer.model_dir import ConfigError, ModelDirError, RunConfig
 
 
@@ -355,13 +354,14 @@ def main(argv=None):
     try:
         sampling = args.sampling_temperature and Sampling(
             args.sampling_temperature, args.sampling_top_k, args.seed)
-        hypotheses = n_best_lines(
-            translator, [line.text for line in masked] if masked else lines, args.n_best or 1,
-            args.batch_size, progress_every=10, prefixes=prefixes, sampling=sampling,
-            markup_items=[line.items for line in masked] if masked else None,
-            glossary_terms=terms)
         if masked:
-            hypotheses = unmasked(hypotheses, masked)
+            hypotheses = unmasked(markup_n_best_lines(
+                translator, masked, args.n_best or 1, args.batch_size, progress_every=10,
+                sampling=sampling), masked)
+        else:
+            hypotheses = n_best_lines(translator, lines, args.n_best or 1, args.batch_size,
+                                      progress_every=10, prefixes=prefixes, sampling=sampling,
+                                      glossary_terms=terms)
     except PrefixError as error:
         print(f"kt-translate: error: --target_prefix {args.target_prefix}: {error}",
               file=sys.stderr)

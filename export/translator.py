@@ -20,7 +20,7 @@ from keras_transformer.decoding import (
     sample_decode,
 )
 from keras_transformer.glossary_constraint import GlossaryConstraint
-from keras_transformer.markup_constraint import MarkupConstraint, NoMarkup
+from keras_transformer.markup_constraint import MarkupConstraint, NoMarkup, TextKept
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 
 TEXTS = tf.TensorSpec([None], tf.string, name="inputs")
@@ -29,6 +29,7 @@ IDS = tf.TensorSpec([None, None], tf.int32, name="source_ids")
 PREFIX_IDS = tf.TensorSpec([None, None], tf.int32, name="prefix_ids")
 ITEM_IDS = tf.TensorSpec([None, None], tf.int32, name="item_ids")
 OPENING = tf.TensorSpec([None, None], tf.int32, name="opening")
+TEXT_IDS = tf.TensorSpec([None, None], tf.int32, name="text_ids")
 PHRASE_IDS = tf.TensorSpec([None, None, None], tf.int32, name="phrase_ids")
 TARGET_IDS = tf.TensorSpec([None, None], tf.int32, name="target_ids")
 SCORES = tf.TensorSpec([None], tf.float32, name="scores")
@@ -197,6 +198,15 @@ class Translator(tf.Module):
         (`Vocabulary.markup_ids`)."""
         return self._n_best(source_ids, markup=(item_ids, opening))
 
+    @graph_function(input_signature=[IDS, ITEM_IDS, OPENING, TEXT_IDS])
+    def place_markup_ids(self, source_ids, item_ids, opening, text_ids):
+        """`translate_n_best_ids_with_markup` held to a text: every hypothesis is text_ids (int32
+        [batch, length]: each sentence's translation without tags, its items' tokens in it,
+        ending with end of sentence, 0-padded) with the sentence's tag tokens inserted where
+        the model puts them, before a word, punctuation or the end (`TextKept`). The output
+        limit grows to fit the text and the tags."""
+        return self._n_best(source_ids, markup=(item_ids, opening, text_ids))
+
     @graph_function(input_signature=[IDS, PHRASE_IDS])
     def translate_n_best_ids_with_glossary(self, source_ids, phrase_ids):
         """`translate_n_best_ids` with every hypothesis holding each of its sentence's required
@@ -205,13 +215,19 @@ class Translator(tf.Module):
         return self._n_best(source_ids, glossary=phrase_ids)
 
     def _processors(self, markup=None, glossary=None):
-        """The translator's processors, then a `MarkupConstraint` of markup's (item_ids,
-        opening) (without markup, `NoMarkup` if the vocabulary holds its tokens) and a
-        `GlossaryConstraint` of glossary's phrase ids, where given."""
+        """The translator's processors, then for markup's (item_ids, opening[, text_ids]) a
+        `TextKept` of the text's tags (with a text) and a `MarkupConstraint` (without markup,
+        `NoMarkup` if the vocabulary holds its tokens), and a `GlossaryConstraint` of glossary's
+        phrase ids, where given."""
         processors = list(self.processors)
         if markup is not None:
-            processors.append(MarkupConstraint(
-                *markup, tf.constant(self.vocabulary.markup_ids(), tf.int32)))
+            marker_ids = tf.constant(self.vocabulary.markup_ids(), tf.int32)
+            if len(markup) == 3:
+                item_ids, _, text_ids = markup
+                in_text = tf.reduce_any(item_ids[:, :, None] == text_ids[:, None, :], axis=2)
+                processors.append(TextKept(text_ids, tf.where(in_text, 0, item_ids),
+                                           tf.constant(self.vocabulary.before_tag_ok())))
+            processors.append(MarkupConstraint(*markup[:2], marker_ids))
         elif self.vocabulary.holds_markup:
             processors.append(NoMarkup(tf.constant(self.vocabulary.markup_ids(), tf.int32)))
         if glossary is not None:
@@ -221,6 +237,9 @@ class Translator(tf.Module):
     def _n_best(self, source_ids, prefix_ids=None, markup=None, glossary=None):
         source_ids, empty, _ = self._cut_sources(source_ids)
         limits = tf.where(empty, 1, self._output_limits(source_ids))
+        if markup is not None and len(markup) == 3:  # room for the text and its tags
+            limits = tf.maximum(limits, tf.reduce_sum(tf.cast(markup[2] != 0, tf.int32), 1) +
+                                tf.reduce_sum(tf.cast(markup[0] != 0, tf.int32), 1))
         if self.jit_compile:
             ids, scores = self._beam_decode_xla(source_ids, limits, prefix_ids, markup, glossary)
         else:
@@ -249,7 +268,7 @@ class Translator(tf.Module):
         limits = tf.pad(limits, [[0, missing_rows]], constant_values=1)
         if markup is not None:  # added rows have no items
             markup = tuple(tf.pad(values, [[0, missing_rows], [0, 0]], constant_values=padding)
-                           for values, padding in zip(markup, (0, -1)))
+                           for values, padding in zip(markup, (0, -1, 0)))
         if glossary is not None:  # ... and no phrases
             glossary = tf.pad(glossary, [[0, missing_rows], [0, 0], [0, 0]])
 

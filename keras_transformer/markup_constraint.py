@@ -16,6 +16,12 @@ step a hypothesis may write:
 So every finished hypothesis holds each item exactly once, well nested, whatever the search
 (beam, greedy, sampling). Where they land is the model's choice: one trained on pairs whose items
 became the same tokens on both sides puts them where they belong.
+
+`TextKept`, before it, places tags in a translation already made (of the text without its tags):
+each hypothesis writes that translation's tokens in order, with tag tokens in between only where
+a word, punctuation or the end of sentence comes next, so the text is the untagged translation's
+to the letter and only the tags' places are searched (kt-translate --markup translates a tagged
+line so, in two passes).
 """
 
 from typing import NamedTuple
@@ -100,3 +106,39 @@ class NoMarkup(NamedTuple):
             return tf.where(markers[None, :], NEG_INF, logits), state
 
         return adjust, ()
+
+
+class TextKept(NamedTuple):
+    """A processor that holds every hypothesis to a given text, letting it insert tag tokens
+    (which ones, and how often, left to a `MarkupConstraint` after it) before a token that
+    begins a word, punctuation or the end of sentence.
+
+    Fields:
+        text_ids: int [batch, length], each sentence's text as tokens, ending with end of
+            sentence, 0-padded.
+        tag_ids: int [batch, tags], the tag tokens each sentence may insert, 0-padded.
+        before_tag_ok: bool [vocab], the tokens a tag may stand before.
+    """
+
+    text_ids: tf.Tensor
+    tag_ids: tf.Tensor
+    before_tag_ok: tf.Tensor
+
+    def start(self, layout):
+        text = tf.repeat(tf.cast(self.text_ids, tf.int32), layout.copies, axis=0)
+        tags = tf.repeat(tf.cast(self.tag_ids, tf.int32), layout.copies, axis=0)
+        width = tf.shape(text)[1]
+
+        def adjust(logits, ids, step, position):  # position: the text's tokens written
+            last = tf.gather(ids, tf.maximum(step - 1, 0), axis=1)
+            expected = tf.gather(text, tf.minimum(position, width - 1), batch_dims=1)
+            position = tf.where((step > 0) & (last == expected), position + 1, position)
+            next_token = tf.gather(text, tf.minimum(position, width - 1), batch_dims=1)
+            vocab = tf.shape(logits)[-1]
+            next_ok = tf.one_hot(next_token, vocab, on_value=True, off_value=False)
+            tags_ok = tf.reduce_any(tf.one_hot(tags, vocab, on_value=True, off_value=False) &
+                                    (tags != 0)[:, :, None], axis=1)
+            tags_ok &= tf.gather(self.before_tag_ok, next_token)[:, None]
+            return tf.where(next_ok | tags_ok, logits, NEG_INF), position
+
+        return adjust, tf.zeros([tf.shape(text)[0]], tf.int32)

@@ -124,7 +124,8 @@ def give_the_end_to(owed, logits):
     (bool [rows, vocab]) of each row that has any. For a constraint that forbids ending while a
     hypothesis still owes something: where the model would stop, it writes what it owes instead
     of going on (banned from ending, a model rambles on until the length limit forces the owed
-    tokens in)."""
+    tokens in). An owed token an earlier processor banned (logit NEG_INF) stays banned."""
+    owed &= logits > NEG_INF
     count = tf.reduce_sum(tf.cast(owed, logits.dtype), axis=1, keepdims=True)
     share = logits[:, EOS_ID:EOS_ID + 1] - tf.math.log(tf.maximum(count, 1.0))
     return tf.where(owed, tf.math.reduce_logsumexp(

@@ -14,10 +14,12 @@ from keras_transformer import data, model_dir
 from keras_transformer.data import markup, markup_pairs, word_alignment
 from keras_transformer.export import translate
 from keras_transformer.export.lines import Sampling, n_best_lines
+from keras_transformer.export.markup_lines import markup_n_best_lines
 from keras_transformer.export.translator import Translator
 from keras_transformer.model_dir import ConfigError, RunConfig
 
 TOKEN = re.compile(r"｟/?t?\d+/?｠")
+TAG_TOKEN = re.compile(r"｟/?t\d+/?｠")
 TAGGED = [
     'Click <a href="/pay?id=7&amp;x=1">here</a> to pay {amount} before 2026-12-01.',
     "And <b>God</b> said, Let there be light: and there was light.",
@@ -123,14 +125,25 @@ def test_every_search_keeps_each_item_once_and_kt_translate_puts_them_back(marku
     masked = [markup.mask(text) for text in TAGGED]
     items = [line.items for line in masked]
     for sampling in (None, Sampling(1.0, 0, 3)):
-        hypotheses = n_best_lines(translator, [line.text for line in masked], 2, 4,
-                                  sampling=sampling, markup_items=items)
-        for line, best in zip(masked, hypotheses):
-            for hypothesis in best:
+        # One pass (the items where the model puts them) and two (the tags placed in the
+        # untagged line's translation, kt-translate's way).
+        one_pass = n_best_lines(translator, [line.text for line in masked], 2, 4,
+                                sampling=sampling, markup_items=items)
+        two_passes = markup_n_best_lines(translator, masked, 2, 4, sampling=sampling)
+        for line, *bests in zip(masked, one_pass, two_passes):
+            for hypothesis in [h for best in bests for h in best]:
                 assert markup.problems(hypothesis.text, line.items) == [], hypothesis.text
+    untagged = [markup.without_tags(line) for line in masked]
+    plain = n_best_lines(translator, [line.text for line in untagged], 1, 4,
+                         markup_items=[line.items for line in untagged])
+    for line, text, best in zip(masked, plain, markup_n_best_lines(translator, masked, 2, 4)):
+        tagged = any(item.kind == "tag" for item in line.items)
+        for hypothesis in best if tagged else []:  # the text to the letter, the tags in it
+            assert " ".join(TAG_TOKEN.sub(" ", hypothesis.text).split()) == " ".join(
+                text[0].text.split()), hypothesis.text
     greedy = Translator(loaded.model, loaded.vocabulary, max_input_length=64, beam_size=1)
-    expected = [markup.unmask(best[0].text, line.items) for line, best in zip(masked, n_best_lines(
-        greedy, [line.text for line in masked], 1, 8, markup_items=items))]
+    expected = [markup.unmask(best[0].text, line.items) for line, best in zip(
+        masked, markup_n_best_lines(greedy, masked, 1, 8))]
     (tmp_path / "tagged.en").write_text("\n".join(TAGGED) + "\n", encoding="utf-8")
     result = run_main(translate.main, "--model_dir", markup_run, "--markup", "--beam_size", "1",
                       "--input", tmp_path / "tagged.en", "--max_input_length", "64")
