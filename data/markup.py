@@ -139,6 +139,19 @@ def mask(text):
     return Masked("".join(pieces), tuple(items))
 
 
+# HTML's void elements: never closed, so alone without being unbalanced.
+_VOID = frozenset("area base br col embed hr img input link meta source track wbr".split())
+
+
+def unbalanced(masked):
+    """The tags of a `Masked` text left unpaired that should have had a pair: not
+    self-closing (`/>`), not an HTML void element (`<br>`), e.g. `<b>` never closed or a
+    stray `</i>`. They are kept, each once, as lone tags."""
+    return [item.text for item in masked.items if item.kind == "tag" and
+            item.token.endswith("/｠") and not item.text.endswith("/>") and
+            _TAG_NAME.match(item.text).group(1).lower() not in _VOID]
+
+
 def without_tags(masked):
     """A `Masked` text without its tag tokens (spaces collapsed) and with its other items: the
     text to translate first when tags are to be placed in a translation afterwards."""

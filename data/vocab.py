@@ -202,7 +202,8 @@ class Vocabulary(tf.Module):
         processor = sentencepiece.SentencePieceProcessor()  # Python: callable while tracing
         processor.LoadFromSerializedProto(self.model_proto)
         pieces = [processor.id_to_piece(i) for i in range(self.vocab_size)]
-        ok = [piece.startswith(_SPACE_SYMBOL) or all(not c.isalnum() for c in piece) for piece in pieces]
+        ok = [piece.startswith(_SPACE_SYMBOL) or not any(c.isalnum() for c in piece)
+              for piece in pieces]
         ok[EOS_ID] = True
         return ok
 

@@ -2,6 +2,8 @@
 placed in a second pass, and putting the items back (`data.markup`,
 `keras_transformer.markup_constraint`)."""
 
+import sys
+
 import numpy as np
 
 from keras_transformer.data import markup
@@ -40,8 +42,9 @@ def markup_n_best_lines(translator, masked, n_best, batch_size, progress_every=N
     return first
 
 
-def masked_lines(lines, name):
-    """`markup.mask` of each line (bytes) of the input `name`: a list of `markup.Masked`.
+def masked_lines(lines, name, prog="kt-translate"):
+    """`markup.mask` of each line (bytes) of the input `name`: a list of `markup.Masked`; a
+    warning on stderr names each line with unbalanced tags (`markup.unbalanced`).
 
     Raises:
         InputError: a line with more items than markup.MAX_ITEMS, or one that holds a
@@ -53,6 +56,10 @@ def masked_lines(lines, name):
             masked.append(markup.mask(line.decode("utf-8", errors="replace")))
         except markup.MarkupError as error:
             raise InputError(f"{name}:{number}: {error}") from None
+        lone = markup.unbalanced(masked[-1])
+        if lone:
+            print(f"{prog}: warning: {name}:{number}: unbalanced tags {', '.join(lone)}: each "
+                  f"is kept once, as a lone tag, where the model puts it", file=sys.stderr)
     return masked
 
 

@@ -76,6 +76,10 @@ def test_unpaired_and_self_closing_tags_stand_alone_and_pairs_nest():
     masked = markup.mask("<b>open <i>x</i> and <br/> stray </p> end")
     assert masked.text == "｟t2/｠ open ｟t1｠ x ｟/t1｠ and ｟t3/｠ stray ｟t4/｠ end"
     assert markup.mask("50% sure, 3 of 4").text == "｟1｠ % sure, ｟2｠ of ｟3｠"
+    # Unbalanced: the unclosed <b> and the stray </p>; not a self-closing tag or a void <br>.
+    assert markup.unbalanced(markup.mask("<b>open <i>x</i> and <br/> <br> stray </p>")) == [
+        "<b>", "</p>"]
+    assert markup.unbalanced(markup.mask("<b>x</b> <img src='a.png'>")) == []
 
 
 @pytest.mark.parametrize("translation, message", [

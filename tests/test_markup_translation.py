@@ -149,6 +149,8 @@ def test_every_search_keeps_each_item_once_and_kt_translate_puts_them_back(marku
                       "--input", tmp_path / "tagged.en", "--max_input_length", "64")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == expected
+    assert f"{tmp_path / 'tagged.en'}:5: unbalanced tags <unclosed>: each is kept once" in (
+        result.stderr) and result.stderr.count("unbalanced") == 1
     assert all(source.count("<") == output.count("<") for source, output in zip(
         TAGGED, expected))
 
