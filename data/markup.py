@@ -66,6 +66,8 @@ class Item:
     token: str
     space_before: bool = True  # the source has a space (or the text's start) before it
     space_after: bool = True  # ... after it
+    word_before: bool = False  # the source has a letter or digit right before it
+    word_after: bool = False  # ... right after it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,7 +135,9 @@ def mask(text):
         joined = start == position and bool(pieces) and pieces[-1] == " "
         pieces += [text[position:start], "" if space_before or joined else " ", token,
                    "" if space_after else " "]
-        items.append(Item(kind, span, token, space_before, space_after))
+        items.append(Item(kind, span, token, space_before, space_after,
+                          start > 0 and text[start - 1].isalnum(),
+                          end < len(text) and text[end].isalnum()))
         position = end
     pieces.append(text[position:])
     return Masked("".join(pieces), tuple(items))
@@ -192,7 +196,8 @@ def unmask(translation, items):
     """The masked `translation` with each token replaced by its item's source text.
 
     A space the masking put beside a token is taken away where the source had none beside the
-    item (`<b>word</b>`, `{amount}.`, `(2026)`).
+    item (`<b>word</b>`, `{amount}.`, `(2026)`), unless the translation puts a word there where
+    the source had none: `<i>dolor</i>.` in the source, `<i>y ven</i> mis` in a translation.
 
     Raises:
         MarkupError: `problems(translation, items)` found something, named in the message.
@@ -203,12 +208,14 @@ def unmask(translation, items):
     by_token = {item.token: item for item in items}
 
     def restore(match):
-        before, token, after = match.groups()
+        before, token, after, following = match.groups()
         item = by_token[token]
-        return (before if item.space_before else "") + item.text + \
-            (after if item.space_after else "")
+        preceding = translation[match.start() - 1:match.start()]
+        keep_before = item.space_before or (preceding.isalnum() and not item.word_before)
+        keep_after = item.space_after or (following.isalnum() and not item.word_after)
+        return (before if keep_before else "") + item.text + (after if keep_after else "")
 
-    return re.sub(r"( ?)(｟/?t?\d+/?｠)( ?)", restore, translation)
+    return re.sub(r"( ?)(｟/?t?\d+/?｠)( ?)(?=(.?))", restore, translation)
 
 
 def constraint_inputs(items_of_texts, token_ids):
