@@ -19,18 +19,11 @@ from keras_transformer.decoding import (
     members,
     sample_decode,
 )
-from keras_transformer.glossary_constraint import GlossaryConstraint
-from keras_transformer.markup_constraint import MarkupConstraint, NoMarkup, TextKept
+from keras_transformer.export.constrained import IDS, ConstrainedSearches
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 
 TEXTS = tf.TensorSpec([None], tf.string, name="inputs")
 TARGETS = tf.TensorSpec([None], tf.string, name="targets")
-IDS = tf.TensorSpec([None, None], tf.int32, name="source_ids")
-PREFIX_IDS = tf.TensorSpec([None, None], tf.int32, name="prefix_ids")
-ITEM_IDS = tf.TensorSpec([None, None], tf.int32, name="item_ids")
-OPENING = tf.TensorSpec([None, None], tf.int32, name="opening")
-TEXT_IDS = tf.TensorSpec([None, None], tf.int32, name="text_ids")
-PHRASE_IDS = tf.TensorSpec([None, None, None], tf.int32, name="phrase_ids")
 TARGET_IDS = tf.TensorSpec([None, None], tf.int32, name="target_ids")
 SCORES = tf.TensorSpec([None], tf.float32, name="scores")
 
@@ -47,7 +40,7 @@ def source_ids_of(vocabulary, texts, max_input_length, max_input_bytes):
     return tf.cast(ids, tf.int32)
 
 
-class Translator(tf.Module):
+class Translator(ConstrainedSearches, tf.Module):
     """A trained `Transformer` and its vocabulary, with the decoding settings and request bounds.
 
     What one request can cost is bounded: at most `max_batch_size` sentences (more is an error),
@@ -181,59 +174,6 @@ class Translator(tf.Module):
         """
         return self._n_best(source_ids)
 
-    @graph_function(input_signature=[IDS, PREFIX_IDS])
-    def translate_n_best_ids_with_prefix(self, source_ids, prefix_ids):
-        """`translate_n_best_ids` with every hypothesis of a sentence starting with its target
-        prefix, int32 prefix_ids [batch, prefix_length] (subwords, 0-padded; `tokenize_prefixes`
-        makes them from text). The prefix's tokens count in the scores. A prefix as long as
-        the output limit leaves nothing to search: check first (`lines.check_prefixes`)."""
-        return self._n_best(source_ids, prefix_ids)
-
-    @graph_function(input_signature=[IDS, ITEM_IDS, OPENING])
-    def translate_n_best_ids_with_markup(self, source_ids, item_ids, opening):
-        """`translate_n_best_ids` of masked texts (`data.markup.mask`), every hypothesis holding
-        each of its sentence's item tokens exactly once, tag pairs well nested
-        (`MarkupConstraint`): item_ids and opening int32 [batch, items] as
-        `data.markup.constraint_inputs` makes them. The vocabulary must hold the tokens whole
-        (`Vocabulary.markup_ids`)."""
-        return self._n_best(source_ids, markup=(item_ids, opening))
-
-    @graph_function(input_signature=[IDS, ITEM_IDS, OPENING, TEXT_IDS])
-    def place_markup_ids(self, source_ids, item_ids, opening, text_ids):
-        """`translate_n_best_ids_with_markup` held to a text: every hypothesis is text_ids (int32
-        [batch, length]: each sentence's translation without tags, its items' tokens in it,
-        ending with end of sentence, 0-padded) with the sentence's tag tokens inserted where
-        the model puts them, before a word, punctuation or the end (`TextKept`). The output
-        limit grows to fit the text and the tags."""
-        return self._n_best(source_ids, markup=(item_ids, opening, text_ids))
-
-    @graph_function(input_signature=[IDS, PHRASE_IDS])
-    def translate_n_best_ids_with_glossary(self, source_ids, phrase_ids):
-        """`translate_n_best_ids` with every hypothesis holding each of its sentence's required
-        target phrases (`GlossaryConstraint`): phrase_ids int32 [batch, phrases, length], the
-        phrases' subwords (`tokenize_prefixes`), 0-padded."""
-        return self._n_best(source_ids, glossary=phrase_ids)
-
-    def _processors(self, markup=None, glossary=None):
-        """The translator's processors, then for markup's (item_ids, opening[, text_ids]) a
-        `TextKept` of the text's tags (with a text) and a `MarkupConstraint` (without markup,
-        `NoMarkup` if the vocabulary holds its tokens), and a `GlossaryConstraint` of glossary's
-        phrase ids, where given."""
-        processors = list(self.processors)
-        if markup is not None:
-            marker_ids = tf.constant(self.vocabulary.markup_ids(), tf.int32)
-            if len(markup) == 3:
-                item_ids, _, text_ids = markup
-                in_text = tf.reduce_any(item_ids[:, :, None] == text_ids[:, None, :], axis=2)
-                processors.append(TextKept(text_ids, tf.where(in_text, 0, item_ids),
-                                           tf.constant(self.vocabulary.before_tag_ok())))
-            processors.append(MarkupConstraint(*markup[:2], marker_ids))
-        elif self.vocabulary.holds_markup:
-            processors.append(NoMarkup(tf.constant(self.vocabulary.markup_ids(), tf.int32)))
-        if glossary is not None:
-            processors.append(GlossaryConstraint(glossary))
-        return processors
-
     def _n_best(self, source_ids, prefix_ids=None, markup=None, glossary=None):
         source_ids, empty, _ = self._cut_sources(source_ids)
         limits = tf.where(empty, 1, self._output_limits(source_ids))
@@ -342,31 +282,11 @@ class Translator(tf.Module):
 
     @graph_function(input_signature=[IDS, TARGET_IDS, SCORES])
     def check_ids(self, source_ids, target_ids, scores):
-        """Signs that translations went wrong, and their confidence with a calibration
-        (`keras_transformer.confidence`).
-
-        Args:
-            source_ids: int32 [batch, length], as for `translate_ids`.
-            target_ids: int32 [batch, length], their translations as `translate_ids` gives them
-                (subwords, end of sentence unless the search stopped them, 0-padded).
-            scores: float32 [batch], the translations' scores.
-
-        Returns:
-            {"stopped_at_limit", "repeated_ngrams": bool [batch], "uncovered": float32 [batch],
-            "alignment": int32 [batch, target length] (`confidence.alignment`), "features":
-            float32 [batch, len(confidence.FEATURES)] (what a calibration reads), and with a
-            calibration "confidence": float32 [batch] in [0, 1]}.
-        """
+        """`keras_transformer.confidence.signs` of translations (`translate_ids`' ids and
+        scores, float32 [batch]) of source_ids, with this translator's calibration: the signs
+        that they went wrong, word alignments, and a confidence if calibrated."""
         source_ids, _, _ = self._cut_sources(source_ids)
-        attention = confidence.cross_attention(self.model, source_ids, target_ids)
-        inputs = confidence.features(scores, source_ids, target_ids, attention)
-        result = {"stopped_at_limit": inputs[:, 1] > 0, "repeated_ngrams": inputs[:, 2] > 0,
-                  "uncovered": inputs[:, 3],
-                  "alignment": confidence.alignment(attention, source_ids, target_ids),
-                  "features": inputs}
-        if self.calibration is not None:
-            result["confidence"] = self.calibration.confidence(inputs)
-        return result
+        return confidence.signs(self.model, source_ids, target_ids, scores, self.calibration)
 
     @graph_function(input_signature=[IDS, TARGET_IDS])
     def score_ids(self, source_ids, target_ids):

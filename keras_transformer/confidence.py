@@ -108,6 +108,34 @@ def features(scores, source_ids, target_ids, attention):
                      uncovered(attention, source_ids), source_length], axis=1)
 
 
+def signs(model, source_ids, target_ids, scores, calibration=None):
+    """Everything this module reads of translations, in one teacher-forced pass.
+
+    Args:
+        model: a `Transformer` (or an ensemble's list).
+        source_ids: int32 [batch, length], subwords + end of sentence, 0-padded.
+        target_ids: int32 [batch, length], their translations (subwords, end of sentence
+            unless the search stopped them at the limit, 0-padded).
+        scores: float32 [batch], the translations' scores (log-probability / length penalty).
+        calibration: a `Calibration`, or None.
+
+    Returns:
+        {"stopped_at_limit", "repeated_ngrams": bool [batch], "uncovered": float32 [batch],
+        "alignment": int32 [batch, target length] (`alignment`), "features": float32 [batch,
+        len(FEATURES)] (what a calibration reads), and with a calibration "confidence":
+        float32 [batch] in [0, 1]}.
+    """
+    attention = cross_attention(model, source_ids, target_ids)
+    inputs = features(scores, source_ids, target_ids, attention)
+    result = {"stopped_at_limit": inputs[:, 1] > 0, "repeated_ngrams": inputs[:, 2] > 0,
+              "uncovered": inputs[:, 3], "alignment": alignment(attention, source_ids,
+                                                                target_ids),
+              "features": inputs}
+    if calibration is not None:
+        result["confidence"] = calibration.confidence(inputs)
+    return result
+
+
 class Calibration(typing.NamedTuple):
     """A logistic map from `FEATURES` to a confidence in [0, 1]: sigmoid(((x - mean) / scale)
     . weights + bias), fitted (`fit`) so that it predicts sentence chrF / 100.

@@ -1,0 +1,74 @@
+"""The `Translator`'s searches held to a constraint: a target prefix, markup, a text to place
+tags in, a glossary (decoding processors, keras_transformer/processors.py), each an exported
+graph function over its inputs. A mixin: `Translator` supplies `_n_best`, `processors` and
+`vocabulary`."""
+
+import tensorflow as tf
+
+from keras_transformer.decoding import graph_function
+from keras_transformer.glossary_constraint import GlossaryConstraint
+from keras_transformer.markup_constraint import MarkupConstraint, NoMarkup, TextKept
+
+IDS = tf.TensorSpec([None, None], tf.int32, name="source_ids")
+PREFIX_IDS = tf.TensorSpec([None, None], tf.int32, name="prefix_ids")
+ITEM_IDS = tf.TensorSpec([None, None], tf.int32, name="item_ids")
+OPENING = tf.TensorSpec([None, None], tf.int32, name="opening")
+TEXT_IDS = tf.TensorSpec([None, None], tf.int32, name="text_ids")
+PHRASE_IDS = tf.TensorSpec([None, None, None], tf.int32, name="phrase_ids")
+
+
+class ConstrainedSearches:
+    """`translate_n_best_ids` held to one constraint; results as it gives them."""
+
+    @graph_function(input_signature=[IDS, PREFIX_IDS])
+    def translate_n_best_ids_with_prefix(self, source_ids, prefix_ids):
+        """`translate_n_best_ids` with every hypothesis of a sentence starting with its target
+        prefix, int32 prefix_ids [batch, prefix_length] (subwords, 0-padded; `tokenize_prefixes`
+        makes them from text). The prefix's tokens count in the scores. A prefix as long as
+        the output limit leaves nothing to search: check first (`lines.check_prefixes`)."""
+        return self._n_best(source_ids, prefix_ids)
+
+    @graph_function(input_signature=[IDS, ITEM_IDS, OPENING])
+    def translate_n_best_ids_with_markup(self, source_ids, item_ids, opening):
+        """`translate_n_best_ids` of masked texts (`data.markup.mask`), every hypothesis holding
+        each of its sentence's item tokens exactly once, tag pairs well nested
+        (`MarkupConstraint`): item_ids and opening int32 [batch, items] as
+        `data.markup.constraint_inputs` makes them. The vocabulary must hold the tokens whole
+        (`Vocabulary.markup_ids`)."""
+        return self._n_best(source_ids, markup=(item_ids, opening))
+
+    @graph_function(input_signature=[IDS, ITEM_IDS, OPENING, TEXT_IDS])
+    def place_markup_ids(self, source_ids, item_ids, opening, text_ids):
+        """`translate_n_best_ids_with_markup` held to a text: every hypothesis is text_ids (int32
+        [batch, length]: each sentence's translation without tags, its items' tokens in it,
+        ending with end of sentence, 0-padded) with the sentence's tag tokens inserted where
+        the model puts them, before a word, punctuation or the end (`TextKept`). The output
+        limit grows to fit the text and the tags."""
+        return self._n_best(source_ids, markup=(item_ids, opening, text_ids))
+
+    @graph_function(input_signature=[IDS, PHRASE_IDS])
+    def translate_n_best_ids_with_glossary(self, source_ids, phrase_ids):
+        """`translate_n_best_ids` with every hypothesis holding each of its sentence's required
+        target phrases (`GlossaryConstraint`): phrase_ids int32 [batch, phrases, length], the
+        phrases' subwords (`tokenize_prefixes`), 0-padded."""
+        return self._n_best(source_ids, glossary=phrase_ids)
+
+    def _processors(self, markup=None, glossary=None):
+        """The translator's processors, then for markup's (item_ids, opening[, text_ids]) a
+        `TextKept` of the text's tags (with a text) and a `MarkupConstraint` (without markup,
+        `NoMarkup` if the vocabulary holds its tokens), and a `GlossaryConstraint` of glossary's
+        phrase ids, where given."""
+        processors = list(self.processors)
+        if markup is not None:
+            marker_ids = tf.constant(self.vocabulary.markup_ids(), tf.int32)
+            if len(markup) == 3:
+                item_ids, _, text_ids = markup
+                in_text = tf.reduce_any(item_ids[:, :, None] == text_ids[:, None, :], axis=2)
+                processors.append(TextKept(text_ids, tf.where(in_text, 0, item_ids),
+                                           tf.constant(self.vocabulary.before_tag_ok())))
+            processors.append(MarkupConstraint(*markup[:2], marker_ids))
+        elif self.vocabulary.holds_markup:
+            processors.append(NoMarkup(tf.constant(self.vocabulary.markup_ids(), tf.int32)))
+        if glossary is not None:
+            processors.append(GlossaryConstraint(glossary))
+        return processors
