@@ -56,6 +56,16 @@ def peaks_sentence(peaks, precision="float32"):
             f"{peaks[-1]:.0f} GFLOP/s.")
 
 
+def add_model_and_corpus_flags(parser):
+    """--model_dir (a trained model_dir) and --data with its --source_lang / --target_lang (a
+    corpus of the model's language pair, en->es by default), the flags of the benches that
+    measure one trained model on a corpus."""
+    parser.add_argument("--model_dir", required=True)
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--source_lang", default="en")
+    parser.add_argument("--target_lang", default="es")
+
+
 def markdown_table(columns, rows):
     """A Markdown table: a header of `columns`, then one line per row (a sequence of cells)."""
     lines = [columns, ["---"] * len(columns), *rows]

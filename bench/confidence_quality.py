@@ -24,7 +24,12 @@ import time
 import numpy as np
 import sacrebleu
 
-from bench.common import append_results, markdown_table, peaks_sentence
+from bench.common import (
+    add_model_and_corpus_flags,
+    append_results,
+    markdown_table,
+    peaks_sentence,
+)
 from bench.train_step import matmul_peak
 from keras_transformer import data, model_dir
 from keras_transformer.confidence import FEATURES, Calibration, spearman
@@ -97,10 +102,7 @@ def sign_rows(inputs, chrf):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m bench.confidence_quality",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model_dir", required=True)
-    parser.add_argument("--data", required=True)
-    parser.add_argument("--source_lang", default="en")
-    parser.add_argument("--target_lang", default="es")
+    add_model_and_corpus_flags(parser)
     parser.add_argument("--test_split", default="test")
     parser.add_argument("--splits", type=int, default=5, help="random halvings of dev")
     args = parser.parse_args(argv)

@@ -17,7 +17,12 @@ import time
 
 import sacrebleu
 
-from bench.common import append_results, markdown_table, peaks_sentence
+from bench.common import (
+    add_model_and_corpus_flags,
+    append_results,
+    markdown_table,
+    peaks_sentence,
+)
 from bench.train_step import matmul_peak
 from keras_transformer import data, model_dir
 from keras_transformer.data import glossary
@@ -36,10 +41,7 @@ def held(outputs, required):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m bench.glossary_quality",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model_dir", required=True)
-    parser.add_argument("--data", required=True)
-    parser.add_argument("--source_lang", default="en")
-    parser.add_argument("--target_lang", default="es")
+    add_model_and_corpus_flags(parser)
     parser.add_argument("--split", default="test")
     parser.add_argument("--glossary", default=str(GLOSSARY))
     args = parser.parse_args(argv)

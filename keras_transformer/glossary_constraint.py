@@ -41,9 +41,9 @@ class GlossaryConstraint(NamedTuple):
     phrase_ids: tf.Tensor
 
     def start(self, layout):
-        phrases = tf.repeat(tf.cast(self.phrase_ids, tf.int32), layout.copies, axis=0)
+        phrases = layout.rows(self.phrase_ids)
         lengths = tf.reduce_sum(tf.cast(phrases != 0, tf.int32), axis=2)  # [rows, phrases]
-        limits = tf.repeat(tf.cast(layout.max_lengths, tf.int32), layout.copies, axis=0)
+        limits = layout.rows(layout.max_lengths)
         width = tf.shape(phrases)[2]
 
         def adjust(logits, ids, step, state):

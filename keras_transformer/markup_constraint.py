@@ -46,9 +46,9 @@ class MarkupConstraint(NamedTuple):
     marker_ids: tf.Tensor
 
     def start(self, layout):
-        item_ids = tf.repeat(tf.cast(self.item_ids, tf.int32), layout.copies, axis=0)
-        opening = tf.repeat(tf.cast(self.opening, tf.int32), layout.copies, axis=0)
-        limits = tf.repeat(tf.cast(layout.max_lengths, tf.int32), layout.copies, axis=0)
+        item_ids = layout.rows(self.item_ids)
+        opening = layout.rows(self.opening)
+        limits = layout.rows(layout.max_lengths)
         required = item_ids != 0
         entries = tf.range(tf.shape(item_ids)[1])
         # closes[r, i, j]: entry j closes entry i's pair.
@@ -125,8 +125,8 @@ class TextKept(NamedTuple):
     before_tag_ok: tf.Tensor
 
     def start(self, layout):
-        text = tf.repeat(tf.cast(self.text_ids, tf.int32), layout.copies, axis=0)
-        tags = tf.repeat(tf.cast(self.tag_ids, tf.int32), layout.copies, axis=0)
+        text = layout.rows(self.text_ids)
+        tags = layout.rows(self.tag_ids)
         width = tf.shape(text)[1]
 
         def adjust(logits, ids, step, position):  # position: the text's tokens written

@@ -71,6 +71,11 @@ class Layout(NamedTuple):
     max_lengths: tf.Tensor
     copies: int
 
+    def rows(self, values):
+        """int32 [rows, ...]: each sentence's `values` (int [batch, ...]) once per hypothesis,
+        as the rows of the search's logits come."""
+        return tf.repeat(tf.cast(values, tf.int32), self.copies, axis=0)
+
 
 def start_processors(processors, layout):
     """The processors started as one: (adjust, states), adjust(logits, ids, step, states) ->
@@ -106,7 +111,7 @@ class PrefixForcing(NamedTuple):
             tf.shape(prefix_ids)[0], tf.shape(layout.max_lengths)[0],
             message="prefix_ids needs one row per sentence")
         with tf.control_dependencies([check]):
-            prefix_ids = tf.repeat(prefix_ids, layout.copies, axis=0)
+            prefix_ids = layout.rows(prefix_ids)
         # A column of padding stands for an empty prefix, so a step can always read one.
         prefix_ids = tf.pad(prefix_ids, [[0, 0], [0, 1]])
         last = tf.shape(prefix_ids)[1] - 1
