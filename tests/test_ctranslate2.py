@@ -7,7 +7,6 @@ import shutil
 import numpy as np
 import pytest
 from conftest import run_main
-from conftest import run_module as run
 
 import keras_transformer as kt
 from keras_transformer import data
@@ -22,10 +21,9 @@ def exported(trained_model_dir, tmp_path_factory):
     """The trained test model exported twice: float32 (version 1) and int8 (version 2)."""
     output = tmp_path_factory.mktemp("ct2") / "exports"
     for quantization in ("float32", "int8"):
-        result = run("keras_transformer.export", "--model_dir", str(trained_model_dir),
-                     "--format", "ctranslate2", "--quantization", quantization, "--output",
-                     str(output))
-        assert f"a CTranslate2 model, {quantization} weights" in result.stdout
+        result = run_main(saved_model.main, "--model_dir", trained_model_dir, "--format",
+                          "ctranslate2", "--quantization", quantization, "--output", output)
+        assert f"a CTranslate2 model, {quantization} weights" in result.stdout, result.stderr
     return output
 
 

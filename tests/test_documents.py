@@ -6,14 +6,15 @@ import re
 import subprocess
 import sys
 
+import pytest
 import tensorflow as tf
 from conftest import PRODUCTION_FLAGS, run_main
 from hypothesis import given
 from hypothesis import strategies as st
 
 from keras_transformer.data import documents
-from keras_transformer.export import translate
-from keras_transformer.export.documents import parts
+from keras_transformer.export import Translator, translate
+from keras_transformer.export.documents import DocumentTranslator, parts
 
 SPLIT_IN_GRAPH = tf.function(documents.split, input_signature=[tf.TensorSpec([None], tf.string)])
 PIECES = st.sampled_from(["The", "cat", "sat.", "Mr.", "Smith", "1.5", "e.g.", "U.S.", "end!",
@@ -92,3 +93,21 @@ def test_kt_translate_documents_translates_as_the_exported_signature(trained_mod
                        "--documents", "--n_best", "2")
     assert refused.returncode == 2 and "--documents writes the translated document alone: " \
         "drop --n_best" in refused.stderr
+
+
+def test_the_document_signature_refuses_what_it_cannot_take_whole(trained):
+    translator = Translator(trained.model, trained.vocabulary, max_input_length=16,
+                            max_batch_size=2, beam_size=1)
+    documents = DocumentTranslator(translator, max_document_bytes=1_000, max_sentences=3)
+    blank = " \n\n\t \n"
+    result = documents.translate_documents(tf.constant([blank, ""]))
+    assert [t.decode() for t in result["translations"].numpy()] == [blank, ""]
+    assert result["sentences"].numpy().tolist() == [0, 0]
+    for texts, limit in (([("In the beginning. " * 60_000)[:1_000_000]], "longer than the limit "
+                          "of 1000 bytes; split it"),  # 1 MB: refused before any work
+                         (["One. Two.", "Three. Four."], "too many sentences in one request: "
+                          "the limit is 3"),
+                         (["One."] * 3, "too many documents in one request: the limit "
+                          "(max_batch_size) is 2")):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(limit)):
+            documents.translate_documents(tf.constant(texts))

@@ -121,7 +121,8 @@ def markup_run(tmp_path_factory, small_corpus):  # noqa: F811
 
 def test_every_search_keeps_each_item_once_and_kt_translate_puts_them_back(markup_run, tmp_path):
     loaded = model_dir.load(markup_run)
-    translator = Translator(loaded.model, loaded.vocabulary, max_input_length=64)
+    translator = Translator(loaded.model, loaded.vocabulary, max_input_length=64,
+                            extra_length=10)  # an untrained model runs to the limit
     masked = [markup.mask(text) for text in TAGGED]
     items = [line.items for line in masked]
     for sampling in (None, Sampling(1.0, 0, 3)):
@@ -141,12 +142,14 @@ def test_every_search_keeps_each_item_once_and_kt_translate_puts_them_back(marku
         for hypothesis in best if tagged else []:  # the text to the letter, the tags in it
             assert " ".join(TAG_TOKEN.sub(" ", hypothesis.text).split()) == " ".join(
                 text[0].text.split()), hypothesis.text
-    greedy = Translator(loaded.model, loaded.vocabulary, max_input_length=64, beam_size=1)
+    greedy = Translator(loaded.model, loaded.vocabulary, max_input_length=64, beam_size=1,
+                        extra_length=10)
     expected = [markup.unmask(best[0].text, line.items) for line, best in zip(
         masked, markup_n_best_lines(greedy, masked, 1, 8))]
     (tmp_path / "tagged.en").write_text("\n".join(TAGGED) + "\n", encoding="utf-8")
     result = run_main(translate.main, "--model_dir", markup_run, "--markup", "--beam_size", "1",
-                      "--input", tmp_path / "tagged.en", "--max_input_length", "64")
+                      "--input", tmp_path / "tagged.en", "--max_input_length", "64",
+                      "--extra_length", "10")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == expected
     assert f"{tmp_path / 'tagged.en'}:5: unbalanced tags <unclosed>: each is kept once" in (
