@@ -99,10 +99,10 @@ class DocumentTranslator(tf.Module):
     """`translate_documents`, a graph function over a `Translator`'s: what kt-export saves as the
     `translate_document` signature.
 
-    Bounds: at most the translator's max_batch_size documents a request, each read up to
-    `max_document_bytes` bytes (UTF-8 kept whole), and at most `max_sentences` sentence parts
-    in all (more is an error); the parts are translated max_batch_size at a time, sorted by
-    length.
+    Bounds: at most the translator's max_batch_size documents a request, each of at most
+    `max_document_bytes` bytes, and at most `max_sentences` sentence parts in all; more is an
+    INVALID_ARGUMENT error saying which limit, before anything is translated (a document is
+    never cut). The parts are translated max_batch_size at a time, sorted by length.
     """
 
     def __init__(self, translator, *, max_document_bytes=65_536, max_sentences=1_024,
@@ -117,11 +117,15 @@ class DocumentTranslator(tf.Module):
         """tf.string [docs] -> {"translations": tf.string [docs], "sentences",
         "split_at_clauses", "split_into_windows": int32 [docs] (see `Parts`)}."""
         translator = self.translator
-        with tf.control_dependencies([tf.debugging.assert_less_equal(
-                tf.size(texts), translator.max_batch_size, message=f"too many documents in one "
-                f"request: the limit (max_batch_size) is {translator.max_batch_size}")]):
-            texts = tf.strings.substr(texts, 0, self.max_document_bytes)
-        texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace")
+        longest = tf.reduce_max(tf.concat([tf.strings.length(texts), [0]], 0))
+        with tf.control_dependencies([
+                tf.debugging.assert_less_equal(
+                    tf.size(texts), translator.max_batch_size, message=f"too many documents in "
+                    f"one request: the limit (max_batch_size) is {translator.max_batch_size}"),
+                tf.debugging.assert_less_equal(longest, self.max_document_bytes, message=(
+                    f"a document is longer than the limit of {self.max_document_bytes} bytes; "
+                    f"split it into smaller documents (at paragraph breaks) and send those"))]):
+            texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace")
         split = parts(translator.vocabulary, texts, translator.max_input_length)
         sentences = tf.boolean_mask(split.pieces.flat_values, split.is_sentence.flat_values)
         count = tf.size(sentences)
