@@ -158,39 +158,43 @@ CALIBRATION_LINES = 60  # bundled dev pairs kt-calibrate fits `calibrated_run` o
 @pytest.fixture(scope="session")
 def calibrated_run(trained_model_dir, tmp_path_factory):
     """A copy of the trained model_dir (its checkpoints linked) calibrated by kt-calibrate on
-    the first CALIBRATION_LINES bundled dev pairs with PRODUCTION_FLAGS: (model_dir, the
-    directory holding dev.en and dev.es)."""
+    the first CALIBRATION_LINES bundled dev pairs with PRODUCTION_FLAGS, once for all workers:
+    (model_dir, the directory holding dev.en and dev.es)."""
     from keras_transformer.export import calibrate
 
-    directory = tmp_path_factory.mktemp("calibrated")
-    model_dir = directory / "run"
-    model_dir.mkdir()
-    for name in ("config.json", "vocab.model"):
-        shutil.copy(trained_model_dir / name, model_dir / name)
-    (model_dir / "checkpoints").symlink_to(trained_model_dir / "checkpoints")
-    for lang in ("en", "es"):
-        (directory / f"dev.{lang}").write_text("".join(bundled_lines(
-            "dev", lang, CALIBRATION_LINES)), encoding="utf-8")
-    result = run_main(calibrate.main, "--model_dir", model_dir, "--input", directory / "dev.en",
-                      "--reference", directory / "dev.es", *PRODUCTION_FLAGS)
-    assert result.returncode == 0, result.stderr
-    assert f"fitted on {CALIBRATION_LINES} sentences" in result.stderr
+    with made_once(tmp_path_factory, "calibrated") as (directory, done):
+        model_dir = directory / "run"
+        if not done:
+            model_dir.mkdir()
+            for name in ("config.json", "vocab.model"):
+                shutil.copy(trained_model_dir / name, model_dir / name)
+            (model_dir / "checkpoints").symlink_to(trained_model_dir / "checkpoints")
+            for lang in ("en", "es"):
+                (directory / f"dev.{lang}").write_text("".join(bundled_lines(
+                    "dev", lang, CALIBRATION_LINES)), encoding="utf-8")
+            result = run_main(calibrate.main, "--model_dir", model_dir, "--input",
+                              directory / "dev.en", "--reference", directory / "dev.es",
+                              *PRODUCTION_FLAGS)
+            assert result.returncode == 0, result.stderr
+            assert f"fitted on {CALIBRATION_LINES} sentences" in result.stderr
     return model_dir, directory
 
 
 @pytest.fixture(scope="session")
 def production_export(calibrated_run, tmp_path_factory):
     """kt-export --documents --glossaries of the calibrated trained model (PRODUCTION_FLAGS,
-    at most 3 sentences a request): the version directory."""
+    at most 3 sentences a request), once for all workers: the version directory."""
     from keras_transformer.export import saved_model
 
-    output = tmp_path_factory.mktemp("production") / "export"
-    exported = run_main(saved_model.main, "--model_dir", calibrated_run[0], "--output", output,
-                        "--documents", "--glossaries", "--max_batch_size", "3",
-                        *PRODUCTION_FLAGS)
-    assert exported.returncode == 0, exported.stderr
-    assert ", translate_document, translate_with_glossary; with a confidence" in (
-        exported.stdout), exported.stdout
+    with made_once(tmp_path_factory, "production") as (directory, done):
+        output = directory / "export"
+        if not done:
+            exported = run_main(saved_model.main, "--model_dir", calibrated_run[0], "--output",
+                                output, "--documents", "--glossaries", "--max_batch_size", "3",
+                                *PRODUCTION_FLAGS)
+            assert exported.returncode == 0, exported.stderr
+            assert ", translate_document, translate_with_glossary; with a confidence" in (
+                exported.stdout), exported.stdout
     return output / "1"
 
 
