@@ -88,11 +88,8 @@ def test_reproduce_page_commands_run_as_written(tmp_path):
 
 ROOT = DOCS.parent
 # The README's two commands: CI runs the second verbatim (.ci/run), so they must not drift.
-# --no-compile: pip would byte-compile all of TensorFlow (~30 s of a fresh install); Python
-# compiles the modules a run imports as it imports them.
-DEMO_COMMAND = ("python3 -m venv .venv && .venv/bin/pip install --no-compile -e . && "
-                ".venv/bin/kt-demo")
-TEST_COMMAND = ('python3 -m venv .venv && .venv/bin/pip install --no-compile -e ".[test]" && '
+DEMO_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/kt-demo"
+TEST_COMMAND = ('python3 -m venv .venv && .venv/bin/pip install -e ".[test]" && '
                 '.venv/bin/python -m pytest')
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)[^)]*\)")  # [text](target) and ![alt](target)
 EXTERNAL = ("http://", "https://", "#", "mailto:")
