@@ -15,7 +15,7 @@ import tensorflow as tf
 from conftest import CALIBRATION_LINES, PRODUCTION_FLAGS, bundled_lines, run_main
 
 from keras_transformer import confidence
-from keras_transformer.export import Translator, calibrate, checks, translate
+from keras_transformer.export import calibrate, checks, translate
 from keras_transformer.model_dir import CALIBRATION_FILE
 
 EOS = 1
@@ -144,7 +144,7 @@ def test_kt_calibrate_records_what_it_fitted_on(calibrated):
     assert fit["about"]["checkpoint"].endswith("ckpt-300") and fit["about"]["mean_chrf"] > 0
 
 
-def test_checks_give_flags_confidence_and_word_alignments(calibrated, checked, trained):
+def test_checks_give_flags_confidence_and_word_alignments(calibrated, checked):
     model_dir, _ = calibrated
     records, stderr = checked
     assert "warning" not in stderr  # fitted with the same checkpoint and search
@@ -155,13 +155,7 @@ def test_checks_give_flags_confidence_and_word_alignments(calibrated, checked, t
         pairs = [tuple(map(int, pair.split("-"))) for pair in record["alignment"].split()]
         assert all(i < len(source.split()) and j < len(record["translation"].split())
                    for i, j in pairs)
-    # The same checks from the Translator the SavedModel exports, in one batch.
-    fit = confidence.Calibration.from_json((model_dir / CALIBRATION_FILE).read_text())
-    translator = Translator(trained.model, trained.vocabulary, alpha=trained.hparams.decode_alpha,
-                            max_input_length=16, beam_size=1, calibration=fit)  # PRODUCTION_FLAGS
-    served = {name: value.numpy() for name, value in translator.translate(
-        tf.constant(sources)).items()}
-    assert_same_checks(records, [t.decode() for t in served["translations"]], served)
+    # The SavedModel's serving_default gives the same: see the last test.
 
 
 def test_min_confidence_leaves_low_lines_untranslated_and_marked(calibrated, checked, tmp_path):

@@ -168,8 +168,6 @@ README_SMALL = [("--vocab_size 8000", "--vocab_size 500"), ("--batch_tokens 3072
 def test_readme_command_line_block_runs_small(tmp_path, monkeypatch):
     from conftest import bundled_lines, run_main
 
-    from keras_transformer.export import calibrate
-
     scripts = {ep.name: ep for ep in metadata.entry_points(group="console_scripts")}
     lines = [line for line in readme_block("From the command line", "sh").splitlines()
              if line.strip()]
@@ -180,10 +178,9 @@ def test_readme_command_line_block_runs_small(tmp_path, monkeypatch):
         if line not in not_run]
     names = [shlex.split(line.split("|")[-1])[0] for line in runs]
     assert names == ["kt-vocab", "kt-train", "kt-average", "kt-translate", "kt-export",
-                     "kt-translate", "kt-score", "kt-calibrate", "kt-translate"], runs
-    # The user's own files the page reads: dev pairs of the bundled corpus, as many as a
-    # calibration needs.
-    count = calibrate.MIN_SENTENCES
+                     "kt-translate", "kt-score"], runs
+    # The user's own files the page reads: a few dev pairs of the bundled corpus.
+    count = 3
     (tmp_path / "dev.en").write_text("".join(bundled_lines("dev", "en", count)), encoding="utf-8")
     (tmp_path / "dev.es").write_text("".join(bundled_lines("dev", "es", count)), encoding="utf-8")
     monkeypatch.chdir(tmp_path)
@@ -204,7 +201,7 @@ def test_readme_command_line_block_runs_small(tmp_path, monkeypatch):
         if redirect:
             (tmp_path / redirect.strip()).write_text(result.stdout, encoding="utf-8")
         results.append(result)
-    vocab, train, average, translate, export, n_best, score, calibrated, checked = results
+    vocab, train, average, translate, export, n_best, score = results
     assert (tmp_path / "vocab.model").is_file()
     assert "done: step 5" in train.stdout
     assert "averaged ckpt-1, ckpt-2, ckpt-3, ckpt-4, ckpt-5 into" in average.stdout
@@ -216,6 +213,3 @@ def test_readme_command_line_block_runs_small(tmp_path, monkeypatch):
         hypotheses
     scores = [float(line.split("\t")[0]) for line in score.stdout.splitlines()]
     assert len(scores) == count and all(s < 0 for s in scores), score.stdout
-    assert f"fitted on {count} sentences" in calibrated.stderr
-    records = [json.loads(line) for line in checked.stdout.splitlines()]
-    assert len(records) == count and all(0 <= r["confidence"] <= 1 for r in records)
