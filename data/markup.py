@@ -30,18 +30,35 @@ TOKENS = tuple([f"｟{n}｠" for n in range(1, MAX_ITEMS + 1)] +
                [f"｟/t{n}｠" for n in range(1, MAX_ITEMS + 1)] +
                [f"｟t{n}/｠" for n in range(1, MAX_ITEMS + 1)])
 
+# Character classes written out (not \w, \d or \s, whose meanings differ between Python's re and
+# RE2), so that the graph's masking (data/markup_graph.py, RE2) finds what this module finds.
+SPACE = "\t\n\v\f\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"  # isspace
+# Letters: ASCII's, and every other character outside the blocks of punctuation, symbols and
+# spaces (beyond ASCII, a superset of str.isalpha; one meaning in both engines).
+LETTER = ("A-Za-z\xaa\xb2\xb3\xb5\xb9\xba\xbc-\xbe\xc0-\xd6\xd8-\xf6\xf8-\u1fff\u2070-\u209f"
+          "\u2c00-\u2dff\u2e80-\u2fff\u3040-\ud7ff\uf900-\ufdff\ufe70-\ufefe\uff10-\uff19"
+          "\uff21-\uff3a\uff41-\uff5a\uff66-\uffdc\U00010000-\U0010ffff")
+WORD = "0-9" + LETTER  # what counts as a word's character beside an item
 # One alternation, tried in this order at each position: the longest-lived patterns first, so a
-# URL's digits are not numbers and an e-mail's domain is not a URL.
-_PATTERNS = (
-    ("tag", r"</?[A-Za-z][\w:.-]*(?:\s+[^<>]*?)?\s*/?>"),
-    ("email", r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),
-    ("url", r"(?:https?://|www\.)[^\s<>\"']+[^\s<>\"'.,;:!?)\]}]"),
+# URL's digits are not numbers and an e-mail's domain is not a URL. A "word" is not an item: it
+# takes a run that holds a letter ("v1.2", "3rd", "abc123") whole, so that no number is found
+# inside one (RE2 has no lookbehind to say so).
+_PATTERNS = tuple((kind, pattern.replace("SPACE", SPACE).replace("LETTER", LETTER)
+                   .replace("WORD", WORD)) for kind, pattern in (
+    ("tag", r"</?[A-Za-z][0-9A-Za-z_:.-]*(?:[SPACE]+[^<>]*?)?[SPACE]*/?>"),
+    ("email", r"[WORD_.+-]+@[WORD_-]+(?:\.[WORD_-]+)+"),
+    ("url", r"(?:https?://|www\.)[^SPACE<>\"']+[^SPACE<>\"'.,;:!?)\]}]"),
     # {{name}}, {0}, {name}, {0:.2f}; printf's %s, %1$d, %-5.2f (no space flag: "50% sure").
-    ("placeholder", r"\{\{\s*\w+\s*\}\}|\{\w*(?::[^{}]*)?\}"
-                    r"|%(?:\d+\$)?[-+#0]*\d*(?:\.\d+)?[sdifx%]"),
-    ("number", r"(?<![\w.])\d+(?:[.,:/-]\d+)*(?![\w])"),
-)
+    ("placeholder", r"\{\{[SPACE]*[WORD_]+[SPACE]*\}\}|\{[WORD_]*(?::[^{}]*)?\}"
+                    r"|%(?:[0-9]+\$)?[-+#0]*[0-9]*(?:\.[0-9]+)?[sdifx%]"),
+    ("word", r"[0-9_]*[LETTER_][WORD_]*(?:\.[WORD_]+)*"),
+    ("number", r"[0-9]+(?:[.,:/-][0-9]+)*"),
+))
+# RE2's too: group k the k-th kind (data/markup_graph.py tells a "word" by its group).
+ITEM_PATTERN = "|".join(f"({pattern})" for _, pattern in _PATTERNS)
 _ITEM = re.compile("|".join(f"(?P<{kind}>{pattern})" for kind, pattern in _PATTERNS))
+_IS_SPACE = re.compile(f"[{SPACE}]")
+_IS_WORD = re.compile(f"[{WORD}]")
 _TOKEN = re.compile(r"｟(/?)(t?)(\d+)(/?)｠")
 _TAG_NAME = re.compile(r"</?([A-Za-z][\w:.-]*)")
 
@@ -115,7 +132,7 @@ def mask(text):
         raise MarkupError(f"the text already holds a placeholder token "
                           f"({_TOKEN.search(text).group(0)}): {text!r}")
     found = [(match.start(), match.end(), match.lastgroup, match.group(0))
-             for match in _ITEM.finditer(text)]
+             for match in _ITEM.finditer(text) if match.lastgroup != "word"]
     tag_tokens = _tag_tokens([(start, span) for start, _, kind, span in found if kind == "tag"])
     others = sum(kind != "tag" for _, _, kind, _ in found)
     if others > MAX_ITEMS:
@@ -128,16 +145,16 @@ def mask(text):
         else:
             number += 1
             token = f"｟{number}｠"
-        space_before = start == 0 or text[start - 1].isspace()
-        space_after = end == len(text) or text[end].isspace()
+        space_before = start == 0 or bool(_IS_SPACE.match(text[start - 1]))
+        space_after = end == len(text) or bool(_IS_SPACE.match(text[end]))
         # A space only where the source has none, once between two items: `unmask` takes
         # exactly those away again.
         joined = start == position and bool(pieces) and pieces[-1] == " "
         pieces += [text[position:start], "" if space_before or joined else " ", token,
                    "" if space_after else " "]
         items.append(Item(kind, span, token, space_before, space_after,
-                          start > 0 and text[start - 1].isalnum(),
-                          end < len(text) and text[end].isalnum()))
+                          start > 0 and bool(_IS_WORD.match(text[start - 1])),
+                          end < len(text) and bool(_IS_WORD.match(text[end]))))
         position = end
     pieces.append(text[position:])
     return Masked("".join(pieces), tuple(items))
@@ -211,8 +228,10 @@ def unmask(translation, items):
         before, token, after, following = match.groups()
         item = by_token[token]
         preceding = translation[match.start() - 1:match.start()]
-        keep_before = item.space_before or (preceding.isalnum() and not item.word_before)
-        keep_after = item.space_after or (following.isalnum() and not item.word_after)
+        keep_before = item.space_before or (bool(_IS_WORD.match(preceding)) and
+                                            not item.word_before)
+        keep_after = item.space_after or (bool(_IS_WORD.match(following)) and
+                                          not item.word_after)
         return (before if keep_before else "") + item.text + (after if keep_after else "")
 
     return re.sub(r"( ?)(｟/?t?\d+/?｠)( ?)(?=(.?))", restore, translation)

@@ -11,15 +11,16 @@ from hypothesis import strategies as st
 from test_beam_search import exhaustive, table_step
 
 import keras_transformer as kt
-from keras_transformer.data import markup
+from keras_transformer.data import markup, markup_graph
 from keras_transformer.markup_constraint import MarkupConstraint
 
 WORDS = st.sampled_from(["the", "cat", "sat", "on", "mat", "é", "naïve", "(", ")", ",", ".",
-                         "¿", "?", "50%", "a.b", "x-y"])
+                         "¿", "?", "50%", "a.b", "x-y", "v1.2", "3rd", "12.5kg", "ñ2026", "€5",
+                         "«7»", "x_1", ".5", "日本"])
 ITEMS = st.sampled_from(["{0}", "{name}", "{{ user }}", "%s", "%1$d", "%-5.2f", "42", "3.14",
                          "1,234.5", "2026-12-01", "https://example.org/a?b=1", "www.x.org",
                          "me@example.org", "<br/>", "<img src='a.png'/>", "</p>"])
-SPACES = st.sampled_from(["", " ", " ", "  ", "\t"])
+SPACES = st.sampled_from(["", " ", " ", "  ", "\t", "\u00a0"])
 
 
 @st.composite
@@ -54,6 +55,45 @@ def test_masking_and_unmasking_give_the_text_back(text):
             assert item.text not in re.sub(r"｟[^｠]*｠", " ", masked.text).split()
         assert masked.text.count(item.token) == 1
     assert all(token in markup.TOKENS for token in re.findall(r"｟[^｠]*｠", masked.text))
+
+
+def _joined_at_random(text, rng):
+    """`text` with some of its spaces taken out: a translation with words beside its tokens."""
+    words = text.split(" ")
+    return words[0] + "".join(rng.choice(["", " ", " "]) + word for word in words[1:])
+
+
+@settings(max_examples=3, deadline=None)
+@given(st.lists(marked_up_texts(), min_size=100, max_size=100))
+def test_the_graph_masks_and_unmasks_as_python_does(texts):
+    texts += ["<b>open <i>x</i> and <br/> stray </p> end", "", " \t", "{0}{1}<b></b>."]
+    masked = markup_graph.mask(tf.constant(texts))
+    rng = np.random.default_rng(0)
+    translations = [_joined_at_random(markup.mask(text).text, rng) for text in texts]
+    unmasked = markup_graph.unmask(tf.constant(translations), masked).numpy()
+    for row, (text, translation) in enumerate(zip(texts, translations)):
+        expected = markup.mask(text)
+        assert masked.text[row].numpy().decode() == expected.text
+        assert masked.untagged[row].numpy().decode() == markup.without_tags(expected).text
+        for field in ("space_before", "space_after", "word_before", "word_after"):
+            assert getattr(masked, field)[row].numpy().tolist() == [
+                getattr(item, field) for item in expected.items]
+        assert [(text.decode(), token.decode(), tag) for text, token, tag in zip(
+            masked.items[row].numpy(), masked.tokens[row].numpy(),
+            masked.is_tag[row].numpy())] == [
+            (item.text, item.token, item.kind == "tag") for item in expected.items]
+        assert unmasked[row].decode() == markup.unmask(translation, expected.items)
+
+
+def test_the_graph_refuses_what_python_refuses():
+    for text, message in ((" ".join(["7"] * 51), "more than 50 placeholders"),
+                          ("<br/>" * 51, "more than 50 tags"),
+                          ("a ｟1｠ b", "already holds a placeholder token")):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+            markup_graph.mask(tf.constant(["ok", text]))
+    masked = markup_graph.mask(tf.constant(["<b>{0}</b>"]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="a token its source does not"):
+        markup_graph.unmask(tf.constant(["｟t1｠ ｟2｠ ｟/t1｠"]), masked)
 
 
 def test_items_by_kind_tags_paired_in_order_and_attributes_kept():

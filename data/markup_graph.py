@@ -1,0 +1,225 @@
+"""`data.markup`'s masking and unmasking as TensorFlow ops, for a graph that takes tagged text
+(the SavedModel's `translate_with_markup`, kt-export --markup): the same patterns (RE2 reads
+`markup.ITEM_PATTERN` as Python's re does), the same tokens, tag pairs and spacing. Tests hold the
+two to the same results on generated texts.
+
+A batch of texts is split around what the pattern finds: pieces [batch, (2k + 1)], text at even
+positions, a match (an item, or a "word" that is not one) at odd positions.
+"""
+
+import typing
+
+import tensorflow as tf
+
+from keras_transformer.data import markup
+
+# Bytes never in UTF-8 text: where a text is split around a match; before a "word" match.
+_MARK, _WORD_MARK = b"\xff", b"\xfe"
+_TOKEN = "｟/?t?[0-9]+/?｠"
+_TAG_TOKEN = "｟/?t[0-9]+/?｠"
+
+
+class MaskedTexts(typing.NamedTuple):
+    """A batch of texts masked as `markup.mask` masks each.
+
+    text: tf.string [batch], `Masked.text`; untagged: tf.string [batch], the text of
+    `markup.without_tags`. The rest are ragged [batch, (items)], in source order, one entry per
+    `Masked.items` entry: items (tf.string, the source's text), tokens (tf.string), is_tag, and
+    the `markup.Item` spacing flags space_before, space_after, word_before, word_after (bool).
+    """
+
+    text: tf.Tensor
+    untagged: tf.Tensor
+    items: tf.RaggedTensor
+    tokens: tf.RaggedTensor
+    is_tag: tf.RaggedTensor
+    space_before: tf.RaggedTensor
+    space_after: tf.RaggedTensor
+    word_before: tf.RaggedTensor
+    word_after: tf.RaggedTensor
+
+
+def _ends_with(pieces, characters):
+    return tf.strings.regex_full_match(pieces, f"(?s).*[{characters}]")
+
+
+def _starts_with(pieces, characters):
+    return tf.strings.regex_full_match(pieces, f"(?s)[{characters}].*")
+
+
+def _neighbours(values, row_starts, row_lengths, offset):
+    """For each flat position of a ragged tensor's values, the value `offset` positions away in
+    its row, and whether there is one."""
+    position = tf.range(tf.size(values, out_type=tf.int32)) - row_starts
+    inside = (position + offset >= 0) & (position + offset < row_lengths)
+    index = tf.clip_by_value(tf.range(tf.size(values, out_type=tf.int32)) + offset, 0,
+                             tf.maximum(tf.size(values, out_type=tf.int32) - 1, 0))
+    return tf.gather(values, index), inside
+
+
+def _pair_tags(names, closing, single):
+    """Each tag's partner, as `markup._tag_tokens` pairs them: a closing tag pairs with the
+    nearest open tag of its name, closing the tags opened inside the pair. Dense [batch, tags]
+    inputs (names tf.string, padded with ""; closing, single bool: `</...>`; `/>` or padding)
+    -> int32 [batch, tags], the partner's column or -1."""
+    batch, width = tf.shape(names)[0], tf.shape(names)[1]
+    columns = tf.range(width)
+
+    def step(column, stack, depth, partner):
+        here = columns == column  # [tags]
+        name = names[:, column][:, None]
+        stacked = tf.gather(names, stack, batch_dims=1)
+        candidates = (columns[None, :] < depth[:, None]) & (stacked == name)
+        match = tf.reduce_max(tf.where(candidates, columns[None, :], -1), axis=1)
+        closes = closing[:, column] & (match >= 0)
+        opener = tf.gather(stack, tf.maximum(match, 0), batch_dims=1)
+        partner = tf.where(closes[:, None] & here[None, :], opener[:, None], partner)
+        partner = tf.where(closes[:, None] & (columns[None, :] == opener[:, None]), column,
+                           partner)
+        opens = ~closing[:, column] & ~single[:, column]
+        stack = tf.where(opens[:, None] & (columns[None, :] == depth[:, None]), column, stack)
+        depth = tf.where(closes, match, tf.where(opens, depth + 1, depth))
+        return column + 1, stack, depth, partner
+
+    start = (0, tf.zeros([batch, width], tf.int32), tf.zeros([batch], tf.int32),
+             tf.fill([batch, width], -1))
+    return tf.while_loop(lambda column, *_: column < width, step, start)[3]
+
+
+def _tag_tokens(tags):
+    """ragged tf.string [batch, (tags)] -> their tokens as `markup._tag_tokens` numbers them:
+    pairs in the order they open, then the tags left alone, in order."""
+    names = tf.strings.lower(tf.strings.regex_replace(
+        tags, r"(?s)^</?([A-Za-z][0-9A-Za-z_:.-]*).*$", r"\1")).to_tensor("")
+    closing = tf.strings.regex_full_match(tags, "(?s)</.*").to_tensor(False)
+    single = tf.strings.regex_full_match(tags, "(?s).*/>").to_tensor(True) & ~closing
+    partner = _pair_tags(names, closing, single)
+    opens_pair = (partner >= 0) & ~closing
+    pairs = tf.cumsum(tf.cast(opens_pair, tf.int32), axis=1)
+    number = tf.where(opens_pair, pairs, tf.gather(pairs, tf.maximum(partner, 0), batch_dims=1))
+    alone = tf.cumsum(tf.cast(partner < 0, tf.int32), axis=1) + pairs[:, -1:]
+    tokens = tf.where(opens_pair, "｟t" + tf.strings.as_string(number) + "｠",
+                      tf.where(partner >= 0, "｟/t" + tf.strings.as_string(number) + "｠",
+                               "｟t" + tf.strings.as_string(alone) + "/｠"))
+    return tf.RaggedTensor.from_tensor(tokens, lengths=tags.row_lengths())
+
+
+def _rows(values, like):
+    return tf.RaggedTensor.from_row_splits(values, like.row_splits)
+
+
+def _flat_positions(pieces):
+    """int32 for each of a ragged tensor's values: its row's start in the values, its row's
+    length, its row."""
+    lengths = tf.cast(pieces.row_lengths(), tf.int32)
+    starts = tf.cast(pieces.row_starts(), tf.int32)
+    return tf.repeat(starts, lengths), tf.repeat(lengths, lengths), tf.repeat(
+        tf.range(tf.size(lengths)), lengths)
+
+
+def _assert_fits(texts, is_tag, is_other):
+    """Op that fails, as `markup.mask` raises, for a text holding more than MAX_ITEMS tags or
+    other items, or holding a placeholder token already."""
+    limit = markup.MAX_ITEMS
+    checks = [tf.debugging.assert_less_equal(
+        tf.reduce_sum(tf.cast(flags, tf.int32), axis=1), limit,
+        message=f"a text holds more than {limit} {what}") for flags, what in (
+            (is_tag, "tags"), (is_other, "placeholders, URLs, e-mail addresses and numbers"))]
+    checks.append(tf.debugging.assert_equal(
+        tf.reduce_any(tf.strings.regex_full_match(texts, f"(?s).*{_TOKEN}.*")), False,
+        message="a text already holds a placeholder token (it could not be told from an "
+                "item's)"))
+    return checks
+
+
+def mask(texts):
+    """tf.string [batch] -> `MaskedTexts`: each text masked as `markup.mask` masks it.
+
+    Raises (when run): InvalidArgumentError for a text that `markup.mask` refuses.
+    """
+    # A match comes out as item + _WORD_MARK + word, one of them empty: the pattern's 5th group
+    # of 6 is a "word", not an item.
+    pieces = tf.strings.split(tf.strings.regex_replace(
+        texts, markup.ITEM_PATTERN, _MARK + b"\\1\\2\\3\\4\\6" + _WORD_MARK + b"\\5" + _MARK),
+        _MARK)
+    starts, lengths, _ = _flat_positions(pieces)
+    position = tf.range(tf.size(pieces.flat_values, out_type=tf.int32)) - starts
+    is_word = tf.strings.substr(pieces.flat_values, 0, 1) == _WORD_MARK
+    is_item = (position % 2 == 1) & ~is_word
+    values = tf.strings.reduce_join(tf.strings.split(pieces.flat_values, _WORD_MARK), axis=1)
+    is_tag = is_item & tf.strings.regex_full_match(values, "(?s)<.*")
+
+    def around(flags, offset):
+        found, inside = _neighbours(flags, starts, lengths, offset)
+        return found & inside
+
+    empty = tf.strings.length(values) == 0
+    previous_empty, next_empty = around(empty, -1), around(empty, 1)
+    last_piece = ~_neighbours(empty, starts, lengths, 2)[1]
+    space_before = tf.where(previous_empty, (position < 3) | around(
+        _ends_with(values, markup.SPACE), -2), around(_ends_with(values, markup.SPACE), -1))
+    word_before = tf.where(previous_empty, around(_ends_with(values, markup.WORD), -2),
+                           around(_ends_with(values, markup.WORD), -1))
+    space_after = tf.where(next_empty, last_piece | around(_starts_with(values, markup.SPACE), 2),
+                           around(_starts_with(values, markup.SPACE), 1))
+    word_after = tf.where(next_empty, around(_starts_with(values, markup.WORD), 2),
+                          around(_starts_with(values, markup.WORD), 1))
+    joined = previous_empty & around(is_item, -2)
+
+    is_other = is_item & ~is_tag
+    others = tf.cumsum(tf.cast(is_other, tf.int32))
+    number = others - tf.gather(others - tf.cast(is_other, tf.int32), starts)
+    tags = tf.ragged.boolean_mask(_rows(values, pieces), _rows(is_tag, pieces))
+    tokens = tf.tensor_scatter_nd_update(
+        "｟" + tf.strings.as_string(number) + "｠", tf.where(is_tag),
+        _tag_tokens(tags).flat_values)
+    with tf.control_dependencies(_assert_fits(texts, _rows(is_tag, pieces),
+                                              _rows(is_other, pieces))):
+        masked = tf.where(is_item, tf.where(space_before | joined, "", " ") + tokens +
+                          tf.where(space_after, "", " "), values)
+    text = tf.strings.reduce_join(_rows(masked, pieces), axis=1)
+    untagged = tf.strings.regex_replace(tf.strings.regex_replace(
+        tf.strings.regex_replace(text, _TAG_TOKEN, " "), f"[{markup.SPACE}]+", " "), "^ | $", "")
+
+    def items_of(flat):
+        return tf.ragged.boolean_mask(_rows(flat, pieces), _rows(is_item, pieces))
+
+    return MaskedTexts(text, untagged, items_of(values), items_of(tokens), items_of(is_tag),
+                       items_of(space_before), items_of(space_after), items_of(word_before),
+                       items_of(word_after))
+
+
+def unmask(translations, masked):
+    """Masked translations, tf.string [batch], with each token replaced by its item's source
+    text and spaced as `markup.unmask` spaces it; `masked` is their sources' `MaskedTexts`.
+
+    Raises (when run): InvalidArgumentError for a token that is not one of its source's.
+    """
+    parts = tf.strings.split(tf.strings.regex_replace(
+        translations, f"( ?)({_TOKEN})( ?)", _MARK + b"\\1" + _MARK + b"\\2" + _MARK + b"\\3" +
+        _MARK), _MARK)  # per row: text, then (space, token, space, text) per token
+    values = parts.flat_values
+    starts, lengths, rows = _flat_positions(parts)
+    position = tf.range(tf.size(values, out_type=tf.int32)) - starts
+    is_token = position % 4 == 2
+    source_tokens = tf.gather(masked.tokens.to_tensor(""), rows)  # [values, most items]
+    same = source_tokens == values[:, None]
+    column = tf.argmax(tf.cast(same, tf.int32), axis=1, output_type=tf.int32)
+
+    def of_item(flags):
+        return tf.gather(tf.gather(flags.to_tensor(False), rows), column, batch_dims=1)
+
+    previous_word = _neighbours(_ends_with(values, markup.WORD), starts, lengths, -2)[0]
+    next_word = _neighbours(_starts_with(values, markup.WORD), starts, lengths, 2)[0]
+    keep_before = of_item(masked.space_before) | (previous_word & ~of_item(masked.word_before))
+    keep_after = of_item(masked.space_after) | (next_word & ~of_item(masked.word_after))
+    item_texts = tf.gather(tf.gather(masked.items.to_tensor(""), rows), column, batch_dims=1)
+    check = tf.debugging.assert_equal(tf.reduce_all(tf.reduce_any(same, axis=1) | ~is_token),
+                                      True, message="a translation holds a token its source "
+                                                    "does not")
+    with tf.control_dependencies([check]):
+        restored = tf.where(is_token, item_texts, values)
+    kept = tf.where(position % 4 == 1, _neighbours(keep_before, starts, lengths, 1)[0],
+                    tf.where(position % 4 == 3, _neighbours(keep_after, starts, lengths, -1)[0],
+                             True))
+    return tf.strings.reduce_join(_rows(tf.where(kept, restored, ""), parts), axis=1)
