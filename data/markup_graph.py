@@ -202,18 +202,20 @@ def unmask(translations, masked):
     starts, lengths, rows = _flat_positions(parts)
     position = tf.range(tf.size(values, out_type=tf.int32)) - starts
     is_token = position % 4 == 2
-    source_tokens = tf.gather(masked.tokens.to_tensor(""), rows)  # [values, most items]
+    source_tokens = tf.gather(_at_least_one_column(masked.tokens.to_tensor(""), ""), rows)
     same = source_tokens == values[:, None]
     column = tf.argmax(tf.cast(same, tf.int32), axis=1, output_type=tf.int32)
 
     def of_item(flags):
-        return tf.gather(tf.gather(flags.to_tensor(False), rows), column, batch_dims=1)
+        return tf.gather(tf.gather(_at_least_one_column(flags.to_tensor(False), False), rows),
+                         column, batch_dims=1)
 
     previous_word = _neighbours(_ends_with(values, markup.WORD), starts, lengths, -2)[0]
     next_word = _neighbours(_starts_with(values, markup.WORD), starts, lengths, 2)[0]
     keep_before = of_item(masked.space_before) | (previous_word & ~of_item(masked.word_before))
     keep_after = of_item(masked.space_after) | (next_word & ~of_item(masked.word_after))
-    item_texts = tf.gather(tf.gather(masked.items.to_tensor(""), rows), column, batch_dims=1)
+    item_texts = tf.gather(tf.gather(_at_least_one_column(masked.items.to_tensor(""), ""), rows),
+                           column, batch_dims=1)
     check = tf.debugging.assert_equal(tf.reduce_all(tf.reduce_any(same, axis=1) | ~is_token),
                                       True, message="a translation holds a token its source "
                                                     "does not")
@@ -223,3 +225,29 @@ def unmask(translations, masked):
                     tf.where(position % 4 == 3, _neighbours(keep_after, starts, lengths, -1)[0],
                              True))
     return tf.strings.reduce_join(_rows(tf.where(kept, restored, ""), parts), axis=1)
+
+
+def constraint_inputs(tokens, token_ids):
+    """`markup.constraint_inputs` in the graph: ragged tf.string tokens [batch, (items)] (a
+    `MaskedTexts`' tokens, or some of them) and int32 token_ids [len(markup.TOKENS)]
+    (`Vocabulary.markup_ids`) -> (item_ids, opening), int32 [batch, max(1, most items)]."""
+    number = tf.strings.to_number(tf.strings.regex_replace(tokens, "[^0-9]", ""), tf.int32)
+    closing = tf.strings.regex_full_match(tokens, "｟/t.*")
+    # markup.TOKENS' order: ｟N｠, ｟tN｠, ｟/tN｠, ｟tN/｠ for N = 1..MAX_ITEMS.
+    kind = tf.where(closing, 2, tf.where(tf.strings.regex_full_match(tokens, ".*/｠"), 3, tf.where(
+        tf.strings.regex_full_match(tokens, "｟t.*"), 1, 0)))
+    item_ids = _at_least_one_column(
+        tf.gather(token_ids, kind * markup.MAX_ITEMS + number - 1).to_tensor(0), 0)
+    dense = _at_least_one_column(tokens.to_tensor(""), "")
+    # A closing tag's entry: the column of its opening ("｟/tN｠" -> "｟tN｠").
+    same = dense[:, None, :] == tf.strings.regex_replace(dense, "^｟/t", "｟t")[:, :, None]
+    opening = tf.where(_at_least_one_column(closing.to_tensor(False), False),
+                       tf.argmax(tf.cast(same, tf.int32), axis=2, output_type=tf.int32), -1)
+    return item_ids, opening
+
+
+def _at_least_one_column(values, padding):
+    """[batch, columns] -> [batch, max(1, columns)], padded with `padding`: a batch without
+    items still has a column to read."""
+    return tf.pad(values, [[0, 0], [0, tf.maximum(0, 1 - tf.shape(values)[1])]],
+                  constant_values=padding)

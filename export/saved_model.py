@@ -31,6 +31,10 @@ Signatures:
   and `glossary_targets` tf.string [terms] -> `translations`, `scores`, `terms_required` int32
   [batch]: each translation holds the target terms of the source terms in its sentence
   (export/glossary.py).
+- `translate_with_markup` (with --markup; a model trained with --markup_rate): `inputs` tf.string
+  [batch] of tagged text -> `translations`, `scores`: each translation holds its input's tags
+  (attributes verbatim), placeholders, URLs, e-mail addresses and numbers exactly once, tags
+  well nested, as kt-translate --markup gives it (export/markup_translator.py).
 
 Tokenizing and detokenizing run in the graph with tensorflow-text's SentencePiece ops, which
 stock TF Serving includes, and (translate_document) its sentence breaker; no other custom op
@@ -59,6 +63,7 @@ from keras_transformer.export.glossary import (
     GLOSSARY_TARGETS,
     GlossaryTranslator,
 )
+from keras_transformer.export.markup_translator import MarkupTranslator
 from keras_transformer.export.translator import IDS, TARGETS, TEXTS
 from keras_transformer.model_dir import config
 from keras_transformer.model_dir.checkpoints import step_in_name
@@ -91,7 +96,7 @@ def version_path(output, version=None):
 
 
 def export(translator, output, version=None, provenance=None, documents=False,
-           glossaries=False):
+           glossaries=False, markup=False):
     """Writes the SavedModel of `translator` to output/<version>; returns that path.
 
     It is written next to its final place and renamed into it when complete, so TF Serving,
@@ -107,6 +112,8 @@ def export(translator, output, version=None, provenance=None, documents=False,
             search traced, so more time to export and a larger model.
         glossaries: add the `translate_with_glossary` signature (`GlossaryTranslator`): a
             glossary with each request; a search held to it traced, likewise.
+        markup: add the `translate_with_markup` signature (`MarkupTranslator`): tagged text
+            in; two searches traced. The translator's vocabulary must hold markup's tokens.
     """
     output = pathlib.Path(output)
     path = version_path(output, version)
@@ -134,6 +141,10 @@ def export(translator, output, version=None, provenance=None, documents=False,
             signatures["translate_with_glossary"] = \
                 glossary_translator.translate_with_glossary.get_concrete_function(
                     TEXTS, GLOSSARY_SOURCES, GLOSSARY_TARGETS)
+        markup_translator = MarkupTranslator(translator) if markup else None
+        if markup:
+            signatures["translate_with_markup"] = \
+                markup_translator.translate_with_markup.get_concrete_function(TEXTS)
         # A root of its own, so the caller's translator keeps no asset in a deleted directory.
         # It tracks what the signatures read (the weights, the tokenizer), not the translator:
         # saving a tf.Module traces each of its tf.functions, and two of the translator's are
@@ -182,6 +193,11 @@ def parse_args(argv=None):
                              "its glossary (source and target terms), and each translation "
                              "holds the target terms of the source terms in its sentence "
                              "(docs/serving.md)")
+    parser.add_argument("--markup", action="store_true",
+                        help="also the translate_with_markup signature: tagged text in, each "
+                             "translation holding its tags, placeholders, URLs and numbers "
+                             "exactly once (a model trained with --markup_rate; "
+                             "docs/serving.md)")
     parser.add_argument("--format", choices=("savedmodel", "ctranslate2"), default="savedmodel",
                         help="savedmodel (TF Serving; default) or ctranslate2 (OpenNMT's C++ "
                              "engine; kt-translate --engine ctranslate2 reads it)")
@@ -202,6 +218,8 @@ def parse_args(argv=None):
                      "documents for --engine tensorflow")
     if args.format == "ctranslate2" and args.glossaries:
         parser.error("--glossaries is for a SavedModel; CTranslate2 has no glossary search")
+    if args.format == "ctranslate2" and args.markup:
+        parser.error("--markup is for a SavedModel; CTranslate2 cannot hold a search to markup")
     if args.format == "ctranslate2":
         args.tree_constraint = False  # what its export.json records
     return args
@@ -219,7 +237,8 @@ def main(argv=None):
                                       provenance(*members))
         else:
             path = export(translator, args.output, args.version, provenance(*members),
-                          documents=args.documents, glossaries=args.glossaries)
+                          documents=args.documents, glossaries=args.glossaries,
+                          markup=args.markup)
     except (ExportError, ModelDirError, config.ConfigError, ValueError) as error:
         print(f"kt-export: error: {error}", file=sys.stderr)
         return 2
@@ -233,6 +252,7 @@ def main(argv=None):
           f"signatures serving_default (strings), translate_ids, tokenize, translate_n_best, "
           f"score{', translate_document' if args.documents else ''}"
           f"{', translate_with_glossary' if args.glossaries else ''}"
+          f"{', translate_with_markup' if args.markup else ''}"
           f"{'; with a confidence (calibration.json)' if translator.calibration else ''}; beam "
           f"{args.beam_size}, alpha {args.alpha}, inputs cut at {translator.max_input_length} "
           f"tokens, at most {translator.max_batch_size} sentences a request")

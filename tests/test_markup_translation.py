@@ -3,8 +3,11 @@ tokens (data/markup_pairs.py), vocabularies that keep them whole, and kt-transla
 whose every output holds each of its line's items exactly once, tags well nested, under beam
 search, greedy decoding and sampling."""
 
+import json
 import random
 import re
+import subprocess
+import sys
 
 import pytest
 from conftest import bundled_lines, run_main
@@ -12,7 +15,7 @@ from test_trainer import kt_train, small_corpus  # noqa: F401  (a fixture)
 
 from keras_transformer import data, model_dir
 from keras_transformer.data import markup, markup_pairs, word_alignment
-from keras_transformer.export import translate
+from keras_transformer.export import saved_model, translate
 from keras_transformer.export.lines import Sampling, n_best_lines
 from keras_transformer.export.markup_lines import markup_n_best_lines
 from keras_transformer.export.translator import Translator
@@ -158,12 +161,52 @@ def test_every_search_keeps_each_item_once_and_kt_translate_puts_them_back(marku
         TAGGED, expected))
 
 
+MARKUP_CLIENT = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  registers the SentencePiece ops
+
+serve = tf.saved_model.load(sys.argv[1]).signatures["translate_with_markup"]
+replies = []
+for lines in json.loads(sys.stdin.read()):
+    try:
+        out = serve(inputs=tf.constant(lines, tf.string))["translations"].numpy()
+        replies.append([text.decode() for text in out])
+    except tf.errors.InvalidArgumentError as error:
+        replies.append(error.message)
+print(json.dumps(replies))
+"""
+
+
+def test_the_saved_model_translates_tagged_text_as_kt_translate_does(markup_run, tmp_path):
+    flags = ("--beam_size", "1", "--max_input_length", "64", "--extra_length", "10")
+    exported = run_main(saved_model.main, "--model_dir", markup_run, "--output",
+                        tmp_path / "export", "--markup", "--max_batch_size", len(TAGGED), *flags)
+    assert exported.returncode == 0, exported.stderr
+    assert ", translate_with_markup;" in exported.stdout
+    (tmp_path / "tagged.en").write_text("\n".join(TAGGED) + "\n", encoding="utf-8")
+    result = run_main(translate.main, "--model_dir", markup_run, "--markup", "--input",
+                      tmp_path / "tagged.en", "--batch_size", len(TAGGED), *flags)
+    assert result.returncode == 0, result.stderr
+    requests = [TAGGED, TAGGED[5:], TAGGED[5:7], ["<br/>" * 51], ["a ｟1｠ b"]]
+    reply = subprocess.run([sys.executable, "-c", MARKUP_CLIENT, str(tmp_path / "export" / "1")],
+                           input=json.dumps(requests), capture_output=True, text=True,
+                           timeout=600)
+    assert reply.returncode == 0, reply.stderr
+    served, untagged, no_items, too_many, holds_token = json.loads(reply.stdout)
+    assert served == result.stdout.splitlines()
+    assert untagged == served[5:] and no_items == served[5:7]  # no placing pass, no items
+    assert "a text holds more than 50 tags" in too_many
+    assert "already holds a placeholder token" in holds_token
+
+
 def test_markup_needs_a_vocabulary_that_keeps_the_tokens_whole(trained_model_dir, markup_run,
                                                                small_corpus, tmp_path):  # noqa: F811
-    refused = run_main(translate.main, "--model_dir", trained_model_dir, "--markup")
-    assert refused.returncode == 2
-    assert f"{trained_model_dir / 'vocab.model'} does not keep markup's placeholder tokens" in \
-        refused.stderr
+    for main, *flags in ((translate.main, ), (saved_model.main, "--output", tmp_path / "x")):
+        refused = run_main(main, "--model_dir", trained_model_dir, "--markup", *flags)
+        assert refused.returncode == 2
+        assert f"{trained_model_dir / 'vocab.model'} does not keep markup's placeholder " \
+               f"tokens" in refused.stderr
     trained = kt_train(tmp_path / "run", small_corpus, "--vocab", trained_model_dir /
                        "vocab.model", "--markup_rate", "0.3", "--train_steps", "1")
     assert trained.returncode != 0 and "does not keep markup's placeholder" in trained.stderr
