@@ -61,12 +61,12 @@ class ConstrainedSearches:
         processors = list(self.processors)
         if markup is not None:
             marker_ids = tf.constant(self.vocabulary.markup_ids(), tf.int32)
+            word_start = tf.constant(self.vocabulary.before_tag_ok())
             if len(markup) == 3:
                 item_ids, _, text_ids = markup
                 in_text = tf.reduce_any(item_ids[:, :, None] == text_ids[:, None, :], axis=2)
-                processors.append(TextKept(text_ids, tf.where(in_text, 0, item_ids),
-                                           tf.constant(self.vocabulary.before_tag_ok())))
-            processors.append(MarkupConstraint(*markup[:2], marker_ids))
+                processors.append(TextKept(text_ids, tf.where(in_text, 0, item_ids), word_start))
+            processors.append(MarkupConstraint(*markup[:2], marker_ids, word_start))
         elif self.vocabulary.holds_markup:
             processors.append(NoMarkup(tf.constant(self.vocabulary.markup_ids(), tf.int32)))
         if glossary is not None:

@@ -12,7 +12,10 @@ step a hypothesis may write:
 - end of sentence only once every item is written; until then the end's probability goes to
   the item tokens it may write (shared equally), so that where the model would stop it writes
   what it owes instead of going on (measured: bench/RESULTS.md, "Markup kept and placed");
-- any other token unless the items left need every step to the length limit.
+- any other token unless the items left need every step to the length limit; right after an
+  item token, only one that begins a word, punctuation or end of sentence (`after_item_ok`): a
+  masked text has a space after every token, so a piece that continues a word there
+  ("｟1｠amente") is never what the model was shown, and it would glue text to the item.
 So every finished hypothesis holds each item exactly once, well nested, whatever the search
 (beam, greedy, sampling). Where they land is the model's choice: one trained on pairs whose items
 became the same tokens on both sides puts them where they belong.
@@ -39,11 +42,14 @@ class MarkupConstraint(NamedTuple):
         opening: int [batch, items], for an entry that closes a tag pair, the index of its
             opening entry; -1 for every other entry.
         marker_ids: int [markers], the vocabulary ids of all item tokens.
+        after_item_ok: bool [vocab], the tokens that may come right after an item token
+            (`Vocabulary.before_tag_ok`); None: any.
     """
 
     item_ids: tf.Tensor
     opening: tf.Tensor
     marker_ids: tf.Tensor
+    after_item_ok: tf.Tensor = None
 
     def start(self, layout):
         item_ids = layout.rows(self.item_ids)
@@ -69,6 +75,9 @@ class MarkupConstraint(NamedTuple):
             allowed_entries = required & ~written & ((opening < 0) | may_close)
             items, others = self._allowed(logits, item_ids, allowed_entries,
                                           required & ~written, limits - step)
+            if self.after_item_ok is not None:
+                after_item = tf.reduce_any(just, axis=1, keepdims=True)
+                others &= ~after_item | self.after_item_ok[None, :]
             return tf.where(items | others, give_the_end_to(items, logits), NEG_INF), written_at
 
         return adjust, tf.fill(tf.shape(item_ids), -1)

@@ -148,16 +148,18 @@ def test_too_many_items_or_a_token_in_the_source_are_refused():
         markup.mask("a ｟1｠ b")
 
 
-# The constraint in the search: a toy vocabulary of 6 ids, 0 and 2 words, 1 end of sentence,
-# 3 and 4 a tag pair's tokens, 5 an item token no sentence has.
+# The constraint in the search: a toy vocabulary of 6 ids, 0 a word, 2 a piece that continues
+# one (never right after an item), 1 end of sentence, 3 and 4 a tag pair's tokens, 5 an item
+# token no sentence has.
 VOCAB, MARKERS = 6, [3, 4, 5]
+AFTER_ITEM_OK = [True, True, False, True, True, True]
 LIMITS = [4, 3, 2]
 ITEM_IDS, OPENING = [[3, 4], [0, 0], [3, 4]], [[-1, 0], [-1, -1], [-1, 0]]
 
 
 def keeps_the_markup(sentence, tokens):
     """The rule, written over a whole hypothesis: the sentence's items once each, in order."""
-    if 5 in tokens:
+    if 5 in tokens or any(a in (3, 4) and b == 2 for a, b in zip(tokens, tokens[1:])):
         return False
     if sentence == 1:
         return 3 not in tokens and 4 not in tokens
@@ -176,7 +178,8 @@ def enumeration(table, sentence, limit, alpha):
 
 
 def constraint():
-    return MarkupConstraint(tf.constant(ITEM_IDS), tf.constant(OPENING), tf.constant(MARKERS))
+    return MarkupConstraint(tf.constant(ITEM_IDS), tf.constant(OPENING), tf.constant(MARKERS),
+                            tf.constant(AFTER_ITEM_OK))
 
 
 @pytest.mark.parametrize("jit_compile", [False, True])
