@@ -89,7 +89,8 @@ def test_reproduce_page_commands_run_as_written(tmp_path):
 ROOT = DOCS.parent
 # The README's two commands: CI runs the second verbatim (.ci/run), so they must not drift.
 DEMO_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/kt-demo"
-TEST_COMMAND = ('python3 -m venv .venv && .venv/bin/pip install -e ".[test]" && '
+TEST_COMMAND = ('python3 -m venv .venv && .venv/bin/pip install uv==0.13.9 && '
+                '.venv/bin/uv pip install --compile-bytecode -e ".[test]" && '
                 '.venv/bin/python -m pytest')
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)[^)]*\)")  # [text](target) and ![alt](target)
 EXTERNAL = ("http://", "https://", "#", "mailto:")
