@@ -54,7 +54,8 @@ _PATTERNS = tuple((kind, pattern.replace("SPACE", SPACE).replace("LETTER", LETTE
     ("word", r"[0-9_]*[LETTER_][WORD_]*(?:\.[WORD_]+)*"),
     ("number", r"[0-9]+(?:[.,:/-][0-9]+)*"),
 ))
-# RE2's too: group k the k-th kind (data/markup_graph.py tells a "word" by its group).
+# RE2's too: group k + 1 is ITEM_KINDS[k] (data/markup_graph.py tells a "word" by its group).
+ITEM_KINDS = tuple(kind for kind, _ in _PATTERNS)
 ITEM_PATTERN = "|".join(f"({pattern})" for _, pattern in _PATTERNS)
 _ITEM = re.compile("|".join(f"(?P<{kind}>{pattern})" for kind, pattern in _PATTERNS))
 _IS_SPACE = re.compile(f"[{SPACE}]")

@@ -15,6 +15,10 @@ from keras_transformer.data import markup
 
 # Bytes never in UTF-8 text: where a text is split around a match; before a "word" match.
 _MARK, _WORD_MARK = b"\xff", b"\xfe"
+# The pattern's groups, one per kind: a match is rewritten as item + _WORD_MARK + word, one
+# of the two empty.
+_ITEM_GROUPS = "".join(f"\\{k + 1}" for k, kind in enumerate(markup.ITEM_KINDS) if kind != "word")
+_WORD_GROUP = f"\\{markup.ITEM_KINDS.index('word') + 1}"
 _TOKEN = "｟/?t?[0-9]+/?｠"
 _TAG_TOKEN = "｟/?t[0-9]+/?｠"
 
@@ -137,11 +141,9 @@ def mask(texts):
 
     Raises (when run): InvalidArgumentError for a text that `markup.mask` refuses.
     """
-    # A match comes out as item + _WORD_MARK + word, one of them empty: the pattern's 5th group
-    # of 6 is a "word", not an item.
     pieces = tf.strings.split(tf.strings.regex_replace(
-        texts, markup.ITEM_PATTERN, _MARK + b"\\1\\2\\3\\4\\6" + _WORD_MARK + b"\\5" + _MARK),
-        _MARK)
+        texts, markup.ITEM_PATTERN,
+        _MARK + _ITEM_GROUPS.encode() + _WORD_MARK + _WORD_GROUP.encode() + _MARK), _MARK)
     starts, lengths, _ = _flat_positions(pieces)
     position = tf.range(tf.size(pieces.flat_values, out_type=tf.int32)) - starts
     is_word = tf.strings.substr(pieces.flat_values, 0, 1) == _WORD_MARK
