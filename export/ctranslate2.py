@@ -83,6 +83,11 @@ def check_representable(model):
     if model.position_encoding == "learned" and model.max_length > POSITIONS:
         raise Ctranslate2Error(f"hparams max_length={model.max_length}: learned positions "
                                f"beyond {POSITIONS} are not exported")
+    for field, paper in (("ffn_activation", "relu"), ("attention_bias", False),
+                         ("output_bias", False), ("scale_embeddings", True)):
+        if getattr(model, field) != paper:  # CTranslate2 has them; the mapping is not written
+            raise Ctranslate2Error(f"hparams {field}={getattr(model, field)!r} is not exported "
+                                   f"to CTranslate2 yet (only {paper!r})")
 
 
 def _layer_norm(norm_spec, layer):

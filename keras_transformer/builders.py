@@ -10,7 +10,8 @@ from keras_transformer.schedules import cooldown_window, paper_adam
 MODEL_FIELDS = ("num_layers", "d_model", "d_ff", "num_heads", "d_k", "d_v", "dropout",
                 "attention_dropout", "relu_dropout", "position_encoding", "max_length",
                 "layer_norm_epsilon", "layer_norm_position", "embedding_sharing",
-                "source_word_dropout")
+                "source_word_dropout", "ffn_activation", "attention_bias", "sinusoid_layout",
+                "output_bias", "scale_embeddings")
 # The fields two runs must share to be the same model (which model, then its shape).
 ARCHITECTURE_FIELDS = ("model", *MODEL_FIELDS)
 

@@ -18,6 +18,9 @@ class SharedEmbedding(keras.layers.Layer):
     Args:
         vocab_size: number of token ids, including pad (0) and eos (1).
         d_model: embedding width.
+        scale: multiply embeddings by sqrt(d_model) (the paper; Marian's scale_embedding).
+        output_bias: add a bias over the vocabulary to the logits (Marian's
+            final_logits_bias), starting at zero.
 
     Call arguments:
         inputs: int token ids [batch, length], or with `reverse=True` hidden states
@@ -33,10 +36,12 @@ class SharedEmbedding(keras.layers.Layer):
     (TensorShape([1, 2, 4]), TensorShape([1, 2, 10]))
     """
 
-    def __init__(self, vocab_size, d_model, **kwargs):
+    def __init__(self, vocab_size, d_model, *, scale=True, output_bias=False, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.d_model = d_model
+        self.scale = scale
+        self.output_bias = output_bias
 
     def build(self, inputs_shape=None):
         # Not autocast: under a mixed policy, reading the table would cast all of it to the
@@ -46,6 +51,8 @@ class SharedEmbedding(keras.layers.Layer):
             name="embeddings", shape=(self.vocab_size, self.d_model),
             initializer=keras.initializers.RandomNormal(stddev=self.d_model ** -0.5),
             autocast=False)
+        self.bias = self.add_weight(name="bias", shape=(self.vocab_size,), initializer="zeros",
+                                    autocast=False) if self.output_bias else None
 
     def output_kernel(self):
         """The pre-softmax projection: the matrix transposed, [d_model, vocab_size], in the
@@ -66,11 +73,13 @@ class SharedEmbedding(keras.layers.Layer):
             kernel = self.output_kernel() if output_kernel is None else output_kernel
             logits = ops.matmul(ops.cast(inputs, self.compute_dtype), kernel)
             # Softmax and loss want float32 even when the layers compute in 16 bits.
-            return ops.cast(logits, "float32")
+            logits = ops.cast(logits, "float32")
+            return logits if self.bias is None else logits + ops.cast(self.bias, "float32")
         rows = ops.cast(ops.take(self.embeddings, inputs, axis=0), self.compute_dtype)
-        return rows * math.sqrt(self.d_model)
+        return rows * math.sqrt(self.d_model) if self.scale else rows
 
     def get_config(self):
         config = super().get_config()
-        config.update(vocab_size=self.vocab_size, d_model=self.d_model)
+        config.update(vocab_size=self.vocab_size, d_model=self.d_model, scale=self.scale,
+                      output_bias=self.output_bias)
         return config

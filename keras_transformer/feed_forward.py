@@ -4,6 +4,10 @@ import keras
 
 from keras_transformer.dropout import Dropout
 
+# Names of the hparams field `ffn_activation` -> Keras activations. Keras' "gelu" is the exact
+# one (approximate=False), as Marian's and BERT's.
+ACTIVATIONS = {"relu": "relu", "swish": "silu", "gelu": "gelu"}
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class PositionwiseFeedForward(keras.layers.Layer):
@@ -11,8 +15,11 @@ class PositionwiseFeedForward(keras.layers.Layer):
 
     Args:
         d_ff: inner width (2048 in the base model).
-        relu_dropout: dropout on the ReLU output (off in the paper; tensor2tensor's relu_dropout).
+        relu_dropout: dropout on the activation's output (off in the paper; tensor2tensor's
+            relu_dropout).
         kernel_initializer: initializer of W1 and W2.
+        activation: the paper's "relu"; "swish" (x sigmoid(x), Marian's OPUS-MT models) or
+            "gelu" (the exact, erf-based one) in its place (`ACTIVATIONS`).
 
     Call arguments:
         inputs: [batch, length, d_model].
@@ -25,12 +32,17 @@ class PositionwiseFeedForward(keras.layers.Layer):
     TensorShape([2, 3, 16])
     """
 
-    def __init__(self, d_ff, relu_dropout=0.0, kernel_initializer="glorot_uniform", **kwargs):
+    def __init__(self, d_ff, relu_dropout=0.0, kernel_initializer="glorot_uniform",
+                 activation="relu", **kwargs):
         super().__init__(**kwargs)
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
         self.d_ff = d_ff
         self.relu_dropout = relu_dropout
+        self.activation = activation
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.inner = keras.layers.Dense(d_ff, activation="relu", dtype=self.dtype_policy,
+        self.inner = keras.layers.Dense(d_ff, activation=ACTIVATIONS[activation],
+                                        dtype=self.dtype_policy,
                                         kernel_initializer=self.kernel_initializer, name="inner")
         self.dropout_layer = Dropout(relu_dropout, dtype=self.dtype_policy)
         self.outer = None  # Its width is the input's, known in build.
@@ -49,6 +61,7 @@ class PositionwiseFeedForward(keras.layers.Layer):
         config.update(
             d_ff=self.d_ff,
             relu_dropout=self.relu_dropout,
+            activation=self.activation,
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
         )
         return config

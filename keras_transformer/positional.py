@@ -5,17 +5,22 @@ from keras import ops
 
 from keras_transformer import checks
 
+SINUSOID_LAYOUTS = ("interleaved", "split")
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class SinusoidalPositionEncoding(keras.layers.Layer):
     """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)).
 
-    Sines and cosines interleave as in the paper's formula (tensor2tensor concatenates them
-    instead: the same set of functions in another order). Any length works: the paper chose
+    Sines and cosines interleave as in the paper's formula. Any length works: the paper chose
     sinusoids partly so that the model may extrapolate past the training lengths.
 
     Args:
         max_wavelength: the 10000 of the formula.
+        layout: "interleaved" (the paper's) or "split": the same functions with every sine
+            first, then every cosine, [sin(pos / 10000^(2i/d)) for i < d/2] + [cos(...)], the
+            order of Marian's and Hugging Face's MarianSinusoidalPositionalEmbedding
+            (`SINUSOID_LAYOUTS`).
 
     Call arguments:
         inputs: [batch, length, d_model]; only its length and width are read.
@@ -29,9 +34,12 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
     TensorShape([5, 8])
     """
 
-    def __init__(self, max_wavelength=10000, **kwargs):
+    def __init__(self, max_wavelength=10000, layout="interleaved", **kwargs):
         super().__init__(**kwargs)
+        if layout not in SINUSOID_LAYOUTS:
+            raise ValueError(f"layout must be one of {SINUSOID_LAYOUTS}, got {layout!r}")
         self.max_wavelength = max_wavelength
+        self.layout = layout
 
     def call(self, inputs, start_index=0):
         length, d_model = ops.shape(inputs)[1], inputs.shape[-1]
@@ -41,11 +49,13 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
         exponents = ops.cast(dims - dims % 2, "float32") / d_model
         angles = positions[:, None] / ops.power(float(self.max_wavelength), exponents)[None, :]
         encoding = ops.where(dims % 2 == 0, ops.sin(angles), ops.cos(angles))
+        if self.layout == "split":  # columns 0, 2, 4, ... (sines), then 1, 3, 5, ...
+            encoding = ops.concatenate([encoding[:, 0::2], encoding[:, 1::2]], axis=-1)
         return ops.cast(encoding, self.compute_dtype)
 
     def get_config(self):
         config = super().get_config()
-        config.update(max_wavelength=self.max_wavelength)
+        config.update(max_wavelength=self.max_wavelength, layout=self.layout)
         return config
 
 

@@ -69,6 +69,29 @@ def test_multi_head_attention_equals_numpy_with_independent_dk_dv(rng):
         np.testing.assert_allclose(out[i], np.concatenate(heads, -1) @ wo, rtol=1e-5, atol=1e-5)
 
 
+def test_projection_biases_are_added_after_each_of_the_four_matrices(rng):
+    layer = MultiHeadAttention(num_heads=2, d_k=3, d_v=5, use_bias=True)
+    query = rng.normal(size=(2, 4, 8)).astype("float32")
+    memory = rng.normal(size=(2, 6, 8)).astype("float32")
+    layer(query, memory)
+    for bias in (layer.query_bias, layer.key_bias, layer.value_bias, layer.output_bias):
+        assert not np.any(bias.numpy())  # they start at zero
+        bias.assign(rng.normal(size=bias.shape))
+    out = np.asarray(layer(query, memory))
+    wq, wk, wv, wo, bq, bk, bv, bo = (np.asarray(w) for w in (
+        layer.query_kernel, layer.key_kernel, layer.value_kernel, layer.output_kernel,
+        layer.query_bias, layer.key_bias, layer.value_bias, layer.output_bias))
+    for i in range(2):
+        q, k, v = query[i] @ wq + bq, memory[i] @ wk + bk, memory[i] @ wv + bv
+        heads = [numpy_attention(q[:, j * 3:(j + 1) * 3], k[:, j * 3:(j + 1) * 3],
+                                 v[:, j * 5:(j + 1) * 5], np.ones((4, 6), bool))[0]
+                 for j in range(2)]
+        np.testing.assert_allclose(out[i], np.concatenate(heads, -1) @ wo + bo, rtol=1e-5,
+                                   atol=1e-5)
+    assert len(MultiHeadAttention(num_heads=2, d_k=3).weights) == 0  # unbuilt: none yet
+    assert_roundtrip(layer, query, memory)
+
+
 def test_masked_keys_do_not_influence_output(rng):
     layer = MultiHeadAttention(num_heads=2, d_k=4)
     query = rng.normal(size=(1, 3, 8)).astype("float32")

@@ -221,6 +221,8 @@ def test_refusals_name_what_is_wrong(trained_model_dir, exported, tmp_path):
 @pytest.mark.parametrize("overrides, message", [
     (dict(position_encoding="learned", max_length=4096), "hparams max_length=4096"),
     (dict(d_k=8, d_v=16), "hparams d_k=8 and d_v=16 differ"),
+    (dict(ffn_activation="swish"), "hparams ffn_activation='swish' is not exported"),
+    (dict(attention_bias=True), "hparams attention_bias=True is not exported"),
 ])
 def test_models_ctranslate2_cannot_hold_are_refused(overrides, message):
     model = kt.build_model(kt.hparams.get("transformer_tiny", **overrides), 300)

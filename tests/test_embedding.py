@@ -13,6 +13,18 @@ def test_embeddings_are_scaled_by_sqrt_d_model():
     np.testing.assert_allclose(out, np.asarray(layer.embeddings)[ids] * 4.0, rtol=1e-6)
 
 
+def test_unscaled_embeddings_and_a_bias_on_the_logits(rng):
+    layer = SharedEmbedding(vocab_size=10, d_model=16, scale=False, output_bias=True)
+    ids = np.array([[3, 0, 9]])
+    np.testing.assert_allclose(np.asarray(layer(ids)), np.asarray(layer.embeddings)[ids])
+    layer.bias.assign(rng.normal(size=10))
+    hidden = rng.normal(size=(1, 2, 16)).astype("float32")
+    np.testing.assert_allclose(np.asarray(layer(hidden, reverse=True)),
+                               hidden @ np.asarray(layer.embeddings).T + np.asarray(layer.bias),
+                               rtol=1e-5, atol=1e-5)
+    assert_roundtrip(layer, ids)
+
+
 def test_reverse_uses_the_same_matrix_transposed(rng):
     layer = SharedEmbedding(vocab_size=10, d_model=16)
     x = rng.normal(size=(2, 3, 16)).astype("float32")

@@ -123,6 +123,9 @@ def test_unknown_field_lists_the_valid_ones():
     ("num_heads", 0, "'num_heads' must be >= 1"),
     ("num_heads", 7, "not divisible by num_heads=7"),
     ("position_encoding", "rotary", "'position_encoding' must be one of"),
+    ("ffn_activation", "tanh", "'ffn_activation' must be one of"),
+    ("sinusoid_layout", "concatenated", "'sinusoid_layout' must be one of"),
+    ("attention_bias", 1, "'attention_bias' must be bool"),
     ("decode_alpha", -0.1, "'decode_alpha' must be a finite number >= 0"),
     ("decode_alpha", float("inf"), "'decode_alpha' must be a finite number >= 0"),
     ("cooldown_fraction", 1.0, r"'cooldown_fraction' must be in \[0, 1\)"),
@@ -135,14 +138,16 @@ def test_bad_values_are_refused_with_the_field_named(field, value, message):
 def test_override_string_is_typed_by_field():
     hp = hparams.get("transformer_base").override_from_string(
         "dropout=0.2, num_layers=4,d_k=None,d_v=32,position_encoding=learned,"
-        "learning_rate_multiplier=2")
+        "learning_rate_multiplier=2,attention_bias=True,scale_embeddings=False")
     assert (hp.dropout, hp.num_layers, hp.d_k, hp.d_v, hp.position_encoding,
-            hp.learning_rate_multiplier) == (0.2, 4, None, 32, "learned", 2.0)
+            hp.learning_rate_multiplier, hp.attention_bias, hp.scale_embeddings) == (
+        0.2, 4, None, 32, "learned", 2.0, True, False)
     assert hparams.parse_overrides("") == {}
 
 
 @pytest.mark.parametrize("text,message", [
     ("num_layers=four", r"num_layers='four': expected int"),
+    ("output_bias=yes", r"output_bias='yes': expected bool"),
     ("dropout", "not of the form name=value"),
     ("depth=3", "unknown hparams field 'depth'"),
 ])

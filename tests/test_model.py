@@ -13,6 +13,9 @@ from conftest import random_ids
 import keras_transformer as kt
 
 VOCAB = 40
+# The paper's choices that Marian's OPUS-MT models make otherwise.
+MARIAN_OPTIONS = dict(ffn_activation="swish", attention_bias=True, sinusoid_layout="split",
+                      output_bias=True, scale_embeddings=False)
 
 
 def tiny_model(dtype=None, **overrides):
@@ -110,13 +113,13 @@ def test_attention_scores_are_the_weights_the_layers_use(rng):
 
 @pytest.mark.parametrize("overrides", [
     dict(position_encoding="sinusoidal"), dict(position_encoding="learned"),
-    dict(embedding_sharing="none"), dict(layer_norm_position="pre")],
-    ids=["sinusoidal", "learned", "untied", "pre-norm"])
+    dict(embedding_sharing="none"), dict(layer_norm_position="pre"), MARIAN_OPTIONS],
+    ids=["sinusoidal", "learned", "untied", "pre-norm", "marian-options"])
 @pytest.mark.parametrize("max_length", [8, None], ids=["preallocated", "growing"])
 def test_step_by_step_cached_decoding_equals_full_pass(rng, overrides, max_length):
     model = tiny_model(**overrides)
-    for variable in model.weights:  # every norm a different function, not the identity
-        if "norm" in variable.path:
+    for variable in model.weights:  # every norm a different function, no bias zero
+        if "norm" in variable.path or "bias" in variable.path:
             mean = 1.0 if variable.path.endswith("gamma") else 0.0
             variable.assign(rng.normal(mean, 0.3, variable.shape))
     source, target = padded_pair(rng)
@@ -338,7 +341,7 @@ def test_mixed_precision_computes_in_16_bits_with_float32_weights_and_logits(
 
 
 def test_get_config_from_config(rng):
-    model = tiny_model(d_k=5, d_v=3, position_encoding="learned")
+    model = tiny_model(d_k=5, d_v=3, position_encoding="learned", **MARIAN_OPTIONS)
     clone = kt.Transformer.from_config(model.get_config())
     clone.build()
     clone.set_weights(model.get_weights())

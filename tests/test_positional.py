@@ -21,6 +21,26 @@ def test_sinusoids_equal_the_papers_formula():
     np.testing.assert_allclose(out, paper_formula(50, 16), atol=2e-5)
 
 
+def marian_formula(length, d_model):
+    """Hugging Face's MarianSinusoidalPositionalEmbedding._init_weight, in numpy."""
+    position_enc = np.array([[pos / np.power(10000, 2 * (j // 2) / d_model)
+                              for j in range(d_model)] for pos in range(length)])
+    out = np.zeros((length, d_model))
+    out[:, :d_model // 2] = np.sin(position_enc[:, 0::2])
+    out[:, d_model // 2:] = np.cos(position_enc[:, 1::2])
+    return out
+
+
+def test_split_sinusoids_equal_marians_table():
+    layer = SinusoidalPositionEncoding(layout="split")
+    np.testing.assert_allclose(np.asarray(layer(np.zeros((1, 50, 16), "float32"))),
+                               marian_formula(50, 16), atol=2e-5)
+    np.testing.assert_allclose(np.asarray(layer(np.zeros((1, 3, 16)), start_index=47)),
+                               marian_formula(50, 16)[47:], atol=2e-5)
+    with pytest.raises(ValueError, match="layout must be one of"):
+        SinusoidalPositionEncoding(layout="concatenated")
+
+
 def test_sinusoids_start_index_shifts_positions():
     layer = SinusoidalPositionEncoding()
     full = np.asarray(layer(np.zeros((1, 10, 8), "float32")))

@@ -27,6 +27,8 @@ class HParamsError(ValueError):
 POSITION_ENCODINGS = ("sinusoidal", "learned")
 EMBEDDING_SHARING = ("all", "target", "none")
 LAYER_NORM_POSITIONS = ("post", "pre")
+FFN_ACTIVATIONS = ("relu", "swish", "gelu")
+SINUSOID_LAYOUTS = ("interleaved", "split")
 # "mt_lstm": CoVe's MT-LSTM (McCann et al. 2017; keras_transformer/mt_lstm.py), trained by the
 # same kt-train on the same pipelines.
 MODELS = ("transformer", "mt_lstm")
@@ -59,6 +61,13 @@ class HParams:
             projection share, the source has its own) or "none" (three matrices).
         source_word_dropout: in training, the probability of reading a real source token as
             unknown (Sennrich & Zhang 2019; 0 in the paper).
+        ffn_activation: the feed-forward network's activation: "relu" (eq. 2), "swish" or
+            "gelu" (Marian's OPUS-MT models use swish).
+        attention_bias: biases on the four attention projections (none in the paper).
+        sinusoid_layout: "interleaved" (section 3.5's PE(pos, 2i), PE(pos, 2i+1)) or "split"
+            (every sine, then every cosine: Marian's).
+        output_bias: a bias over the vocabulary on the logits (Marian's final_logits_bias).
+        scale_embeddings: embeddings multiplied by sqrt(d_model) (section 3.4).
 
     Training (section 5):
         label_smoothing: epsilon_ls of section 5.4.
@@ -90,6 +99,11 @@ class HParams:
     layer_norm_position: str = "post"
     embedding_sharing: str = "all"
     source_word_dropout: float = 0.0
+    ffn_activation: str = "relu"
+    attention_bias: bool = False
+    sinusoid_layout: str = "interleaved"
+    output_bias: bool = False
+    scale_embeddings: bool = True
     label_smoothing: float = 0.1
     learning_rate_multiplier: float = 1.0
     warmup_steps: int = 4000
@@ -135,10 +149,12 @@ class HParams:
         if self.embedding_sharing not in EMBEDDING_SHARING:
             raise HParamsError(f"hparams field 'embedding_sharing' must be one of "
                                f"{EMBEDDING_SHARING}, got {self.embedding_sharing!r}")
-        if self.position_encoding not in POSITION_ENCODINGS:
-            raise HParamsError(
-                f"hparams field 'position_encoding' must be one of {POSITION_ENCODINGS}, "
-                f"got {self.position_encoding!r}")
+        for name, choices in (("position_encoding", POSITION_ENCODINGS),
+                              ("ffn_activation", FFN_ACTIVATIONS),
+                              ("sinusoid_layout", SINUSOID_LAYOUTS)):
+            if getattr(self, name) not in choices:
+                raise HParamsError(f"hparams field '{name}' must be one of {choices}, got "
+                                   f"{getattr(self, name)!r}")
 
     def override(self, **overrides) -> "HParams":
         """Returns a copy with `overrides` applied; unknown fields raise `HParamsError`."""
@@ -201,6 +217,8 @@ def _parse_value(name, raw, hint):
     for kind in allowed:
         if kind is str:
             return raw
+        if kind is bool and raw in ("True", "False"):
+            return raw == "True"
         if kind in (int, float):
             try:
                 return kind(raw)
