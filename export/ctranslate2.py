@@ -83,11 +83,7 @@ def check_representable(model):
     if model.position_encoding == "learned" and model.max_length > POSITIONS:
         raise Ctranslate2Error(f"hparams max_length={model.max_length}: learned positions "
                                f"beyond {POSITIONS} are not exported")
-    for field, paper in (("ffn_activation", "relu"), ("attention_bias", False),
-                         ("output_bias", False), ("scale_embeddings", True)):
-        if getattr(model, field) != paper:  # CTranslate2 has them; the mapping is not written
-            raise Ctranslate2Error(f"hparams {field}={getattr(model, field)!r} is not exported "
-                                   f"to CTranslate2 yet (only {paper!r})")
+
 
 
 def _layer_norm(norm_spec, layer):
@@ -96,16 +92,27 @@ def _layer_norm(norm_spec, layer):
 
 
 def _attention(attention_spec, layer, block, fused_query):
-    """One attention sublayer: CTranslate2 fuses Q, K and V (self-attention) or K and V."""
-    q, k, v = (_kernel(layer.query_kernel), _kernel(layer.key_kernel),
-               _kernel(layer.value_kernel))
-    if fused_query:
-        attention_spec.linear[0].weight = np.concatenate([q, k, v])
-    else:
-        attention_spec.linear[0].weight = q
-        attention_spec.linear[1].weight = np.concatenate([k, v])
-    attention_spec.linear[-1].weight = _kernel(layer.output_kernel)
+    """One attention sublayer, and its projections' biases where it has them."""
+    names = ("query", "key", "value", "output")
+    _fused(attention_spec.linear, "weight",
+           [_kernel(getattr(layer, f"{name}_kernel")) for name in names], fused_query)
+    if layer.use_bias:
+        _fused(attention_spec.linear, "bias",
+               [np.asarray(getattr(layer, f"{name}_bias"), np.float32) for name in names],
+               fused_query)
     _layer_norm(attention_spec.layer_norm, block.norm)
+
+
+def _fused(linears, field, values, fused_query):
+    """Q, K, V and output `values` into CTranslate2's linears, which fuse Q, K and V
+    (self-attention) or K and V (encoder-decoder attention)."""
+    q, k, v, output = values
+    if fused_query:
+        setattr(linears[0], field, np.concatenate([q, k, v]))
+    else:
+        setattr(linears[0], field, q)
+        setattr(linears[1], field, np.concatenate([k, v]))
+    setattr(linears[-1], field, output)
 
 
 def _feed_forward(ffn_spec, layer):
@@ -128,9 +135,11 @@ def _embeddings(spec, model):
         embedding_specs = side.embeddings if isinstance(side.embeddings, list) else \
             [side.embeddings]
         embedding_specs[0].weight = table(embedding)
-        side.scale_embeddings = True
+        side.scale_embeddings = model.scale_embeddings
         side.position_encodings.encodings = _positions(positions, limit, model.d_model)
     spec.decoder.projection.weight = table(model.output_projection)
+    if model.output_projection.bias is not None:
+        spec.decoder.projection.bias = np.asarray(model.output_projection.bias, np.float32)
 
 
 def _layers(spec, model):
@@ -152,6 +161,7 @@ def _layers(spec, model):
 def transformer_spec(model, vocabulary):
     """The `ctranslate2.specs.TransformerSpec` of a `keras_transformer.Transformer`."""
     _ctranslate2()
+    from ctranslate2.specs import common_spec
     from ctranslate2.specs import transformer_spec as specs
 
     check_representable(model)
@@ -160,11 +170,13 @@ def transformer_spec(model, vocabulary):
     # head_dim only where it is not d_model / heads: CTranslate2 reads it as a special case.
     head_dim = None if head_dim * heads == d_model else head_dim
     pre_norm = model.layer_norm_position == "pre"
+    activation = {"relu": common_spec.Activation.RELU, "swish": common_spec.Activation.SWISH,
+                  "gelu": common_spec.Activation.GELU}[model.ffn_activation]
     spec = specs.TransformerSpec(
         specs.TransformerEncoderSpec(model.num_layers, heads, pre_norm=pre_norm,
-                                     head_dim=head_dim),
+                                     head_dim=head_dim, activation=activation),
         specs.TransformerDecoderSpec(model.num_layers, heads, pre_norm=pre_norm,
-                                     head_dim=head_dim))
+                                     head_dim=head_dim, activation=activation))
     _embeddings(spec, model)
     _layers(spec, model)
     pieces = vocabulary.pieces(list(range(vocabulary.vocab_size)))

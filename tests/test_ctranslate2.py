@@ -83,22 +83,32 @@ def test_beam_4_alpha_06_best_hypotheses_agree(trained, exported, dev_split):
 
 
 @pytest.mark.parametrize("overrides", [dict(embedding_sharing="none"),
-                                       dict(layer_norm_position="pre")],
-                         ids=["untied", "pre-norm"])
+                                       dict(layer_norm_position="pre"),
+                                       dict(ffn_activation="swish", attention_bias=True,
+                                            sinusoid_layout="split", output_bias=True,
+                                            scale_embeddings=False)],
+                         ids=["untied", "pre-norm", "marian-options"])
 def test_other_shapes_export_as_the_model_scores(trained, dev_split, tmp_path, overrides):
     """The trained model's weights in a model of another shape: untied token tables (its own,
     plus noise for the source side and for the projection, so a table exported to the wrong
-    place changes the probabilities), or pre-norm layers with each stack's final normalization.
+    place changes the probabilities), pre-norm layers with each stack's final normalization, or
+    Marian's options (biases, which the trained model lacks, as noise).
     Each engine scores the dev references: every token's log-probability the same."""
     import ctranslate2
     import tensorflow as tf
 
     model = kt.build_model(trained.hparams.override(**overrides), trained.vocabulary.vocab_size)
+    rng = np.random.default_rng(0)
     for mine, theirs in zip(model.encoder_layers + model.decoder_layers,
                             trained.model.encoder_layers + trained.model.decoder_layers):
-        mine.set_weights(theirs.get_weights())
+        trained_weights = {weight.path.split("/", 1)[1]: weight for weight in theirs.weights}
+        for weight in mine.weights:  # biases the trained model lacks: noise
+            name = weight.path.split("/", 1)[1]  # the path inside the model
+            weight.assign(trained_weights[name] if name in trained_weights else
+                          rng.normal(0, 0.1, weight.shape))
     table = np.asarray(trained.model.embedding.embeddings)
-    rng = np.random.default_rng(0)
+    if model.output_projection.bias is not None:
+        model.output_projection.bias.assign(rng.normal(0, 0.5, model.vocab_size))
     model.embedding.embeddings.assign(table)
     for untied in {model.source_embedding.name: model.source_embedding,
                    model.output_projection.name: model.output_projection}.values():
@@ -221,8 +231,6 @@ def test_refusals_name_what_is_wrong(trained_model_dir, exported, tmp_path):
 @pytest.mark.parametrize("overrides, message", [
     (dict(position_encoding="learned", max_length=4096), "hparams max_length=4096"),
     (dict(d_k=8, d_v=16), "hparams d_k=8 and d_v=16 differ"),
-    (dict(ffn_activation="swish"), "hparams ffn_activation='swish' is not exported"),
-    (dict(attention_bias=True), "hparams attention_bias=True is not exported"),
 ])
 def test_models_ctranslate2_cannot_hold_are_refused(overrides, message):
     model = kt.build_model(kt.hparams.get("transformer_tiny", **overrides), 300)
