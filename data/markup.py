@@ -30,37 +30,54 @@ TOKENS = tuple([f"｟{n}｠" for n in range(1, MAX_ITEMS + 1)] +
                [f"｟/t{n}｠" for n in range(1, MAX_ITEMS + 1)] +
                [f"｟t{n}/｠" for n in range(1, MAX_ITEMS + 1)])
 
+
+def _class_of(test):
+    """A regex character class's contents (no brackets) holding exactly the characters for
+    which test(character) is true, as literal ranges: read alike by Python's re and RE2."""
+    ranges, first, last = [], None, None
+    for code in range(0x110000):
+        if 0xD800 <= code <= 0xDFFF or not test(chr(code)):  # surrogates: never in UTF-8 text
+            continue
+        if last is not None and code == last + 1:
+            last = code
+            continue
+        if first is not None:
+            ranges.append((first, last))
+        first = last = code
+    ranges.append((first, last))
+    return "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in ranges)
+
+
 # Character classes written out (not \w, \d or \s, whose meanings differ between Python's re and
 # RE2), so that the graph's masking (data/markup_graph.py, RE2) finds what this module finds.
-SPACE = "\t\n\v\f\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"  # isspace
-# Letters: ASCII's, and every other character outside the blocks of punctuation, symbols and
-# spaces (beyond ASCII, a superset of str.isalpha; one meaning in both engines).
-LETTER = ("A-Za-z\xaa\xb2\xb3\xb5\xb9\xba\xbc-\xbe\xc0-\xd6\xd8-\xf6\xf8-\u1fff\u2070-\u209f"
-          "\u2c00-\u2dff\u2e80-\u2fff\u3040-\ud7ff\uf900-\ufdff\ufe70-\ufefe\uff10-\uff19"
-          "\uff21-\uff3a\uff41-\uff5a\uff66-\uffdc\U00010000-\U0010ffff")
-WORD = "0-9" + LETTER  # what counts as a word's character beside an item
+SPACE = _class_of(str.isspace)
+WORD = _class_of(str.isalnum)  # letters and digits of every script
+DIGIT = _class_of(str.isdecimal)
 # One alternation, tried in this order at each position: the longest-lived patterns first, so a
-# URL's digits are not numbers and an e-mail's domain is not a URL. A "word" is not an item: it
-# takes a run that holds a letter ("v1.2", "3rd", "abc123") whole, so that no number is found
-# inside one (RE2 has no lookbehind to say so).
-_PATTERNS = tuple((kind, pattern.replace("SPACE", SPACE).replace("LETTER", LETTER)
-                   .replace("WORD", WORD)) for kind, pattern in (
+# URL's digits are not numbers and an e-mail's domain is not a URL. A number that touches a word
+# ("v1.2", "3rd", "abc123") or follows a "." is none: `mask` leaves it as text (RE2 has no
+# lookbehind to say so in the pattern).
+_PATTERNS = tuple((kind, pattern.replace("SPACE", SPACE).replace("WORD", WORD)
+                   .replace("DIGIT", DIGIT)) for kind, pattern in (
     ("tag", r"</?[A-Za-z][0-9A-Za-z_:.-]*(?:[SPACE]+[^<>]*?)?[SPACE]*/?>"),
     ("email", r"[WORD_.+-]+@[WORD_-]+(?:\.[WORD_-]+)+"),
     ("url", r"(?:https?://|www\.)[^SPACE<>\"']+[^SPACE<>\"'.,;:!?)\]}]"),
     # {{name}}, {0}, {name}, {0:.2f}; printf's %s, %1$d, %-5.2f (no space flag: "50% sure").
     ("placeholder", r"\{\{[SPACE]*[WORD_]+[SPACE]*\}\}|\{[WORD_]*(?::[^{}]*)?\}"
                     r"|%(?:[0-9]+\$)?[-+#0]*[0-9]*(?:\.[0-9]+)?[sdifx%]"),
-    ("word", r"[0-9_]*[LETTER_][WORD_]*(?:\.[WORD_]+)*"),
-    ("number", r"[0-9]+(?:[.,:/-][0-9]+)*"),
+    ("number", r"[DIGIT]+(?:[.,:/-][DIGIT]+)*"),
 ))
-# RE2's too: group k + 1 is ITEM_KINDS[k] (data/markup_graph.py tells a "word" by its group).
+# RE2's too: group k + 1 is ITEM_KINDS[k] (data/markup_graph.py tells a number by its group).
 ITEM_KINDS = tuple(kind for kind, _ in _PATTERNS)
 ITEM_PATTERN = "|".join(f"({pattern})" for _, pattern in _PATTERNS)
+# Beside a number that is none: before it, a word's character, "_" or "."; after it, the first two.
+NOT_BEFORE_A_NUMBER, NOT_AFTER_A_NUMBER = WORD + "_.", WORD + "_"
 _ITEM = re.compile("|".join(f"(?P<{kind}>{pattern})" for kind, pattern in _PATTERNS))
 _IS_SPACE = re.compile(f"[{SPACE}]")
 _IS_WORD = re.compile(f"[{WORD}]")
-_TOKEN = re.compile(r"｟(/?)(t?)(\d+)(/?)｠")
+_NOT_BEFORE, _NOT_AFTER = (re.compile(f"[{chars}]") for chars in (NOT_BEFORE_A_NUMBER,
+                                                                 NOT_AFTER_A_NUMBER))
+_TOKEN = re.compile(r"｟(/?)(t?)([0-9]+)(/?)｠")
 _TAG_NAME = re.compile(r"</?([A-Za-z][\w:.-]*)")
 
 
@@ -122,6 +139,14 @@ def _tag_tokens(tags):
     return tokens
 
 
+def _word_around(text, match):
+    """Whether a match is a number that touches a word or follows a "." (no item)."""
+    start, end = match.span()
+    return match.lastgroup == "number" and (
+        (start > 0 and bool(_NOT_BEFORE.match(text[start - 1]))) or
+        (end < len(text) and bool(_NOT_AFTER.match(text[end]))))
+
+
 def mask(text):
     """`text` with its items replaced by placeholder tokens: a `Masked`.
 
@@ -133,7 +158,7 @@ def mask(text):
         raise MarkupError(f"the text already holds a placeholder token "
                           f"({_TOKEN.search(text).group(0)}): {text!r}")
     found = [(match.start(), match.end(), match.lastgroup, match.group(0))
-             for match in _ITEM.finditer(text) if match.lastgroup != "word"]
+             for match in _ITEM.finditer(text) if not _word_around(text, match)]
     tag_tokens = _tag_tokens([(start, span) for start, _, kind, span in found if kind == "tag"])
     others = sum(kind != "tag" for _, _, kind, _ in found)
     if others > MAX_ITEMS:
@@ -235,7 +260,7 @@ def unmask(translation, items):
                                           not item.word_after)
         return (before if keep_before else "") + item.text + (after if keep_after else "")
 
-    return re.sub(r"( ?)(｟/?t?\d+/?｠)( ?)(?=(.?))", restore, translation)
+    return re.sub(r"( ?)(｟/?t?[0-9]+/?｠)( ?)(?=(.?))", restore, translation)
 
 
 def constraint_inputs(items_of_texts, token_ids):

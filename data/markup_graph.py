@@ -13,12 +13,13 @@ import tensorflow as tf
 
 from keras_transformer.data import markup
 
-# Bytes never in UTF-8 text: where a text is split around a match; before a "word" match.
-_MARK, _WORD_MARK = b"\xff", b"\xfe"
-# The pattern's groups, one per kind: a match is rewritten as item + _WORD_MARK + word, one
+# Bytes never in UTF-8 text: where a text is split around a match; before a number.
+_MARK, _NUMBER_MARK = b"\xff", b"\xfe"
+# The pattern's groups, one per kind: a match is rewritten as other + _NUMBER_MARK + number, one
 # of the two empty.
-_ITEM_GROUPS = "".join(f"\\{k + 1}" for k, kind in enumerate(markup.ITEM_KINDS) if kind != "word")
-_WORD_GROUP = f"\\{markup.ITEM_KINDS.index('word') + 1}"
+_OTHER_GROUPS = "".join(f"\\{k + 1}" for k, kind in enumerate(markup.ITEM_KINDS)
+                        if kind != "number")
+_NUMBER_GROUP = f"\\{markup.ITEM_KINDS.index('number') + 1}"
 _TOKEN = "｟/?t?[0-9]+/?｠"
 _TAG_TOKEN = "｟/?t[0-9]+/?｠"
 
@@ -59,6 +60,26 @@ def _neighbours(values, row_starts, row_lengths, offset):
     index = tf.clip_by_value(tf.range(tf.size(values, out_type=tf.int32)) + offset, 0,
                              tf.maximum(tf.size(values, out_type=tf.int32) - 1, 0))
     return tf.gather(values, index), inside
+
+
+def _characters_around(values, starts, lengths):
+    """For the pieces of split texts (flat values, each row's start and length): functions
+    before(characters, at_edge) and after(characters, at_edge) -> bool per piece, whether the
+    character just before (after) the piece in its text is one of `characters` (a class's
+    contents); `at_edge` where the text starts (ends) there. A match is never empty, so an
+    empty text piece's neighbour beyond it holds that character."""
+    empty = tf.strings.length(values) == 0
+
+    def beside(edge_test, offset, characters, at_edge):
+        touching = edge_test(values, characters)
+        near, near_inside = _neighbours(touching, starts, lengths, offset)
+        near_empty = _neighbours(empty, starts, lengths, offset)[0]
+        far, far_inside = _neighbours(touching, starts, lengths, 2 * offset)
+        return tf.where(near_inside & ~near_empty, near, tf.where(near_inside & far_inside, far,
+                                                                  at_edge))
+
+    return (lambda characters, at_edge: beside(_ends_with, -1, characters, at_edge),
+            lambda characters, at_edge: beside(_starts_with, 1, characters, at_edge))
 
 
 def _pair_tags(names, closing, single):
@@ -121,19 +142,24 @@ def _flat_positions(pieces):
         tf.range(tf.size(lengths)), lengths)
 
 
+_TOO_MANY_TAGS = f"a text holds more than {markup.MAX_ITEMS} tag pairs and lone tags"
+
+
 def _assert_fits(texts, is_tag, is_other):
-    """Op that fails, as `markup.mask` raises, for a text holding more than MAX_ITEMS tags or
-    other items, or holding a placeholder token already."""
+    """Ops that fail, as `markup.mask` raises, for a text with more than MAX_ITEMS other items,
+    or more than 2 x MAX_ITEMS tags (so more than MAX_ITEMS pairs and lone tags: checked before
+    pairing them costs tags^2), or holding a placeholder token already."""
     limit = markup.MAX_ITEMS
-    checks = [tf.debugging.assert_less_equal(
-        tf.reduce_sum(tf.cast(flags, tf.int32), axis=1), limit,
-        message=f"a text holds more than {limit} {what}") for flags, what in (
-            (is_tag, "tags"), (is_other, "placeholders, URLs, e-mail addresses and numbers"))]
-    checks.append(tf.debugging.assert_equal(
-        tf.reduce_any(tf.strings.regex_full_match(texts, f"(?s).*{_TOKEN}.*")), False,
-        message="a text already holds a placeholder token (it could not be told from an "
-                "item's)"))
-    return checks
+    return [tf.debugging.assert_less_equal(
+                tf.reduce_sum(tf.cast(is_other, tf.int32), axis=1), limit, message=(
+                    f"a text holds more than {limit} placeholders, URLs, e-mail addresses and "
+                    f"numbers")),
+            tf.debugging.assert_less_equal(tf.reduce_sum(tf.cast(is_tag, tf.int32), axis=1),
+                                           2 * limit, message=_TOO_MANY_TAGS),
+            tf.debugging.assert_equal(
+                tf.reduce_any(tf.strings.regex_full_match(texts, f"(?s).*{_TOKEN}.*")), False,
+                message="a text already holds a placeholder token (it could not be told from "
+                        "an item's)")]
 
 
 def mask(texts):
@@ -143,42 +169,38 @@ def mask(texts):
     """
     pieces = tf.strings.split(tf.strings.regex_replace(
         texts, markup.ITEM_PATTERN,
-        _MARK + _ITEM_GROUPS.encode() + _WORD_MARK + _WORD_GROUP.encode() + _MARK), _MARK)
+        _MARK + _OTHER_GROUPS.encode() + _NUMBER_MARK + _NUMBER_GROUP.encode() + _MARK), _MARK)
     starts, lengths, _ = _flat_positions(pieces)
     position = tf.range(tf.size(pieces.flat_values, out_type=tf.int32)) - starts
-    is_word = tf.strings.substr(pieces.flat_values, 0, 1) == _WORD_MARK
-    is_item = (position % 2 == 1) & ~is_word
-    values = tf.strings.reduce_join(tf.strings.split(pieces.flat_values, _WORD_MARK), axis=1)
+    is_number = tf.strings.substr(pieces.flat_values, 0, 1) == _NUMBER_MARK
+    values = tf.strings.reduce_join(tf.strings.split(pieces.flat_values, _NUMBER_MARK), axis=1)
+    before, after = _characters_around(values, starts, lengths)
+    is_item = (position % 2 == 1) & ~(is_number & (before(markup.NOT_BEFORE_A_NUMBER, False) |
+                                                   after(markup.NOT_AFTER_A_NUMBER, False)))
     is_tag = is_item & tf.strings.regex_full_match(values, "(?s)<.*")
-
-    def around(flags, offset):
-        found, inside = _neighbours(flags, starts, lengths, offset)
-        return found & inside
-
-    empty = tf.strings.length(values) == 0
-    previous_empty, next_empty = around(empty, -1), around(empty, 1)
-    last_piece = ~_neighbours(empty, starts, lengths, 2)[1]
-    space_before = tf.where(previous_empty, (position < 3) | around(
-        _ends_with(values, markup.SPACE), -2), around(_ends_with(values, markup.SPACE), -1))
-    word_before = tf.where(previous_empty, around(_ends_with(values, markup.WORD), -2),
-                           around(_ends_with(values, markup.WORD), -1))
-    space_after = tf.where(next_empty, last_piece | around(_starts_with(values, markup.SPACE), 2),
-                           around(_starts_with(values, markup.SPACE), 1))
-    word_after = tf.where(next_empty, around(_starts_with(values, markup.WORD), 2),
-                          around(_starts_with(values, markup.WORD), 1))
-    joined = previous_empty & around(is_item, -2)
+    space_before, space_after = before(markup.SPACE, True), after(markup.SPACE, True)
+    word_before, word_after = before(markup.WORD, False), after(markup.WORD, False)
+    # Right after another item (no text between): its token's trailing space serves both.
+    previous_empty, previous_but_one = (_neighbours(flags, starts, lengths, offset) for
+                                        flags, offset in ((tf.strings.length(values) == 0, -1),
+                                                          (is_item, -2)))
+    joined = previous_empty[0] & previous_empty[1] & previous_but_one[0] & previous_but_one[1]
 
     is_other = is_item & ~is_tag
-    others = tf.cumsum(tf.cast(is_other, tf.int32))
-    number = others - tf.gather(others - tf.cast(is_other, tf.int32), starts)
-    tags = tf.ragged.boolean_mask(_rows(values, pieces), _rows(is_tag, pieces))
-    tokens = tf.tensor_scatter_nd_update(
-        "｟" + tf.strings.as_string(number) + "｠", tf.where(is_tag),
-        _tag_tokens(tags).flat_values)
     with tf.control_dependencies(_assert_fits(texts, _rows(is_tag, pieces),
                                               _rows(is_other, pieces))):
-        masked = tf.where(is_item, tf.where(space_before | joined, "", " ") + tokens +
-                          tf.where(space_after, "", " "), values)
+        tags = tf.ragged.boolean_mask(_rows(values, pieces), _rows(is_tag, pieces))
+        tag_tokens = _tag_tokens(tags)
+    others = tf.cumsum(tf.cast(is_other, tf.int32))
+    number = others - tf.gather(others - tf.cast(is_other, tf.int32), starts)
+    tokens = tf.tensor_scatter_nd_update(
+        "｟" + tf.strings.as_string(number) + "｠", tf.where(is_tag), tag_tokens.flat_values)
+    opened_or_alone = ~tf.strings.regex_full_match(tag_tokens, "｟/t.*")
+    with tf.control_dependencies([tf.debugging.assert_less_equal(tf.reduce_sum(tf.cast(
+            opened_or_alone, tf.int32), axis=1), markup.MAX_ITEMS, message=_TOO_MANY_TAGS)]):
+        tokens = tf.identity(tokens)  # whatever reads the tokens runs after the checks
+    masked = tf.where(is_item, tf.where(space_before | joined, "", " ") + tokens +
+                      tf.where(space_after, "", " "), values)
     text = tf.strings.reduce_join(_rows(masked, pieces), axis=1)
     untagged = tf.strings.regex_replace(tf.strings.regex_replace(
         tf.strings.regex_replace(text, _TAG_TOKEN, " "), f"[{markup.SPACE}]+", " "), "^ | $", "")

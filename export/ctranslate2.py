@@ -9,15 +9,16 @@ CTranslate2 model directory through its specification API (`ctranslate2.specs.Tr
 weight for weight:
 
 - post-norm layers (`pre_norm=False`: LayerNorm(x + Sublayer(x))), or pre-norm ones with each
-  stack's final normalization, ReLU, the run's layer count, heads and layer-norm epsilon;
+  stack's final normalization, the feed-forward activation (ReLU, swish or GELU), the run's
+  layer count, heads and layer-norm epsilon;
 - the token matrices (one shared, or the model's untied ones) as the encoder's and the decoder's
-  embeddings (CTranslate2 scales them by sqrt(d_model), as the model does) and as the output
-  projection, without a bias;
-- each side's position table written out as the model computes it: the interleaved sinusoids of
-  section 3.5 (`positional.py`; CTranslate2's own would concatenate sines and cosines), or the
-  learned tables;
-- attention projections without biases (the model has none): query, key and value fused for
-  self-attention, the query and the fused key and value for encoder-decoder attention;
+  embeddings (scaled by sqrt(d_model) where the model scales them) and as the output
+  projection, with the model's logits bias where it has one;
+- each side's position table written out as the model computes it: the sinusoids of section
+  3.5, interleaved or split (`positional.py`), or the learned tables;
+- the attention projections, with their biases where the model has them: query, key and value
+  fused for self-attention, the query and the fused key and value for encoder-decoder
+  attention;
 - the SentencePiece pieces as the vocabulary, in id order; the decoder starts from id 0, as the
   model's shifted-right input does, and padding is never generated (`suppress_sequences`, the
   model's beam search masks it too).

@@ -62,8 +62,8 @@ class MarkupTranslator(tf.Module):
         """Tagged texts -> {"translations": tf.string [batch], "scores": float32 [batch]}: each
         translation holds its text's tags (attributes as they were), placeholders, URLs,
         e-mail addresses and numbers exactly once, tags well nested, as kt-translate --markup
-        gives it. A text with more than 50 tags or 50 other items, or one holding a
-        placeholder token (｟1｠) already, is an INVALID_ARGUMENT error.
+        gives it. A text with more than 50 tag pairs and lone tags or 50 other items, or one
+        holding a placeholder token (｟1｠) already, is an INVALID_ARGUMENT error.
 
         The text without its tags is translated first (its other items held to); then, for a
         text with tags, its tags are placed in that translation, whose words stay as they are.

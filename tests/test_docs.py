@@ -90,8 +90,8 @@ ROOT = DOCS.parent
 # The README's two commands: CI runs the second verbatim (.ci/run), so they must not drift.
 DEMO_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/kt-demo"
 TEST_COMMAND = ('python3 -m venv .venv && .venv/bin/pip install uv==0.13.9 && '
-                '.venv/bin/uv pip install --compile-bytecode -e ".[test]" && '
-                '.venv/bin/python -m pytest')
+                '.venv/bin/uv pip install --python .venv/bin/python --compile-bytecode '
+                '-e ".[test]" && .venv/bin/python -m pytest')
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)[^)]*\)")  # [text](target) and ![alt](target)
 EXTERNAL = ("http://", "https://", "#", "mailto:")
 

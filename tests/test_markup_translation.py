@@ -196,7 +196,7 @@ def test_the_saved_model_translates_tagged_text_as_kt_translate_does(markup_run,
     served, untagged, no_items, too_many, holds_token = json.loads(reply.stdout)
     assert served == result.stdout.splitlines()
     assert untagged == served[5:] and no_items == served[5:7]  # no placing pass, no items
-    assert "a text holds more than 50 tags" in too_many
+    assert "a text holds more than 50 tag pairs and lone tags" in too_many
     assert "already holds a placeholder token" in holds_token
 
 
