@@ -77,8 +77,9 @@ _IS_SPACE = re.compile(f"[{SPACE}]")
 _IS_WORD = re.compile(f"[{WORD}]")
 _NOT_BEFORE, _NOT_AFTER = (re.compile(f"[{chars}]") for chars in (NOT_BEFORE_A_NUMBER,
                                                                  NOT_AFTER_A_NUMBER))
+TOKEN_PATTERN = "｟/?t?[0-9]+/?｠"  # any placeholder token (RE2's too)
 _TOKEN = re.compile(r"｟(/?)(t?)([0-9]+)(/?)｠")
-_TAG_NAME = re.compile(r"</?([A-Za-z][\w:.-]*)")
+_TAG_NAME = re.compile(r"</?([A-Za-z][0-9A-Za-z_:.-]*)")
 
 
 class MarkupError(ValueError):
@@ -260,7 +261,7 @@ def unmask(translation, items):
                                           not item.word_after)
         return (before if keep_before else "") + item.text + (after if keep_after else "")
 
-    return re.sub(r"( ?)(｟/?t?[0-9]+/?｠)( ?)(?=(.?))", restore, translation)
+    return re.sub(f"( ?)({TOKEN_PATTERN})( ?)(?=(.?))", restore, translation)
 
 
 def constraint_inputs(items_of_texts, token_ids):

@@ -20,7 +20,6 @@ _MARK, _NUMBER_MARK = b"\xff", b"\xfe"
 _OTHER_GROUPS = "".join(f"\\{k + 1}" for k, kind in enumerate(markup.ITEM_KINDS)
                         if kind != "number")
 _NUMBER_GROUP = f"\\{markup.ITEM_KINDS.index('number') + 1}"
-_TOKEN = "｟/?t?[0-9]+/?｠"
 _TAG_TOKEN = "｟/?t[0-9]+/?｠"
 
 
@@ -157,7 +156,8 @@ def _assert_fits(texts, is_tag, is_other):
             tf.debugging.assert_less_equal(tf.reduce_sum(tf.cast(is_tag, tf.int32), axis=1),
                                            2 * limit, message=_TOO_MANY_TAGS),
             tf.debugging.assert_equal(
-                tf.reduce_any(tf.strings.regex_full_match(texts, f"(?s).*{_TOKEN}.*")), False,
+                tf.reduce_any(tf.strings.regex_full_match(
+                    texts, f"(?s).*{markup.TOKEN_PATTERN}.*")), False,
                 message="a text already holds a placeholder token (it could not be told from "
                         "an item's)")]
 
@@ -217,11 +217,14 @@ def unmask(translations, masked):
     """Masked translations, tf.string [batch], with each token replaced by its item's source
     text and spaced as `markup.unmask` spaces it; `masked` is their sources' `MaskedTexts`.
 
-    Raises (when run): InvalidArgumentError for a token that is not one of its source's.
+    Raises (when run): InvalidArgumentError for a token that is not one of its source's, or a
+    source item whose token is missing or repeated (as `markup.unmask` does; the nesting of tag
+    pairs is `MarkupConstraint`'s guarantee, not checked again here).
     """
     parts = tf.strings.split(tf.strings.regex_replace(
-        translations, f"( ?)({_TOKEN})( ?)", _MARK + b"\\1" + _MARK + b"\\2" + _MARK + b"\\3" +
-        _MARK), _MARK)  # per row: text, then (space, token, space, text) per token
+        translations, f"( ?)({markup.TOKEN_PATTERN})( ?)",
+        _MARK + b"\\1" + _MARK + b"\\2" + _MARK + b"\\3" + _MARK), _MARK)
+    # per row: text, then (space, token, space, text) per token
     values = parts.flat_values
     starts, lengths, rows = _flat_positions(parts)
     position = tf.range(tf.size(values, out_type=tf.int32)) - starts
@@ -240,10 +243,17 @@ def unmask(translations, masked):
     keep_after = of_item(masked.space_after) | (next_word & ~of_item(masked.word_after))
     item_texts = tf.gather(tf.gather(_at_least_one_column(masked.items.to_tensor(""), ""), rows),
                            column, batch_dims=1)
-    check = tf.debugging.assert_equal(tf.reduce_all(tf.reduce_any(same, axis=1) | ~is_token),
-                                      True, message="a translation holds a token its source "
-                                                    "does not")
-    with tf.control_dependencies([check]):
+    # Each of a source's items once in its translation (nesting: MarkupConstraint's guarantee).
+    counts = tf.math.unsorted_segment_sum(tf.cast(same & is_token[:, None], tf.int32), rows,
+                                          tf.size(translations))
+    checks = [tf.debugging.assert_equal(
+                  tf.reduce_all(tf.reduce_any(same, axis=1) | ~is_token), True,
+                  message="a translation holds a token its source does not"),
+              tf.debugging.assert_equal(
+                  counts, tf.cast(_at_least_one_column(masked.tokens.to_tensor(""), "") != "",
+                                  tf.int32),
+                  message="a translation does not hold each of its source's items once")]
+    with tf.control_dependencies(checks):
         restored = tf.where(is_token, item_texts, values)
     kept = tf.where(position % 4 == 1, _neighbours(keep_before, starts, lengths, 1)[0],
                     tf.where(position % 4 == 3, _neighbours(keep_after, starts, lengths, -1)[0],

@@ -66,7 +66,9 @@ class ConstrainedSearches:
                 item_ids, _, text_ids = markup
                 in_text = tf.reduce_any(item_ids[:, :, None] == text_ids[:, None, :], axis=2)
                 processors.append(TextKept(text_ids, tf.where(in_text, 0, item_ids), word_start))
-            processors.append(MarkupConstraint(*markup[:2], marker_ids, word_start))
+            # With a kept text, TextKept already decides what follows each token.
+            processors.append(MarkupConstraint(*markup[:2], marker_ids,
+                                               word_start if len(markup) == 2 else None))
         elif self.vocabulary.holds_markup:
             processors.append(NoMarkup(tf.constant(self.vocabulary.markup_ids(), tf.int32)))
         if glossary is not None:

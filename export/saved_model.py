@@ -231,6 +231,8 @@ def main(argv=None):
     try:
         version_path(args.output, args.version)  # a bad --output fails before loading
         translator, members = translator_from_flags(args, args.max_batch_size)
+        if args.markup and translator.tree_leaves:
+            raise ExportError(f"--markup: {args.model_dir} is a parser; its outputs are trees")
         if args.format == "ctranslate2":
             path = export_ctranslate2(members[0], version_path(args.output, args.version),
                                       args.quantization or "float32", translator.settings(),

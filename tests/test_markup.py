@@ -98,8 +98,13 @@ def test_the_graph_refuses_what_python_refuses():
         with pytest.raises(tf.errors.InvalidArgumentError, match=message):
             markup_graph.mask(tf.constant(["ok", text]))
     masked = markup_graph.mask(tf.constant(["<b>{0}</b>"]))
-    with pytest.raises(tf.errors.InvalidArgumentError, match="a token its source does not"):
-        markup_graph.unmask(tf.constant(["｟t1｠ ｟2｠ ｟/t1｠"]), masked)
+    for translation, message in (("｟t1｠ ｟2｠ ｟/t1｠", "a token its source does not"),
+                                 ("｟t1｠ ｟/t1｠", "each of its source's items once"),
+                                 ("｟t1｠ ｟1｠ ｟1｠ ｟/t1｠", "each of its source's items once")):
+        with pytest.raises(markup.MarkupError):
+            markup.unmask(translation, markup.mask("<b>{0}</b>").items)
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+            markup_graph.unmask(tf.constant([translation]), masked)
 
 
 def test_items_by_kind_tags_paired_in_order_and_attributes_kept():

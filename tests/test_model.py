@@ -350,7 +350,7 @@ def test_get_config_from_config(rng):
 
 
 def test_save_and_load_keras_file(rng, tmp_path):
-    model = tiny_model(d_v=6, embedding_sharing="none")
+    model = tiny_model(d_v=6, embedding_sharing="none", **MARIAN_OPTIONS)
     pair = padded_pair(rng)
     expected = np.asarray(model(pair))
     model.save(tmp_path / "m.keras")

@@ -67,7 +67,8 @@ class HParams:
         sinusoid_layout: "interleaved" (section 3.5's PE(pos, 2i), PE(pos, 2i+1)) or "split"
             (every sine, then every cosine: Marian's).
         output_bias: a bias over the vocabulary on the logits (Marian's final_logits_bias).
-        scale_embeddings: embeddings multiplied by sqrt(d_model) (section 3.4).
+        scale_embeddings: embeddings multiplied by sqrt(d_model) (section 3.4). Off, the
+            paper's initialization (N(0, d_model^-1/2)) stays: for imported weights.
 
     Training (section 5):
         label_smoothing: epsilon_ls of section 5.4.
