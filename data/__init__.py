@@ -33,6 +33,7 @@ from keras_transformer.data.input_pipeline import (
     shift_right,
     tokenized_pairs,
 )
+from keras_transformer.data.marian_vocab import MarianVocabulary, import_marian_vocabulary
 from keras_transformer.data.markup_pairs import MarkupAugmentedSource
 from keras_transformer.data.sources import (
     BUNDLED,
@@ -59,17 +60,19 @@ from keras_transformer.data.vocab import (
     default_vocab_size,
     normalize_whitespace,
 )
+from keras_transformer.data.vocabularies import load_vocabulary, vocabulary_file
 
 __all__ = [
-    "BUCKET_GROWTH", "BUNDLED", "CorpusError", "EOS_ID", "LocalSource", "MarkupAugmentedSource",
+    "BUCKET_GROWTH", "BUNDLED", "CorpusError", "EOS_ID", "LocalSource", "MarianVocabulary",
+    "MarkupAugmentedSource",
     "PAD_ID", "TfdsSource",
     "Tree",
     "TreeError", "TreebankSource", "UpdateBatches", "Vocabulary", "VocabularyError",
     "XLA_BUCKET_GROWTH", "batch_by_length", "batch_shapes",
     "bucket_batch_sizes", "bucket_boundaries", "build_vocabulary", "bundled_source",
     "corpus_texts", "corpus_whole_tokens", "counted", "default_vocab_size", "delinearize",
-    "directory_source", "first_pairs", "get_source",
-    "is_treebank", "length_sorted_batches", "limit_length", "linearize",
+    "directory_source", "first_pairs", "get_source", "import_marian_vocabulary",
+    "is_treebank", "load_vocabulary", "length_sorted_batches", "limit_length", "linearize",
     "normalize_whitespace", "pipeline", "read_trees", "shift_right", "spread", "spread_pairs",
-    "tokenized_pairs", "update_batches",
+    "tokenized_pairs", "update_batches", "vocabulary_file",
 ]

@@ -17,7 +17,8 @@ import pathlib
 import tensorflow as tf
 
 from keras_transformer.data import batching, sources
-from keras_transformer.data.vocab import PAD_ID, Vocabulary
+from keras_transformer.data.vocab import PAD_ID
+from keras_transformer.data.vocabularies import KINDS, load_vocabulary
 
 OVERLONG_MODES = ("drop", "truncate")
 # Local corpora are read in file order, which is rarely random (the Bible in book order, Tatoeba
@@ -31,8 +32,8 @@ _TOKENIZE_BATCH = 1024
 
 def _resolve(source, vocabulary):
     source = sources.get_source(source)
-    if not isinstance(vocabulary, Vocabulary):
-        vocabulary = Vocabulary.load(vocabulary)
+    if not isinstance(vocabulary, KINDS):
+        vocabulary = load_vocabulary(vocabulary)
     return source, vocabulary
 
 
@@ -55,7 +56,7 @@ def tokenized_pairs(source, vocabulary, split, shuffle_files=False, seed=None, s
         pairs = pairs.shard(*shard)
     return (pairs.batch(_TOKENIZE_BATCH)
             .map(lambda s, t: (source_vocabulary.encode(s, max_length),
-                               vocabulary.encode(t, max_length)),
+                               vocabulary.target.encode(t, max_length)),
                  num_parallel_calls=tf.data.AUTOTUNE)
             .unbatch()
             # A ragged batch unbatches into ragged_rank-0 RaggedTensors, which padded_batch
@@ -104,7 +105,7 @@ def _cache_prefix(directory, source, vocabulary, split, max_length, overlong, sh
     A cache left half-written by a killed process (no index file yet) is removed, so a restart
     rebuilds it instead of failing on the dead process's lock file.
     """
-    key = hashlib.sha256(vocabulary.model_proto)
+    key = hashlib.sha256(vocabulary.serialized)
     key.update(repr((repr(source), split, max_length, overlong, shard)).encode())
     if source_vocabulary is not None:
         key.update("\n".join(source_vocabulary.words).encode())

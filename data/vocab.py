@@ -112,17 +112,25 @@ class Vocabulary(tf.Module):
         self._markup_ids = None if UNK_ID in ids else ids
         self.tokenizer = self._new_tokenizer()
 
+    FILE_NAME = "vocab.model"  # its name in a model_dir and a SavedModel's assets
+
     def _new_tokenizer(self):
         return tensorflow_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
 
     def _live_tokenizer(self):
         """The tokenizer, rebuilt if a seed was set since it was made (see the class docstring)."""
-        with tf.init_scope():  # Eagerly, also while a graph is being traced.
-            try:
-                self.tokenizer.tokenize(tf.constant([""]))
-            except tf.errors.NotFoundError:
-                self.tokenizer = self._new_tokenizer()
+        self.tokenizer = live_tokenizer(self.tokenizer, self._new_tokenizer)
         return self.tokenizer
+
+    @property
+    def serialized(self):
+        """The bytes of its file (`FILE_NAME`): the SentencePiece model."""
+        return self.model_proto
+
+    @property
+    def target(self):
+        """The vocabulary that reads target text: this one (source and target share it)."""
+        return self
 
     @classmethod
     def load(cls, path):
@@ -157,7 +165,7 @@ class Vocabulary(tf.Module):
         tokens = self.tokenize(texts)
         if max_length is not None:
             tokens = tokens[:, :max_length - 1]
-        return _append_end_of_sentence(tokens)
+        return append_end_of_sentence(tokens)
 
     def detokenize(self, ids):
         """int ids [batch, length] (dense or ragged) or [length] -> tf.string [batch] or scalar.
@@ -215,7 +223,18 @@ class Vocabulary(tf.Module):
                 f"use the vocabulary the model was trained with")
 
 
-def _append_end_of_sentence(tokens):
+def live_tokenizer(tokenizer, make):
+    """`tokenizer` (tensorflow-text's), or `make()`'s new one if a random seed was set since it
+    was made: setting one drops the SentencePiece model it owns (see `Vocabulary`)."""
+    with tf.init_scope():  # Eagerly, also while a graph is being traced.
+        try:
+            tokenizer.tokenize(tf.constant([""]))
+        except tf.errors.NotFoundError:
+            return make()
+    return tokenizer
+
+
+def append_end_of_sentence(tokens):
     """int RaggedTensor [batch, (length)] -> the same with EOS_ID after each non-empty row.
 
     Written as a scatter rather than `tf.concat([tokens, eos], axis=1)`: a ragged concatenation

@@ -39,10 +39,9 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.data import Vocabulary
+from keras_transformer.data import load_vocabulary, vocabulary_file
 from keras_transformer.decoding import EXTRA_LENGTH
 from keras_transformer.export.translator import source_ids_of
-from keras_transformer.model_dir import config
 from keras_transformer.token_ids import EOS_ID, PAD_ID, UNK_ID
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "bfloat16", "int8_bfloat16")
@@ -219,7 +218,7 @@ def export_ctranslate2(loaded, path, quantization="float32", settings=None, prov
         spec.validate()
         spec.optimize(quantization=quantization)
         spec.save(str(model))
-        (model / config.VOCAB_FILE).write_bytes(loaded.vocabulary.model_proto)
+        (model / loaded.vocabulary.FILE_NAME).write_bytes(loaded.vocabulary.serialized)
         facts = dict(settings or {}, **(provenance or {}), engine="ctranslate2",
                      quantization=quantization,
                      ctranslate2=_ctranslate2().__version__)
@@ -253,9 +252,10 @@ def resolve(directory):
 PATIENCE = 1
 
 
-def gnmt_penalty(length, alpha):
-    """((5 + length) / 6) ** alpha, the length penalty the model's beam search divides by."""
-    return ((5.0 + length) / 6.0) ** alpha
+def penalty(length, alpha, normalization):
+    """The length penalty the model's beam search divides by, `kt.length_penalty` in Python:
+    ((5 + length) / 6) ** alpha (GNMT), or with `normalization` "hf" length ** alpha."""
+    return (length if normalization == "hf" else (5.0 + length) / 6.0) ** alpha
 
 
 class Ctranslate2Translator:
@@ -276,11 +276,12 @@ class Ctranslate2Translator:
         ctranslate2 = _ctranslate2()
         self.directory = resolve(directory)
         self.settings = json.loads((self.directory / "export.json").read_text())
-        self.vocabulary = Vocabulary.load(self.directory / config.VOCAB_FILE)
+        self.vocabulary = load_vocabulary(vocabulary_file(self.directory))
         self.pieces = self.vocabulary.pieces(list(range(self.vocabulary.vocab_size)))
         self.ids = {piece: index for index, piece in enumerate(self.pieces)}
         self.beam_size = beam_size or self.settings.get("beam_size", 4)
         self.alpha = self.settings.get("alpha", 0.6) if alpha is None else alpha
+        self.length_normalization = self.settings.get("length_normalization", "gnmt")
         self.extra_length = (self.settings.get("extra_length", EXTRA_LENGTH)
                              if extra_length is None else extra_length)
         self.max_input_length = max_input_length or self.settings.get("max_input_length", 256)
@@ -293,6 +294,9 @@ class Ctranslate2Translator:
         self.engine = ctranslate2.Translator(str(self.directory), device="cpu",
                                              compute_type=compute_type,
                                              intra_threads=intra_threads)
+
+    def _penalty(self, length):
+        return penalty(length, self.alpha, self.length_normalization)
 
     def tokenize(self, texts):
         """As `Translator.tokenize`: {"source_ids": int32 [batch, length]}."""
@@ -329,14 +333,14 @@ class Ctranslate2Translator:
             if not rows[i]:  # an empty input: one empty translation, as the model gives
                 scores[i, 0] = log_probs[i, 0] = 0.0
             # CTranslate2 ranks by log P / length ** alpha (its length counts the end of
-            # sentence); the model's beam search by log P / ((5 + length) / 6) ** alpha (GNMT).
-            # Its hypotheses are given the GNMT scores and ranked by them.
+            # sentence), as "hf" does; the model's GNMT beam search by log P / ((5 + length) /
+            # 6) ** alpha. Its hypotheses are given the model's scores and ranked by them.
             ranked = sorted(((score * len(tokens) ** self.alpha, tokens)
                              for tokens, score in hypotheses),
-                            key=lambda h: -h[0] / gnmt_penalty(len(h[1]), self.alpha))
+                            key=lambda h: -h[0] / self._penalty(len(h[1])))
             for j, (log_prob, tokens) in enumerate(ranked):
                 ids[i, j, :len(tokens)] = [self.ids[token] for token in tokens]
                 log_probs[i, j] = log_prob
-                scores[i, j] = log_prob / gnmt_penalty(len(tokens), self.alpha)
+                scores[i, j] = log_prob / self._penalty(len(tokens))
         return {"ids": tf.constant(ids), "scores": tf.constant(scores),
                 "log_probs": tf.constant(log_probs)}

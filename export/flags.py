@@ -7,10 +7,12 @@ from keras_transformer.cli import at_least
 from keras_transformer.data import treebank
 from keras_transformer.decoding import EXTRA_LENGTH
 from keras_transformer.export.translator import Translator
+from keras_transformer.hparams import LENGTH_NORMALIZATIONS
 
-# Section 6.1's translation settings and section 6.3's parsing ones; alpha None: the model's
-# hparams decode_alpha (0.6, the paper's, unless the run overrode it).
-DECODE_PRESETS = {"translation": dict(beam_size=4, alpha=None, extra_length=EXTRA_LENGTH),
+# Section 6.1's translation settings and section 6.3's parsing ones; beam_size and alpha None:
+# the model's hparams decode_beam_size and decode_alpha (4 and 0.6, the paper's, unless the run
+# overrode them or the model was imported with its own).
+DECODE_PRESETS = {"translation": dict(beam_size=None, alpha=None, extra_length=EXTRA_LENGTH),
                   "parsing": dict(beam_size=21, alpha=0.3, extra_length=treebank.EXTRA_LENGTH)}
 MODELS_PRESET = "parsing for a model trained on a treebank, else translation"
 
@@ -46,16 +48,23 @@ def add_decoding_flags(parser, beam=True, preset=None, model_dir_required=True):
                              "checkpoint), ensembled with --model_dir's: each step averages the "
                              "members' probabilities; all must share one vocabulary")
     parser.add_argument("--decode_preset", choices=sorted(DECODE_PRESETS), default=preset,
-                        help=f"translation: beam 4, the model's decode_alpha, input + "
+                        help=f"translation: the model's decode_beam_size and decode_alpha "
+                             f"(4 and 0.6 unless it says otherwise), input + "
                              f"{EXTRA_LENGTH} tokens (paper 6.1); parsing: beam 21, alpha 0.3, "
                              f"input + {treebank.EXTRA_LENGTH} (paper 6.3); --beam_size, --alpha "
                              f"and --extra_length override it (default: {preset or MODELS_PRESET})")
     if beam:
         parser.add_argument("--beam_size", type=at_least(1),
-                            help="(default: the preset's, 4 for translation, 21 for parsing)")
+                            help="(default: the preset's; translation: the model's hparams "
+                                 "decode_beam_size, 4 unless it says otherwise; parsing 21)")
     parser.add_argument("--alpha", type=at_least(0.0, float),
                         help="length penalty exponent (default: the preset's; translation: the "
                              "model's hparams decode_alpha, 0.6 unless the run overrode it)")
+    parser.add_argument("--length_normalization", choices=LENGTH_NORMALIZATIONS,
+                        help="gnmt: log P / ((5 + length) / 6) ** alpha (the paper's); hf: log "
+                             "P / length ** alpha with Hugging Face generate's stopping rule, "
+                             "to match an imported model's outputs there (default: the model's "
+                             "hparams decode_length_normalization)")
     parser.add_argument("--extra_length", type=at_least(0),
                         help=f"output tokens allowed beyond the input's (default: the "
                              f"preset's, {EXTRA_LENGTH} for translation)")
@@ -104,6 +113,18 @@ def apply_decode_preset(args, run_data):
             setattr(args, name, value)
 
 
+def apply_model_decoding(args, hparams):
+    """Fills --length_normalization from the model's hparams, and for a model with a fixed
+    output limit (hparams decode_max_output_length, an imported one's) --max_output_length
+    and --extra_length (the limit then applies whatever the input's length, as where the model
+    came from) where the user left them unset."""
+    if args.length_normalization is None:
+        args.length_normalization = hparams.decode_length_normalization
+    limit = hparams.decode_max_output_length
+    if limit is not None and args.max_output_length is None and args.extra_length is None:
+        args.max_output_length = args.extra_length = limit
+
+
 def load_members(args):
     """[model_dir.Loaded]: --model_dir with each --checkpoint (or its default one), then each
     --ensemble model_dir; more than one is an ensemble.
@@ -119,7 +140,7 @@ def load_members(args):
             members.append(model_dir.load(other.strip(), None, args.dtype, args.ema))
     first = members[0].vocabulary
     for member in members[1:]:
-        if member.vocabulary.model_proto != first.model_proto:
+        if member.vocabulary.serialized != first.serialized:
             raise model_dir.ModelDirError(
                 f"{member.vocabulary.path} and {first.path} are different vocabularies; the "
                 f"members of an ensemble must share one")
@@ -150,13 +171,17 @@ def translator_from_flags(args, max_batch_size):
     input length, the tree constraint)."""
     members = load_members(args)
     loaded = members[0]
+    apply_model_decoding(args, loaded.hparams)
     apply_decode_preset(args, loaded.run.data.corpus)
     if args.alpha is None:
         args.alpha = loaded.hparams.decode_alpha
+    if getattr(args, "beam_size", 1) is None:
+        args.beam_size = loaded.hparams.decode_beam_size
     models = [member.model for member in members]
     translator = Translator(
         models if len(models) > 1 else models[0], loaded.vocabulary,
         beam_size=getattr(args, "beam_size", 1), alpha=args.alpha,
+        length_normalization=args.length_normalization,
         extra_length=args.extra_length,
         max_input_length=args.max_input_length or loaded.run.data.max_length,
         max_output_length=args.max_output_length, max_batch_size=max_batch_size,

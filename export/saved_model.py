@@ -123,7 +123,8 @@ def export(translator, output, version=None, provenance=None, documents=False,
         scratch = pathlib.Path(scratch)
         assets = scratch / "assets-source"
         assets.mkdir()
-        (assets / config.VOCAB_FILE).write_bytes(translator.vocabulary.model_proto)
+        vocabulary_file = assets / translator.vocabulary.FILE_NAME
+        vocabulary_file.write_bytes(translator.vocabulary.serialized)
         (assets / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n")
         signatures = {
             "serving_default": translator.translate.get_concrete_function(TEXTS),
@@ -153,7 +154,7 @@ def export(translator, output, version=None, provenance=None, documents=False,
         root = tf.Module()
         root.model_variables = translator.model_variables
         root.vocabulary = translator.vocabulary
-        root.vocabulary_file = tf.saved_model.Asset(str(assets / config.VOCAB_FILE))
+        root.vocabulary_file = tf.saved_model.Asset(str(vocabulary_file))
         root.settings_file = tf.saved_model.Asset(str(assets / SETTINGS_FILE))
         tf.saved_model.save(root, str(scratch / "model"), signatures=signatures)
         (scratch / "model").rename(path)

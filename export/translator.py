@@ -53,6 +53,8 @@ class Translator(ConstrainedSearches, tf.Module):
             (`keras_transformer.decoding.ensemble_step`).
         vocabulary: the `data.Vocabulary` it was trained with.
         beam_size, alpha, extra_length: beam search settings (the paper: 4, 0.6, 50).
+        length_normalization: how beam search ranks hypotheses of different lengths: "gnmt"
+            (the paper's) or "hf" (Hugging Face generate's, for an imported model).
         max_input_length: longest source in tokens; longer ones are truncated.
         max_output_length: longest translation in tokens; default max_input_length +
             extra_length.
@@ -78,7 +80,7 @@ class Translator(ConstrainedSearches, tf.Module):
     def __init__(self, model, vocabulary, *, beam_size=4, alpha=0.6, extra_length=EXTRA_LENGTH,
                  max_input_length=256, max_output_length=None, max_batch_size=64,
                  max_input_bytes=None, tree_leaves=None, jit_compile=False, processors=(),
-                 calibration=None, name="translator"):
+                 calibration=None, length_normalization="gnmt", name="translator"):
         super().__init__(name=name)
         max_output_length = max_output_length or max_input_length + extra_length
         for member in members(model):
@@ -98,6 +100,7 @@ class Translator(ConstrainedSearches, tf.Module):
         self.model_variables = [v for member in members(model) for v in member.variables]
         self.beam_size = beam_size
         self.alpha = alpha
+        self.length_normalization = length_normalization
         self.extra_length = extra_length
         self.max_input_length = max_input_length
         self.max_output_length = max_output_length
@@ -117,10 +120,14 @@ class Translator(ConstrainedSearches, tf.Module):
     def settings(self):
         """The decoding settings and bounds, as a JSON-able dict."""
         settings = {name: getattr(self, name) for name in (
-            "beam_size", "alpha", "extra_length", "max_input_length", "max_output_length",
-            "max_batch_size", "max_input_bytes", "tree_leaves", "jit_compile")}
+            "beam_size", "alpha", "length_normalization", "extra_length", "max_input_length",
+            "max_output_length", "max_batch_size", "max_input_bytes", "tree_leaves",
+            "jit_compile")}
         settings["calibration"] = self.calibration and json.loads(self.calibration.to_json())
         return settings
+
+    def _length_penalty(self, lengths):
+        return length_penalty(lengths, self.alpha, self.length_normalization)
 
     def _check_batch(self, batch_size):
         return tf.debugging.assert_less_equal(
@@ -189,7 +196,7 @@ class Translator(ConstrainedSearches, tf.Module):
         scores = tf.where(empty[:, None], tf.where(first, 0.0, float("-inf")), scores)
         lengths = tf.reduce_sum(tf.cast(scoring.target_mask(ids), tf.int32), axis=-1)
         return {"ids": ids, "scores": scores,
-                "log_probs": scores * length_penalty(lengths, self.alpha)}
+                "log_probs": scores * self._length_penalty(lengths)}
 
     def _beam_decode(self, source_ids, limits, prefix_ids, markup=None, glossary=None, *,
                      jit_compile=False):
@@ -197,6 +204,7 @@ class Translator(ConstrainedSearches, tf.Module):
         return beam_decode(self.model, source_ids, max_output_length=limits,
                            extra_length=self.extra_length, beam_size=self.beam_size,
                            alpha=self.alpha, jit_compile=jit_compile,
+                           length_normalization=self.length_normalization,
                            processors=self._processors(markup, glossary),
                            prefix_ids=prefix_ids, tree_constraint=self._tree_constraint(source_ids))
 
@@ -266,7 +274,7 @@ class Translator(ConstrainedSearches, tf.Module):
         lengths = tf.reduce_sum(tf.cast(scoring.target_mask(ids), tf.int32), axis=-1)
         shape = [-1, n]
         return {"ids": tf.reshape(ids, [-1, n, tf.shape(ids)[1]]),
-                "scores": tf.reshape(log_probs / length_penalty(lengths, self.alpha), shape),
+                "scores": tf.reshape(log_probs / self._length_penalty(lengths), shape),
                 "log_probs": tf.reshape(log_probs, shape)}
 
     @graph_function(input_signature=[IDS])
@@ -318,7 +326,7 @@ class Translator(ConstrainedSearches, tf.Module):
         target_ids = target_ids[:, :self.max_output_length]
         keep = tf.range(tf.shape(target_ids)[1])[None, :] < limits[:, None]
         result = scoring.score(self.model, source_ids, tf.where(keep, target_ids, PAD_ID),
-                               self.alpha)
+                               self.alpha, length_normalization=self.length_normalization)
         return dict(result, truncated=source_cut | target_cut)
 
     @graph_function(input_signature=[TEXTS])
@@ -347,7 +355,7 @@ class Translator(ConstrainedSearches, tf.Module):
         (no max_batch_size: callers bound what they pass)."""
         texts = tf.strings.substr(texts, 0, self.max_input_bytes)
         texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace")
-        return tf.cast(self.vocabulary.tokenize(texts), tf.int32)
+        return tf.cast(self.vocabulary.target.tokenize(texts), tf.int32)
 
     @graph_function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
     def detokenize(self, ids):

@@ -1,10 +1,18 @@
 """Beam search with the GNMT length penalty and early termination (paper section 6.1), a pure
-function of a step function and a cache (the contract is in search.py)."""
+function of a step function and a cache (the contract is in search.py).
+
+Beside GNMT's, it offers Hugging Face `generate`'s ranking ("hf"), so that an imported model
+(model_dir/marian.py) translates as it did there: log-probability / length ** alpha, and a
+sentence settled (taking no more finished hypotheses) once its worst finished score is at least
+its best alive hypothesis's score if that ended now (`generate`'s default early_stopping=False;
+a heuristic: with alpha > 0 a longer hypothesis could still have scored higher).
+"""
 
 from typing import Any, NamedTuple
 
 import tensorflow as tf
 
+from keras_transformer.hparams import LENGTH_NORMALIZATIONS
 from keras_transformer.processors import Layout, start_processors
 from keras_transformer.search import (
     NEG_INF,
@@ -28,6 +36,8 @@ class BeamState(NamedTuple):
         finished_ids: int32 [batch, K, buffer_length], the best hypotheses ended so far.
         finished_scores: float32 [batch, K], their scores (log-probability / length
             penalty), best first (-inf: none).
+        settled: bool [batch], sentences whose finished hypotheses can no longer change
+            (under "hf": can no longer take one, by `generate`'s rule).
         cache: the step function's cache, a nest of [rows, ...], row k of a sentence the
             state of its alive hypothesis k.
         processor_states: a tuple, one a processor (processors.py), each a nest of
@@ -38,17 +48,22 @@ class BeamState(NamedTuple):
     alive_log_probs: tf.Tensor
     finished_ids: tf.Tensor
     finished_scores: tf.Tensor
+    settled: tf.Tensor
     cache: Any
     processor_states: tuple
 
 
-def length_penalty(length, alpha):
-    """GNMT's length penalty ((5 + length) / 6) ** alpha (Wu et al. 2016, eq. 14); float32."""
-    return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
+def length_penalty(length, alpha, normalization="gnmt"):
+    """What a hypothesis's log-probability is divided by, float32: GNMT's length penalty ((5 +
+    length) / 6) ** alpha (Wu et al. 2016, eq. 14), or with `normalization` "hf" Hugging Face's
+    length ** alpha (the tokens generated, end of sentence included)."""
+    length = tf.cast(length, tf.float32)
+    return tf.pow(length if normalization == "hf" else (5.0 + length) / 6.0, alpha)
 
 
 def beam_search(step_fn, cache, max_lengths, *, beam_size=4, alpha=0.6, buffer_length=None,
-                eos_id=EOS_ID, start_id=PAD_ID, early_stopping=True, processors=()):
+                eos_id=EOS_ID, start_id=PAD_ID, early_stopping=True, processors=(),
+                length_normalization="gnmt"):
     """Beam search with the GNMT length penalty and early termination.
 
     Every step extends each of the `beam_size` alive hypotheses of a sentence by every token and
@@ -80,6 +95,8 @@ def beam_search(step_fn, cache, max_lengths, *, beam_size=4, alpha=0.6, buffer_l
             step's logits: e.g. `processors.PrefixForcing` (every hypothesis of a sentence
             starts with its target prefix), `tree_constraint.TreeConstraint` (only well-formed
             trees, for a parser). Their states are reordered with the hypotheses.
+        length_normalization: "gnmt" (as above) or "hf": Hugging Face generate's ranking and
+            stopping rule (the module docstring), to give an imported model's outputs there.
 
     Returns:
         (ids int32 [batch, beam_size, buffer_length], 0 after each hypothesis's end;
@@ -88,6 +105,9 @@ def beam_search(step_fn, cache, max_lengths, *, beam_size=4, alpha=0.6, buffer_l
     """
     if beam_size < 1:
         raise ValueError(f"beam_size must be at least 1, got {beam_size}")
+    if length_normalization not in LENGTH_NORMALIZATIONS:
+        raise ValueError(f"length_normalization must be one of {LENGTH_NORMALIZATIONS}, got "
+                         f"{length_normalization!r}")
     if not 0 <= alpha < float("inf"):
         raise ValueError(f"alpha must be a finite number >= 0 (a negative one would favour "
                          f"endless hypotheses), got {alpha}")
@@ -104,26 +124,39 @@ def beam_search(step_fn, cache, max_lengths, *, beam_size=4, alpha=0.6, buffer_l
                                  tf.constant([[0.0] + [NEG_INF] * (beams - 1)]), NEG_INF),
         finished_ids=tf.zeros([batch, beams, buffer_length], tf.int32),
         finished_scores=tf.fill([batch, beams], NEG_INF),
+        settled=tf.zeros([batch], tf.bool),
         cache=tf.nest.map_structure(lambda t: tf.repeat(t, beams, axis=0), cache),
         processor_states=processor_states)
     step = _beam_step(step_fn, adjust if processors else None, max_lengths, beams=beams,
-                      alpha=alpha, eos_id=eos_id, start_id=start_id)
-    best_possible_penalty = length_penalty(max_lengths, alpha)
+                      alpha=alpha, eos_id=eos_id, start_id=start_id,
+                      normalization=length_normalization)
     last_step = longest(max_lengths)
 
     def not_done(state):
         within = state.step < last_step
         if not early_stopping:
             return within
-        best_reachable = state.alive_log_probs[:, 0] / best_possible_penalty
-        settled = state.finished_scores[:, -1] >= best_reachable  # -inf alive: nothing left
-        return within & tf.logical_not(tf.reduce_all(settled))
+        return within & tf.logical_not(tf.reduce_all(state.settled))
 
     final = search_loop(not_done, step, initial)
     return final.finished_ids, final.finished_scores
 
 
-def _beam_step(step_fn, adjust, max_lengths, *, beams, alpha, eos_id, start_id):
+def _settled(state, length, max_lengths, alpha, normalization):
+    """bool [batch]: the sentences of `state` (after `length` tokens) whose finished hypotheses
+    can no longer change. GNMT: the K-th finished score is at least the best an alive
+    hypothesis could reach (its log-probability can only fall; the penalty is largest at the
+    limit), so the result is that of a search run to the limit. "hf": generate's rule (sticky,
+    and settled sentences take no more finished hypotheses)."""
+    worst_finished = state.finished_scores[:, -1]  # -inf until K have finished
+    if normalization == "gnmt":
+        best_reachable = state.alive_log_probs[:, 0] / length_penalty(max_lengths, alpha)
+        return worst_finished >= best_reachable  # -inf alive: nothing left
+    if_ended_now = state.alive_log_probs[:, 0] / length_penalty(length, alpha, normalization)
+    return state.settled | ((worst_finished > NEG_INF) & (if_ended_now <= worst_finished))
+
+
+def _beam_step(step_fn, adjust, max_lengths, *, beams, alpha, eos_id, start_id, normalization):
     """Beam search's loop body: a function BeamState -> BeamState one token on. `adjust`: the
     started processors' (`processors.start_processors`), or None."""
     batch = tf.shape(max_lengths)[0]
@@ -166,16 +199,20 @@ def _beam_step(step_fn, adjust, max_lengths, *, beams, alpha, eos_id, start_id):
         # below K continuations is not what a beam of K would have chosen. So beam 1 follows the
         # greedy path, and with alpha 0 returns exactly what greedy decoding does.
         finishes = ends & (tf.range(2 * beams) < beams)
-        ended_scores = tf.where(finishes, top_log_probs / length_penalty(length, alpha),
-                                NEG_INF)
+        if normalization == "hf":
+            finishes &= tf.logical_not(state.settled)[:, None]
+        ended_scores = tf.where(
+            finishes, top_log_probs / length_penalty(length, alpha, normalization), NEG_INF)
         finished_scores, finished = tf.math.top_k(
             tf.concat([state.finished_scores, ended_scores], axis=1), k=beams)
-        return BeamState(
+        next_state = BeamState(
             step=length, alive_ids=tf.gather(top_ids, keep, batch_dims=1),
             alive_log_probs=alive_log_probs,
             finished_ids=tf.gather(tf.concat([state.finished_ids, top_ids], axis=1), finished,
                                    batch_dims=1),
-            finished_scores=finished_scores, cache=follow_parents(cache),
+            finished_scores=finished_scores, settled=state.settled, cache=follow_parents(cache),
             processor_states=follow_parents(processor_states))
+        return next_state._replace(
+            settled=_settled(next_state, length, max_lengths, alpha, normalization))
 
     return step

@@ -200,7 +200,7 @@ def _older_name(max_output_length, max_length):
 
 
 def _beam_decode(model, source_ids, max_output_length, extra_length, beam_size, alpha, eos_id,
-                 processors, *, fixed_shapes):
+                 processors, length_normalization, *, fixed_shapes):
     source_ids = tf.cast(source_ids, tf.int32)
     limits, output_length = _output_limits(model, source_ids, max_output_length, extra_length,
                                            fixed_shapes=fixed_shapes)
@@ -208,7 +208,8 @@ def _beam_decode(model, source_ids, max_output_length, extra_length, beam_size, 
     step_fn, cache = ensemble_step(model, source_ids,
                                    cache_length=output_length if fixed_shapes else None)
     return beam_search(step_fn, cache, limits, beam_size=beam_size, alpha=alpha,
-                       buffer_length=output_length, eos_id=eos_id, processors=processors)
+                       buffer_length=output_length, eos_id=eos_id, processors=processors,
+                       length_normalization=length_normalization)
 
 
 _beam_decode_graph = graph_function(functools.partial(_beam_decode, fixed_shapes=False),
@@ -220,7 +221,8 @@ _beam_decode_xla = graph_function(functools.partial(_beam_decode, fixed_shapes=T
 
 def beam_decode(model, source_ids, *, max_output_length=None, extra_length=EXTRA_LENGTH,
                 beam_size=4, alpha=0.6, eos_id=EOS_ID, jit_compile=False, processors=(),
-                prefix_ids=None, tree_constraint=None, max_length=None):
+                prefix_ids=None, tree_constraint=None, max_length=None,
+                length_normalization="gnmt"):
     """Beam search through the key/value cache, compiled into one TensorFlow graph.
 
     Args:
@@ -245,6 +247,8 @@ def beam_decode(model, source_ids, *, max_output_length=None, extra_length=EXTRA
             sentence's leaves (a parser); None: any output. A convenience for putting it in
             `processors`.
         max_length: the older name of `max_output_length`, still taken.
+        length_normalization: "gnmt" (the paper's) or "hf" (Hugging Face generate's); see
+            `beam_search.beam_search`.
 
     Returns:
         (ids int32 [batch, beam_size, length], best first, 0 after end of sentence;
@@ -253,7 +257,8 @@ def beam_decode(model, source_ids, *, max_output_length=None, extra_length=EXTRA
     decode = _beam_decode_xla if jit_compile else _beam_decode_graph
     return decode(model, source_ids, _older_name(max_output_length, max_length), extra_length,
                   beam_size, alpha, eos_id,
-                  _with_conveniences(processors, prefix_ids, tree_constraint))
+                  _with_conveniences(processors, prefix_ids, tree_constraint),
+                  length_normalization)
 
 
 @graph_function(reduce_retracing=True)

@@ -23,7 +23,7 @@ def target_mask(target_ids, eos_id=EOS_ID):
 
 
 @graph_function(reduce_retracing=True)
-def score(model, source_ids, target_ids, alpha=0.6, start_id=PAD_ID):
+def score(model, source_ids, target_ids, alpha=0.6, start_id=PAD_ID, length_normalization="gnmt"):
     """The log-probability a `Transformer` gives each target given its source.
 
     Each row is scored on its own: padding never reaches a real position (the masks), so a
@@ -37,12 +37,14 @@ def score(model, source_ids, target_ids, alpha=0.6, start_id=PAD_ID):
             come ([batch, beam, length] reshaped to rows).
         alpha: the length penalty exponent of `scores` (the paper: 0.6).
         start_id: the token the decoder is fed first, as in the searches.
+        length_normalization: the length penalty's form, as beam search's ("gnmt" or "hf").
 
     Returns:
         A dict of "token_log_probs" float32 [batch, target_length], log P(y_t | y_<t, x) for
         each token of the target and 0 elsewhere; "log_probs" float32 [batch], their sum;
         "lengths" int32 [batch], the tokens scored; and "scores" float32 [batch], log_probs /
-        length_penalty(lengths, alpha), the number beam search ranks finished hypotheses by.
+        length_penalty(lengths, alpha, length_normalization), the number beam search ranks
+        finished hypotheses by.
     """
     source_ids = tf.cast(source_ids, tf.int32)
     target_ids = tf.cast(target_ids, tf.int32)
@@ -65,4 +67,4 @@ def score(model, source_ids, target_ids, alpha=0.6, start_id=PAD_ID):
     log_probs = tf.reduce_sum(token_log_probs, axis=1)
     lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
     return {"token_log_probs": token_log_probs, "log_probs": log_probs, "lengths": lengths,
-            "scores": log_probs / length_penalty(lengths, alpha)}
+            "scores": log_probs / length_penalty(lengths, alpha, length_normalization)}

@@ -17,7 +17,7 @@ class ModelDirError(ValueError):
 
 class Loaded(typing.NamedTuple):
     model: kt.Transformer  # or an MTLSTM, from load(..., model="mt_lstm")
-    vocabulary: data.Vocabulary
+    vocabulary: data.Vocabulary  # or a data.MarianVocabulary (an imported model's)
     run: config.RunConfig
     checkpoint: pathlib.Path
     ema: bool = False  # the weights are the run's moving averages (kt-train --ema_decay)
@@ -130,10 +130,11 @@ def load(model_dir, checkpoint=None, dtype="float32", ema=None, model="transform
     run = config.load(model_dir)
     if run is None:
         raise ModelDirError(f"{model_dir}: no {config.CONFIG_FILE}; is it a kt-train model_dir?")
-    vocab_path = model_dir / config.VOCAB_FILE
-    if not vocab_path.exists():
-        raise ModelDirError(f"{vocab_path} is missing; the model_dir is incomplete")
-    vocabulary = data.Vocabulary.load(vocab_path)
+    try:
+        vocab_path = data.vocabulary_file(model_dir)
+    except data.VocabularyError as error:
+        raise ModelDirError(f"{error}; the model_dir is incomplete") from None
+    vocabulary = data.load_vocabulary(vocab_path)
     vocabulary.check_size(run.model.vocab_size, f"{model_dir / config.CONFIG_FILE}")
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")

@@ -83,12 +83,12 @@ def test_transformer_parsing_wsj_is_section_6_3():
 
 
 @pytest.mark.parametrize("argv, run_data, expected", [
-    ([], "bible_en_es", (4, None, 50)),
+    ([], "bible_en_es", (None, None, 50)),
     ([], "ptb:/treebank", (21, 0.3, 300)),  # the model's preset: it was trained on a treebank
-    (["--decode_preset", "translation"], "ptb-tags:/treebank", (4, None, 50)),
+    (["--decode_preset", "translation"], "ptb-tags:/treebank", (None, None, 50)),
     (["--decode_preset", "parsing"], "bible_en_es", (21, 0.3, 300)),
     (["--decode_preset", "parsing", "--beam_size", "5", "--alpha", "0.5"], None, (5, 0.5, 300)),
-    (["--extra_length", "7"], "tatoeba_en_es", (4, None, 7)),
+    (["--extra_length", "7"], "tatoeba_en_es", (None, None, 7)),
 ])
 def test_decode_presets_fill_only_what_is_not_given(argv, run_data, expected):
     args = translate.parse_args(["--model_dir", "m", *argv])

@@ -17,6 +17,7 @@ hparams and vocabulary size, before `compile` (docs/training.md).
 import pathlib
 
 import keras_transformer as kt
+from keras_transformer import data
 from keras_transformer import model_dir as model_dir_lib
 from keras_transformer.builders import ARCHITECTURE_FIELDS
 from keras_transformer.model_dir import checkpoints, config
@@ -67,7 +68,7 @@ def check_compatible(path, source_hparams, hparams):
 def check_vocabulary(path, vocab):
     """Refuses a --vocab other than the --init_from run's, naming both files."""
     directory, _ = resolve(path)
-    theirs = directory / config.VOCAB_FILE
+    theirs = data.vocabulary_file(directory)
     if vocab is not None and pathlib.Path(vocab).read_bytes() != theirs.read_bytes():
         raise config.ConfigError(f"--vocab {vocab} differs from {theirs}, the vocabulary of "
                                  f"--init_from {path}; a fine-tuned model keeps its vocabulary")

@@ -15,13 +15,22 @@ from keras_transformer.trainer import distribute
 
 def prepare_vocabulary(model_dir, corpus, *, vocab, vocab_size, build_size, write):
     """model_dir/vocab.model: copied from `vocab`, or built (`build_size` ids) from the corpus's
-    training data; returns the `data.Vocabulary`.
+    training data; or model_dir/vocab.marian, copied from an imported model's `vocab` (a
+    fine-tuning run's). Returns the vocabulary (`data.load_vocabulary`).
 
     Only the task that writes model_dir (`write`) builds or copies; the other workers of a
     multi-worker run read `vocab`, or model_dir's vocabulary if it is already there.
     """
-    target = model_dir / config.VOCAB_FILE
-    given = pathlib.Path(vocab) if vocab else target
+    given = pathlib.Path(vocab) if vocab else None
+    if given is not None:
+        target = model_dir / (data.MarianVocabulary.FILE_NAME if given.suffix == ".marian"
+                              else config.VOCAB_FILE)
+    else:
+        try:
+            target = data.vocabulary_file(model_dir)
+        except data.VocabularyError:
+            target = model_dir / config.VOCAB_FILE
+        given = target
     if not target.exists() and write:
         if not given.exists():
             print(f"building a {build_size}-id vocabulary from {corpus!r} into {given}",
@@ -29,9 +38,9 @@ def prepare_vocabulary(model_dir, corpus, *, vocab, vocab_size, build_size, writ
             data.build_vocabulary(data.corpus_texts(corpus), build_size, given,
                                   whole_tokens=data.corpus_whole_tokens(corpus))
         if given != target:
-            data.Vocabulary.load(given)  # refuse a bad file before it becomes the run's
+            data.load_vocabulary(given)  # refuse a bad file before it becomes the run's
             cli.replace_atomically(target, lambda path: shutil.copyfile(given, path))
-    vocabulary = data.Vocabulary.load(target if target.exists() else given)
+    vocabulary = data.load_vocabulary(target if target.exists() else given)
     if vocab and target.exists() and given.exists() and \
             given.read_bytes() != target.read_bytes():
         raise ConfigError(f"--vocab {given} differs from {target}, the vocabulary this run was "
