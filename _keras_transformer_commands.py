@@ -112,3 +112,7 @@ def kt_classify(argv=None):
 
 def kt_demo(argv=None):
     return run("keras_transformer.demo.demo", argv)
+
+
+def kt_import(argv=None):
+    return run("keras_transformer.model_dir.marian", argv)

@@ -28,15 +28,20 @@ INSTALL_REQUIRES = [
 ]
 
 CTRANSLATE2 = "ctranslate2==4.8.5"
+# kt-import --from marian reads model.safetensors with it (model_dir/hf_checkpoint.py; PyTorch's
+# pytorch_model.bin needs nothing more).
+SAFETENSORS = "safetensors==0.8.0"
 EXTRAS_REQUIRE = {
     # kt-export --format ctranslate2 and kt-translate --engine ctranslate2 (export/ctranslate2.py).
     "ctranslate2": [CTRANSLATE2],
+    "marian": [SAFETENSORS],
     # papermill and ipykernel execute notebooks/quickstart.ipynb in tests/test_notebook.py;
     # hypothesis generates hostile inputs in tests/test_hostile_input.py; tests/test_ctranslate2.py
-    # checks the CTranslate2 export against the model. pytest-xdist runs the suite on every core
-    # (pyproject.toml's addopts).
+    # checks the CTranslate2 export against the model; tests/test_marian.py imports a Marian
+    # checkpoint. pytest-xdist runs the suite on every core (pyproject.toml's addopts).
     "test": ["pytest==9.2.0", "pytest-timeout==2.4.0", "pytest-xdist==3.8.0", "papermill==2.7.0",
-             "ipykernel==7.4.0", "nbformat==5.11.1", "hypothesis==6.170.15", CTRANSLATE2],
+             "ipykernel==7.4.0", "nbformat==5.11.1", "hypothesis==6.170.15", CTRANSLATE2,
+             SAFETENSORS],
     # bench/ compares against the peers users would pick instead (bench/peers.py). torch 2.13.0
     # is pinned exactly: a looser range pulls the newest build with GBs of CUDA packages.
     "bench": ["torch==2.13.0", "keras-hub==0.32.0", "transformers==5.23.0"],
@@ -76,6 +81,7 @@ setup(
         "kt-parse=_keras_transformer_commands:kt_parse",
         "kt-classify=_keras_transformer_commands:kt_classify",
         "kt-demo=_keras_transformer_commands:kt_demo",
+        "kt-import=_keras_transformer_commands:kt_import",
     ]},
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,

@@ -96,7 +96,9 @@ def beam_search(step_fn, cache, max_lengths, *, beam_size=4, alpha=0.6, buffer_l
             starts with its target prefix), `tree_constraint.TreeConstraint` (only well-formed
             trees, for a parser). Their states are reordered with the hypotheses.
         length_normalization: "gnmt" (as above) or "hf": Hugging Face generate's ranking and
-            stopping rule (the module docstring), to give an imported model's outputs there.
+            stopping rule (the module docstring), and a hypothesis's last token at its limit
+            is end of sentence (forced_eos_token_id), to give an imported model's outputs
+            there.
 
     Returns:
         (ids int32 [batch, beam_size, buffer_length], 0 after each hypothesis's end;
@@ -156,6 +158,17 @@ def _settled(state, length, max_lengths, alpha, normalization):
     return state.settled | ((worst_finished > NEG_INF) & (if_ended_now <= worst_finished))
 
 
+def _end_at_limit(logits, normalizer, at_limit, eos_id):
+    """Under "hf", the token at a hypothesis's limit (bool at_limit [rows]) is end of sentence,
+    at no cost (log-probability 0), as generate's forced_eos_token_id makes it (every Marian
+    config sets it); the other rows' logits and normalizers [rows, 1] pass unchanged."""
+    if eos_id < 0:
+        return logits, normalizer
+    only_eos = tf.where(tf.range(tf.shape(logits)[-1]) == eos_id, 0.0, NEG_INF)
+    return (tf.where(at_limit[:, None], only_eos[None, :], logits),
+            tf.where(at_limit[:, None], 0.0, normalizer))
+
+
 def _beam_step(step_fn, adjust, max_lengths, *, beams, alpha, eos_id, start_id, normalization):
     """Beam search's loop body: a function BeamState -> BeamState one token on. `adjust`: the
     started processors' (`processors.start_processors`), or None."""
@@ -174,6 +187,9 @@ def _beam_step(step_fn, adjust, max_lengths, *, beams, alpha, eos_id, start_id, 
             logits, processor_states = adjust(
                 logits, tf.reshape(state.alive_ids, [batch * beams, -1]), state.step,
                 processor_states)
+        if normalization == "hf":
+            logits, normalizer = _end_at_limit(logits, normalizer, state.step + 1 >= tf.repeat(
+                max_lengths, beams), eos_id)
         # 2K candidates leave K that do not end even if K of them end; a sentence's best 2K
         # are among the best 2K of each of its rows.
         vocab = logits.shape[-1]  # static where known: XLA needs k at compile time

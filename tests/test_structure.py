@@ -165,7 +165,8 @@ def test_every_console_script_prints_its_help():
                if entry.value.startswith("_keras_transformer_commands:")]
     assert {entry.name for entry in scripts} == {
         "kt-vocab", "kt-train", "kt-average", "kt-translate", "kt-score", "kt-export",
-        "kt-attention", "kt-parse", "kt-classify", "kt-demo", "kt-calibrate"}
+        "kt-attention", "kt-parse", "kt-classify", "kt-demo", "kt-calibrate",
+        "kt-import"}
     for entry in scripts:
         assert "usage:" in _help_of(lambda: entry.load()(["--help"])), entry.name
 

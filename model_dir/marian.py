@@ -1,0 +1,328 @@
+"""kt-import --from marian: a Hugging Face Marian checkpoint (an OPUS-MT model) as a model_dir.
+
+    kt-import --from marian opus-mt-en-es --model_dir runs/opus-mt-en-es
+
+The OPUS-MT models (Tiedemann & Thottingal 2020, trained with Marian) are the paper's
+Transformer with a few choices of their own, each an hparams option here (the paper's sets
+unchanged): the swish activation, biases on the attention projections, sinusoids laid out as
+every sine then every cosine, a bias on the logits (final_logits_bias), layer normalization's
+epsilon 1e-5, and two SentencePiece models with one id space (`data.MarianVocabulary`). The
+import reads config.json (and generation_config.json, for the decoding defaults), the weights
+(model.safetensors or pytorch_model.bin, `hf_checkpoint`), source.spm, target.spm and
+vocab.json, and writes a model_dir that kt-translate, kt-score, kt-export, kt-attention and
+`kt-train --init_from` read as any other:
+
+    config.json            hparams (transformer_base overridden with what the config says),
+                           vocab_size, data.max_length (the position table's rows)
+    vocab.marian           the vocabulary, ids moved so that <pad> is 0 and </s> 1 (the
+                           embedding rows and the logits' bias moved alike)
+    checkpoints/ckpt-0/    the weights
+    imported.json          where they came from, and the checkpoint's decoding defaults
+
+Decoding defaults come with it (hparams decode_*): generate's num_beams, length_penalty and
+max_length (less the start token), and Hugging Face's length normalization
+(`beam_search.length_penalty`'s "hf"), so that kt-translate gives what `generate` gives.
+
+A config field the model cannot represent is refused by name (a pre-norm or embedding-normalized
+BART-style model, separate vocabularies, untied output embeddings, unequal encoder and decoder
+shapes, an activation other than swish/silu, gelu or relu).
+"""
+
+import argparse
+import hashlib
+import json
+import pathlib
+import sys
+import tempfile
+
+import numpy as np
+
+import keras_transformer as kt
+from keras_transformer import cli, data
+from keras_transformer.model_dir import checkpoints, config
+from keras_transformer.model_dir.hf_checkpoint import (
+    CheckpointFormatError,
+    read_json,
+    read_weights,
+)
+
+IMPORT_FILE = "imported.json"
+# Hugging Face's activation names -> the hparams' ffn_activation ("gelu" is the exact one).
+ACTIVATIONS = {"swish": "swish", "silu": "swish", "gelu": "gelu", "relu": "relu"}
+# Config fields of older (BART-era) Marian configs and the one value each may have here.
+_FIXED_FIELDS = {"normalize_before": False, "add_final_layer_norm": False,
+                 "normalize_embedding": False, "static_position_embeddings": True,
+                 "share_encoder_decoder_embeddings": True, "tie_word_embeddings": True,
+                 "is_encoder_decoder": True}
+# Our layer names for Hugging Face's, inside each encoder/decoder layer.
+_SUBLAYERS = {"self_attn": "self_attention", "encoder_attn": "encoder_decoder_attention"}
+_PROJECTIONS = {"q_proj": "query", "k_proj": "key", "v_proj": "value", "out_proj": "output"}
+_NORMS = {"self_attn_layer_norm": "self_attention_block",
+          "encoder_attn_layer_norm": "encoder_decoder_attention_block",
+          "final_layer_norm": "feed_forward_block"}
+# Hugging Face's sinusoid tables hold float64-computed values; ours are computed in float32.
+_POSITION_TOLERANCE = 1e-3
+
+
+class MarianImportError(ValueError):
+    """A checkpoint the import cannot represent or read, naming the file and field."""
+
+
+def _pairs_equal(config_json, path, pairs):
+    for first, second in pairs:
+        if config_json.get(first) != config_json.get(second):
+            raise MarianImportError(
+                f"{path}: {first} {config_json.get(first)!r} differs from {second} "
+                f"{config_json.get(second)!r}; the model has one value for both")
+
+
+def marian_hparams(config_json, generation, path):
+    """The `kt.HParams` of a Marian config (dict of config.json) and its decoding defaults
+    (`generation`: generation_config.json's dict, or config.json's).
+
+    Raises:
+        MarianImportError: a field the model cannot represent, named.
+    """
+    if config_json.get("model_type") != "marian":
+        raise MarianImportError(f"{path}: model_type is {config_json.get('model_type')!r}, "
+                                f"not 'marian'")
+    for name, wanted in _FIXED_FIELDS.items():
+        if name in config_json and config_json[name] != wanted:
+            raise MarianImportError(f"{path}: {name} {config_json[name]!r} is not supported "
+                                    f"(only {wanted!r})")
+    if config_json.get("decoder_vocab_size") not in (None, config_json.get("vocab_size")):
+        raise MarianImportError(f"{path}: decoder_vocab_size {config_json['decoder_vocab_size']}"
+                                f" differs from vocab_size: separate vocabularies are not "
+                                f"supported")
+    _pairs_equal(config_json, path, [("encoder_layers", "decoder_layers"),
+                                     ("encoder_ffn_dim", "decoder_ffn_dim"),
+                                     ("encoder_attention_heads", "decoder_attention_heads")])
+    activation = config_json.get("activation_function", "gelu")
+    if activation not in ACTIVATIONS:
+        raise MarianImportError(f"{path}: activation_function {activation!r} is not supported "
+                                f"(one of {', '.join(ACTIVATIONS)})")
+    max_length = generation.get("max_length")
+    try:
+        return kt.hparams.get("transformer_base").override(
+            num_layers=config_json["encoder_layers"], d_model=config_json["d_model"],
+            d_ff=config_json["encoder_ffn_dim"],
+            num_heads=config_json["encoder_attention_heads"],
+            dropout=float(config_json.get("dropout", 0.1)),
+            attention_dropout=float(config_json.get("attention_dropout", 0.0)),
+            relu_dropout=float(config_json.get("activation_dropout", 0.0)),
+            max_length=config_json.get("max_position_embeddings", 512),
+            layer_norm_epsilon=1e-5, ffn_activation=ACTIVATIONS[activation],
+            attention_bias=True, sinusoid_layout="split", output_bias=True,
+            scale_embeddings=bool(config_json.get("scale_embedding", False)),
+            decode_beam_size=int(generation.get("num_beams") or 1),
+            decode_alpha=float(generation.get("length_penalty", 1.0)),
+            decode_length_normalization="hf",
+            decode_max_output_length=max_length - 1 if max_length and max_length > 1 else None)
+    except KeyError as error:
+        raise MarianImportError(f"{path}: no {error.args[0]} field") from None
+    except (kt.hparams.HParamsError, TypeError, ValueError) as error:
+        raise MarianImportError(f"{path}: {error}") from None
+
+
+def _override_string(hp):
+    """The hparams_override that turns transformer_base into `hp` (for config.json)."""
+    base = kt.hparams.get("transformer_base").to_dict()
+    return ",".join(f"{name}={value}" for name, value in hp.to_dict().items()
+                    if value != base[name])
+
+
+def _embedding(weights, path):
+    """The (vocab, d_model) embedding matrix: the first of the names a Marian save may use;
+    an lm_head that differs from it is an untied output projection, refused."""
+    names = ["shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight"]
+    found = [name for name in names if name in weights]
+    if not found:
+        raise MarianImportError(f"{path}: no embedding matrix ({' or '.join(names)})")
+    matrix = weights[found[0]]
+    for name in found[1:] + [n for n in ("lm_head.weight",) if n in weights]:
+        if weights[name].shape != matrix.shape or not np.array_equal(weights[name], matrix):
+            raise MarianImportError(f"{path}: {name} differs from {found[0]}: untied or "
+                                    f"separate embeddings are not supported")
+    return matrix
+
+
+def _check_positions(weights, hp, path):
+    """Refuses stored position tables that are not the split sinusoids the model computes."""
+    for name in ("encoder.embed_positions.weight", "decoder.embed_positions.weight"):
+        if name not in weights:
+            continue  # recent transformers no longer save them (they are recomputed)
+        table = weights[name]
+        ours = np.asarray(kt.SinusoidalPositionEncoding(layout="split")(
+            np.zeros((1, table.shape[0], hp.d_model), np.float32)))
+        if table.shape[1] != hp.d_model or np.abs(table - ours).max() > _POSITION_TOLERANCE:
+            raise MarianImportError(f"{path}: {name} is not the sinusoid table the model "
+                                    f"computes (learned positions are not supported)")
+
+
+def keras_weights(weights, order, hp, path):
+    """{our weight path: value} from Hugging Face's {name: value} (prefix "model." optional):
+    kernels transposed, the vocabulary's rows in `order` (`data.import_marian_vocabulary`).
+
+    Raises:
+        MarianImportError: a missing weight, or one the model has no place for (named).
+    """
+    weights = {name.removeprefix("model."): value for name, value in weights.items()}
+    embedding = _embedding(weights, path)
+    if embedding.shape[0] != len(order):
+        raise MarianImportError(f"{path}: the embedding has {embedding.shape[0]} rows, the "
+                                f"vocabulary {len(order)} pieces; vocab.json is not this model's")
+    _check_positions(weights, hp, path)
+    bias = weights.get("final_logits_bias", np.zeros((1, len(order)), np.float32))
+    ours = {"transformer/embedding/embeddings": embedding[order],
+            "transformer/embedding/bias": bias.reshape(-1)[order]}
+    handled = {"shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight",
+               "lm_head.weight", "final_logits_bias", "encoder.embed_positions.weight",
+               "decoder.embed_positions.weight"}
+    for name, value in weights.items():
+        if name in handled:
+            continue
+        target = _layer_weight_path(name)
+        if target is None:
+            raise MarianImportError(f"{path}: weight {name} {value.shape} has no place in the "
+                                    f"model (an option it does not have)")
+        ours[target] = value.T if target.endswith("kernel") else value
+    return ours
+
+
+def _layer_weight_path(name):
+    """Our weight path for a Hugging Face layer weight name, or None."""
+    parts = name.split(".")
+    if len(parts) < 5 or parts[0] not in ("encoder", "decoder") or parts[1] != "layers":
+        return None
+    layer = f"transformer/{parts[0]}_layer_{parts[2]}"
+    sublayer, rest = parts[3], parts[4:]
+    kind = {"weight": "kernel", "bias": "bias"}.get(rest[-1])
+    if sublayer in _SUBLAYERS and len(rest) == 2 and rest[0] in _PROJECTIONS and kind:
+        return f"{layer}/{_SUBLAYERS[sublayer]}/{_PROJECTIONS[rest[0]]}_{kind}"
+    if sublayer in ("fc1", "fc2") and len(rest) == 1 and kind:
+        return f"{layer}/feed_forward/{'inner' if sublayer == 'fc1' else 'outer'}/{kind}"
+    if sublayer in _NORMS and len(rest) == 1:
+        norm = {"weight": "gamma", "bias": "beta"}.get(rest[0])
+        return f"{layer}/{_NORMS[sublayer]}/layer_norm/{norm}" if norm else None
+    return None
+
+
+def load_weights_into(model, ours, path):
+    """Sets every weight of `model` from {weight path: value}; refuses a missing, unused or
+    misshapen one, naming it."""
+    paths = {weight.path for weight in model.weights}
+    missing, unused = sorted(paths - set(ours)), sorted(set(ours) - paths)
+    if missing or unused:
+        raise MarianImportError(f"{path}: the checkpoint does not fit the model its config "
+                                f"describes (missing {missing[:5]}, left over {unused[:5]})")
+    for weight in model.weights:
+        value = ours[weight.path]
+        if tuple(value.shape) != tuple(weight.shape):
+            raise MarianImportError(f"{path}: {weight.path} is {tuple(value.shape)} in the "
+                                    f"checkpoint, {tuple(weight.shape)} in the model")
+        weight.assign(value)
+
+
+def read_marian(directory):
+    """(model, vocabulary, run config, facts for imported.json) of a Marian checkpoint
+    directory.
+
+    Raises:
+        MarianImportError, data.VocabularyError, CheckpointFormatError: what is wrong, named.
+    """
+    directory = pathlib.Path(directory)
+    if not directory.is_dir():
+        raise MarianImportError(f"{directory} is not a directory")
+    config_path = directory / "config.json"
+    config_json = read_json(config_path)
+    generation_path = directory / "generation_config.json"
+    generation = read_json(generation_path) if generation_path.exists() else config_json
+    hp = marian_hparams(config_json, generation, config_path)
+    vocabulary, order = data.import_marian_vocabulary(
+        directory / "source.spm", directory / "target.spm", directory / "vocab.json")
+    weights = read_weights(directory)
+    model = kt.build_model(hp, vocabulary.vocab_size)
+    load_weights_into(model, keras_weights(weights, order, hp, directory), directory)
+    languages = read_json(directory / "tokenizer_config.json") \
+        if (directory / "tokenizer_config.json").exists() else {}
+    run = config.RunConfig(
+        model=config.ModelConfig(hparams_name="transformer_base",
+                                 hparams_override=_override_string(hp), hparams=hp.to_dict(),
+                                 vocab_size=vocabulary.vocab_size),
+        data=config.DataConfig(corpus=str(directory.resolve()),
+                               source_lang=languages.get("source_lang"),
+                               target_lang=languages.get("target_lang"),
+                               max_length=hp.max_length),
+        versions=config.versions())
+    weights_file = next(directory / name for name in ("model.safetensors", "pytorch_model.bin")
+                        if (directory / name).is_file())
+    facts = {"from": "marian", "directory": str(directory.resolve()),
+             "weights": {"file": weights_file.name, "sha256": _sha256(weights_file)},
+             "config": config_json, "generation": generation}
+    return model, vocabulary, run, facts
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def import_marian(directory, model_dir):
+    """Writes the model_dir of Marian checkpoint `directory` at `model_dir` (which must not
+    exist: it is written beside and renamed into place whole); returns its path."""
+    model_dir = pathlib.Path(model_dir)
+    if model_dir.exists():
+        raise MarianImportError(f"--model_dir {model_dir} exists; an import never replaces one")
+    model, vocabulary, run, facts = read_marian(directory)
+    model_dir.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=model_dir.parent, prefix=".import-") as scratch:
+        written = pathlib.Path(scratch) / "model_dir"
+        written.mkdir()
+        config.save(run, written)
+        (written / vocabulary.FILE_NAME).write_bytes(vocabulary.serialized)
+        (written / IMPORT_FILE).write_text(json.dumps(facts, indent=2, ensure_ascii=False)
+                                           + "\n", encoding="utf-8")
+        checkpoints.CheckpointDirectory(checkpoints.default_directory(written)).save(model, 0)
+        written.rename(model_dir)
+    return model_dir
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="kt-import", description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    cli.add_verbose_flag(parser)
+    parser.add_argument("--from", dest="source_format", choices=["marian"], required=True,
+                        help="the checkpoint's kind: marian (Hugging Face's MarianMTModel, "
+                             "the OPUS-MT models)")
+    parser.add_argument("directory", help="the checkpoint directory (config.json, "
+                                          "model.safetensors or pytorch_model.bin, source.spm, "
+                                          "target.spm, vocab.json)")
+    parser.add_argument("--model_dir", required=True, help="the model_dir to write (new)")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        path = import_marian(args.directory, args.model_dir)
+    except (MarianImportError, CheckpointFormatError, data.VocabularyError, OSError) as error:
+        print(f"kt-import: error: {error}", file=sys.stderr)
+        return 2
+    run = config.load(path)
+    hp = kt.HParams(**run.model.hparams)
+    print(f"imported {args.directory} into {path}: {hp.num_layers}+{hp.num_layers} layers, "
+          f"d_model {hp.d_model}, {run.model.vocab_size:,} ids; decoding beam "
+          f"{hp.decode_beam_size}, alpha {hp.decode_alpha} (Hugging Face's normalization), up "
+          f"to {hp.decode_max_output_length} tokens", flush=True)
+    return 0
+
+
+__all__ = ["IMPORT_FILE", "MarianImportError", "import_marian", "keras_weights",
+           "marian_hparams", "read_marian"]
+
+if __name__ == "__main__":
+    sys.exit(main())

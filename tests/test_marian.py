@@ -1,0 +1,186 @@
+"""kt-import --from marian against `transformers` itself: tests/data/marian_tiny holds a small
+random MarianMTModel, its SentencePiece models and vocab.json, and what transformers 5.23 computed
+with them (tests/marian_reference.py made it; the suite needs neither PyTorch nor transformers).
+The import must tokenize as MarianTokenizer, give MarianMTModel's logits, `generate`'s greedy
+and beam-4 outputs (Hugging Face's length normalization, its stopping rule, forced end of
+sentence at max_length) and, exported, the same strings in a fresh process; and refuse what it
+cannot represent, naming it."""
+
+import json
+import pathlib
+import pickle
+import shutil
+import sys
+import zipfile
+from subprocess import run
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import run_main
+
+from keras_transformer import data
+from keras_transformer.export import flags, saved_model, translate
+from keras_transformer.model_dir import hf_checkpoint, loading, marian
+
+CHECKPOINT = pathlib.Path(__file__).parent / "data" / "marian_tiny"
+REFERENCE = json.loads((CHECKPOINT / "reference.json").read_text(encoding="utf-8"))
+ARRAYS = np.load(CHECKPOINT / "reference.npz")
+MARIAN_IDS = json.loads((CHECKPOINT / "vocab.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    return marian.import_marian(CHECKPOINT, tmp_path_factory.mktemp("marian") / "model_dir")
+
+
+@pytest.fixture(scope="module")
+def loaded(imported):
+    return loading.load(imported)
+
+
+def marian_order(loaded):
+    """order[i]: the Marian id (vocab.json's) of the model_dir's id i."""
+    vocabulary = loaded.vocabulary
+    return [MARIAN_IDS[piece] for piece in vocabulary.pieces(range(vocabulary.vocab_size))]
+
+
+def our_ids(loaded, marian_ids):
+    """Marian's ids as the model_dir's, rows of any length."""
+    ours = {marian: i for i, marian in enumerate(marian_order(loaded))}
+    return [[ours[int(i)] for i in row] for row in marian_ids]
+
+
+def test_the_vocabulary_reads_text_as_marian_tokenizer(loaded):
+    vocabulary = loaded.vocabulary
+    # Sources by source.spm (nmt_nfkc), one with a >>spa<< code; targets by target.spm.
+    assert vocabulary.encode(tf.constant(REFERENCE["sources"])).to_list() == our_ids(
+        loaded, REFERENCE["source_ids"])
+    assert vocabulary.target.encode(tf.constant(REFERENCE["targets"])).to_list() == our_ids(
+        loaded, REFERENCE["target_ids"])
+    assert vocabulary.target is vocabulary.target.target
+    pad = MARIAN_IDS["<pad>"]
+    outputs = our_ids(loaded, [[i for i in row if i != pad] for row in ARRAYS["beam4"]])
+    assert [text.decode("utf-8") for text in vocabulary.detokenize(
+        tf.ragged.constant(outputs)).numpy()] == REFERENCE["beam4"]
+    assert vocabulary.pieces(range(3)) == ["<pad>", "</s>", "<unk>"]
+    reloaded = data.load_vocabulary(loaded.checkpoint.parent.parent / "vocab.marian")
+    assert reloaded.serialized == vocabulary.serialized
+
+
+def test_teacher_forced_logits_are_marian_mt_models(loaded):
+    """A batch of 6 sentences, padded on both sides: every real position's logits over the
+    whole vocabulary within 1e-4 (measured: 3.3e-6)."""
+    pad = MARIAN_IDS["<pad>"]
+    labels = ARRAYS["labels"]  # -100 after each target's end, as transformers pads labels
+    source = np.where(ARRAYS["input_ids"] == pad, 0, np.array(our_ids(loaded, ARRAYS["input_ids"])))
+    target = np.where(labels == -100, 0,
+                      np.array(our_ids(loaded, np.where(labels == -100, pad, labels))))
+    decoder_input = np.pad(target[:, :-1], [[0, 0], [1, 0]])
+    logits = loaded.model((source, decoder_input), training=False).numpy()
+    real = labels != -100
+    np.testing.assert_allclose(logits[real], ARRAYS["logits"][:, :, marian_order(loaded)][real],
+                               atol=1e-4)
+
+
+@pytest.mark.parametrize("name, beam_flags", [("greedy", ["--beam_size", "1"]), ("beam4", [])])
+def test_kt_translate_gives_generates_outputs(imported, loaded, name, beam_flags):
+    """kt-translate's defaults for an imported model (its beam 4, alpha 1.0, Hugging Face's
+    normalization, 63 tokens at most): the same ids and strings as generate on 50 sentences,
+    about a third ending early and the rest at the limit."""
+    args = translate.parse_args(["--model_dir", str(imported), *beam_flags])
+    translator, _ = flags.translator_from_flags(args, 64)
+    assert (translator.alpha, translator.length_normalization) == (1.0, "hf")
+    assert translator.max_output_length == 63 and translator.beam_size == (4 if name == "beam4"
+                                                                           else 1)
+    sources = tf.constant(REFERENCE["sources"])
+    ids = translator.translate_ids(translator.tokenize(sources)["source_ids"])["ids"].numpy()
+    pad = MARIAN_IDS["<pad>"]
+    assert [[int(i) for i in row if i] for row in ids] == our_ids(
+        loaded, [[i for i in row if i != pad] for row in ARRAYS[name]])
+    translations = translator.translate(sources)["translations"].numpy()
+    assert [text.decode("utf-8") for text in translations] == REFERENCE[name]
+
+
+# The SavedModel in a process that imports only tensorflow and tensorflow_text.
+CLIENT = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  registers the SentencePiece ops
+
+model = tf.saved_model.load(sys.argv[1])
+out = model.signatures["serving_default"](inputs=tf.constant(json.loads(sys.stdin.read())))
+print(json.dumps({"our_modules": sorted(m for m in sys.modules if m.startswith("keras_transf")),
+                  "translations": [t.decode("utf-8") for t in out["translations"].numpy()]}))
+"""
+
+
+def test_the_export_serves_generates_strings_in_a_fresh_process(imported, tmp_path):
+    result = run_main(saved_model.main, "--model_dir", imported, "--output", tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "1" / "assets" / "vocab.marian").is_file()
+    served = run([sys.executable, "-c", CLIENT, str(tmp_path / "1")], capture_output=True,
+                 text=True, input=json.dumps(REFERENCE["sources"]), timeout=600)
+    assert served.returncode == 0, served.stderr
+    reply = json.loads(served.stdout)
+    assert reply["our_modules"] == [] and reply["translations"] == REFERENCE["beam4"]
+
+
+def test_pytorch_files_are_read_without_pytorch(tmp_path):
+    """pytorch_model.bin (with the position tables and tied copies older uploads hold) gives
+    the safetensors file's weights; a pickle naming anything but tensors is not run."""
+    weights = hf_checkpoint.read_weights(CHECKPOINT)  # model.safetensors, read first
+    shutil.copytree(CHECKPOINT, tmp_path / "bin")
+    (tmp_path / "bin" / "model.safetensors").unlink()
+    from_pytorch = hf_checkpoint.read_weights(tmp_path / "bin")
+    assert "model.encoder.embed_positions.weight" in from_pytorch
+    for name, value in weights.items():
+        np.testing.assert_array_equal(from_pytorch[name], value)
+    hostile = tmp_path / "hostile" / "pytorch_model.bin"
+    hostile.parent.mkdir()
+    with zipfile.ZipFile(hostile, "w") as archive:
+        archive.writestr("archive/data.pkl", pickle.dumps(print))  # builtins.print
+    with pytest.raises(hf_checkpoint.CheckpointFormatError, match="builtins.print"):
+        hf_checkpoint.read_weights(hostile.parent)
+
+
+def checkpoint_copy(tmp_path, **config_changes):
+    copy = tmp_path / "checkpoint"
+    shutil.copytree(CHECKPOINT, copy)
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps(dict(config, **config_changes)))
+    return copy
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"normalize_before": True}, "normalize_before True is not supported"),
+    ({"activation_function": "tanh"}, "activation_function 'tanh' is not supported"),
+    ({"decoder_layers": 3}, "encoder_layers 2 differs from decoder_layers 3"),
+    ({"share_encoder_decoder_embeddings": False}, "share_encoder_decoder_embeddings False"),
+    ({"decoder_vocab_size": 7}, "separate vocabularies are not supported"),
+    ({"model_type": "bart"}, "model_type is 'bart', not 'marian'"),
+])
+def test_a_config_the_model_cannot_represent_is_refused_by_field(tmp_path, changes, message):
+    with pytest.raises(marian.MarianImportError, match=message):
+        marian.import_marian(checkpoint_copy(tmp_path, **changes), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_checkpoints_are_refused_naming_what_is_wrong(tmp_path, imported):
+    copy = checkpoint_copy(tmp_path)
+    for name in ("model.safetensors", "pytorch_model.bin"):
+        (copy / name).unlink()
+    with pytest.raises(hf_checkpoint.CheckpointFormatError, match="holds no weights"):
+        marian.import_marian(copy, tmp_path / "out")
+    # vocab.json of another model: the SentencePiece models' pieces are not in it.
+    copy = checkpoint_copy(tmp_path / "other")
+    (copy / "vocab.json").write_text(json.dumps(
+        {"</s>": 0, "<unk>": 1, **{f"x{i}": i + 2 for i in range(len(MARIAN_IDS) - 3)},
+         "<pad>": len(MARIAN_IDS) - 1}))
+    with pytest.raises(data.VocabularyError, match="does not match .*source.spm"):
+        marian.import_marian(copy, tmp_path / "out")
+    # An existing --model_dir is never replaced.
+    before = sorted(p.name for p in imported.iterdir())
+    result = run_main(marian.main, "--from", "marian", CHECKPOINT, "--model_dir", imported)
+    assert result.returncode != 0 and f"--model_dir {imported} exists" in result.stderr
+    assert sorted(p.name for p in imported.iterdir()) == before
