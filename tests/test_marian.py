@@ -184,3 +184,41 @@ def test_bad_checkpoints_are_refused_naming_what_is_wrong(tmp_path, imported):
     result = run_main(marian.main, "--from", "marian", CHECKPOINT, "--model_dir", imported)
     assert result.returncode != 0 and f"--model_dir {imported} exists" in result.stderr
     assert sorted(p.name for p in imported.iterdir()) == before
+
+
+def dev_losses(stdout):
+    return {int(line.split()[3].rstrip(":")): float(line.split()[5].rstrip(","))
+            for line in stdout.splitlines() if line.startswith("evaluation at step")}
+
+
+def test_the_imported_model_fine_tunes_resumes_and_translates(imported, tmp_path):
+    """kt-train --init_from the import on the bundled pairs: dev loss falls; a second run in
+    the same model_dir resumes from its checkpoint (its vocab.marian kept); kt-translate reads
+    the result."""
+    from keras_transformer.trainer import task
+
+    corpus = tmp_path / "corpus"  # a few bundled pairs: tokenizing all of them costs seconds
+    corpus.mkdir()
+    for split, count in (("train", 600), ("dev", 40)):
+        pairs = data.first_pairs(data.get_source("bible_en_es"), split, count)
+        (corpus / f"{split}.tsv").write_text("".join(f"{en}\t{es}\n" for en, es in zip(*pairs)),
+                                             encoding="utf-8")
+    common = ["--model_dir", tmp_path / "tuned", "--data", corpus, "--source_lang", "en",
+              "--target_lang", "es", "--batch_tokens",
+              "2000", "--eval_every", "20", "--eval_sentences", "0", "--log_every", "20",
+              "--checkpoint_every_steps", "20"]
+    first = run_main(task.main, *common, "--init_from", imported, "--train_steps", "20",
+                     "--hparams_override", "learning_rate_multiplier=0.5,warmup_steps=10")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert (tmp_path / "tuned" / "vocab.marian").read_bytes() == (
+        imported / "vocab.marian").read_bytes()
+    second = run_main(task.main, *common, "--train_steps", "40")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "resuming from" in second.stdout and "ckpt-20" in second.stdout
+    losses = {**dev_losses(first.stdout), **dev_losses(second.stdout)}
+    assert losses[40] < losses[20] < losses[0] - 1.0, losses
+    (tmp_path / "input.txt").write_text("In the beginning.\n\nAnd God said.\n")
+    translated = run_main(translate.main, "--model_dir", tmp_path / "tuned", "--input",
+                          tmp_path / "input.txt", "--beam_size", "1")
+    assert translated.returncode == 0, translated.stderr
+    assert len(translated.stdout.split("\n")) == 4 and translated.stdout.split("\n")[1] == ""
