@@ -286,7 +286,8 @@ class Ctranslate2Translator:
                              if extra_length is None else extra_length)
         self.max_input_length = max_input_length or self.settings.get("max_input_length", 256)
         self.max_output_length = min(
-            max_output_length or self.max_input_length + self.extra_length, POSITIONS)
+            max_output_length or self.settings.get("max_output_length")
+            or self.max_input_length + self.extra_length, POSITIONS)
         self.max_input_bytes = 16 * self.max_input_length
         self.patience = PATIENCE if patience is None else patience
         if not 1 <= self.patience < float("inf"):
@@ -306,6 +307,28 @@ class Ctranslate2Translator:
     def detokenize(self, ids):
         return self.vocabulary.detokenize(ids)
 
+    def _search(self, rows, limit):
+        """CTranslate2's beam search over source pieces `rows` with output limit `limit`: for
+        each row, [(log P, output pieces)].
+
+        CTranslate2 scores log P / length ** alpha (its length counts the end of sentence),
+        which gives log P back. Under "hf", as generate's forced_eos_token_id, a hypothesis
+        still open one token before the limit ends there, its last token the end of sentence
+        at no cost. An immediate end of sentence is allowed, as in the model's search.
+        """
+        hf = self.length_normalization == "hf"
+        results = self.engine.translate_batch(
+            rows, beam_size=self.beam_size, num_hypotheses=self.beam_size,
+            length_penalty=self.alpha, patience=self.patience,
+            max_decoding_length=int(limit) - 1 if hf else int(limit), min_decoding_length=0,
+            max_input_length=0, return_scores=True, return_end_token=True,
+            suppress_sequences=[[self.pieces[PAD_ID]]])
+        end = self.pieces[EOS_ID]
+        return [[(score * len(tokens) ** self.alpha,
+                  tokens + [end] if hf and tokens[-1:] != [end] else tokens)
+                 for tokens, score in zip(result.hypotheses, result.scores)]
+                for result in results]
+
     def translate_n_best_ids(self, source_ids):
         """As `Translator.translate_n_best_ids`, numpy in and tf out: {"ids" int32 [batch,
         beam_size, length], "scores", "log_probs" float32 [batch, beam_size]}."""
@@ -318,26 +341,18 @@ class Ctranslate2Translator:
         # One call per output limit: CTranslate2 takes one limit a batch.
         for limit in np.unique(limits[[bool(row) for row in rows]]):
             chosen = [i for i in range(batch) if rows[i] and limits[i] == limit]
-            results = self.engine.translate_batch(
-                [rows[i] for i in chosen], beam_size=self.beam_size,
-                num_hypotheses=self.beam_size, length_penalty=self.alpha, patience=self.patience,
-                max_decoding_length=int(limit), max_input_length=0, return_scores=True,
-                return_end_token=True, suppress_sequences=[[self.pieces[PAD_ID]]])
-            for i, result in zip(chosen, results):
-                found[i] = list(zip(result.hypotheses, result.scores))
-        width = max([1] + [len(tokens) for hypotheses in found for tokens, _ in hypotheses])
+            for i, hypotheses in zip(chosen, self._search([rows[i] for i in chosen], limit)):
+                found[i] = hypotheses
+        width = max([1] + [len(tokens) for hypotheses in found for _, tokens in hypotheses])
         ids = np.zeros([batch, self.beam_size, width], np.int32)
         scores = np.full([batch, self.beam_size], -np.inf, np.float32)
         log_probs = np.full([batch, self.beam_size], -np.inf, np.float32)
         for i, hypotheses in enumerate(found):
             if not rows[i]:  # an empty input: one empty translation, as the model gives
                 scores[i, 0] = log_probs[i, 0] = 0.0
-            # CTranslate2 ranks by log P / length ** alpha (its length counts the end of
-            # sentence), as "hf" does; the model's GNMT beam search by log P / ((5 + length) /
-            # 6) ** alpha. Its hypotheses are given the model's scores and ranked by them.
-            ranked = sorted(((score * len(tokens) ** self.alpha, tokens)
-                             for tokens, score in hypotheses),
-                            key=lambda h: -h[0] / self._penalty(len(h[1])))
+            # The model's GNMT beam search ranks by log P / ((5 + length) / 6) ** alpha:
+            # CTranslate2's hypotheses are given the model's scores and ranked by them.
+            ranked = sorted(hypotheses, key=lambda h: -h[0] / self._penalty(len(h[1])))
             for j, (log_prob, tokens) in enumerate(ranked):
                 ids[i, j, :len(tokens)] = [self.ids[token] for token in tokens]
                 log_probs[i, j] = log_prob

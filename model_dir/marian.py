@@ -60,6 +60,12 @@ _PROJECTIONS = {"q_proj": "query", "k_proj": "key", "v_proj": "value", "out_proj
 _NORMS = {"self_attn_layer_norm": "self_attention_block",
           "encoder_attn_layer_norm": "encoder_decoder_attention_block",
           "final_layer_norm": "feed_forward_block"}
+# Generation settings whose other values kt-translate does not follow, with the value it does
+# (num_beams, length_penalty and max_length become the model's defaults; end of sentence at the
+# limit and <pad> never written are how "hf" decodes).
+_GENERATION_FOLLOWED = {"early_stopping": False, "renormalize_logits": True, "do_sample": False,
+                        "no_repeat_ngram_size": 0, "repetition_penalty": 1.0,
+                        "num_beam_groups": 1, "min_length": 0, "diversity_penalty": 0.0}
 # Hugging Face's sinusoid tables hold float64-computed values; ours are computed in float32.
 _POSITION_TOLERANCE = 1e-3
 
@@ -160,7 +166,8 @@ def _check_positions(weights, hp, path):
 
 
 def keras_weights(weights, order, hp, path):
-    """{our weight path: value} from Hugging Face's {name: value} (prefix "model." optional):
+    """{our weight path inside the model: value} from Hugging Face's {name: value} (prefix
+    "model." optional):
     kernels transposed, the vocabulary's rows in `order` (`data.import_marian_vocabulary`).
 
     Raises:
@@ -173,8 +180,8 @@ def keras_weights(weights, order, hp, path):
                                 f"vocabulary {len(order)} pieces; vocab.json is not this model's")
     _check_positions(weights, hp, path)
     bias = weights.get("final_logits_bias", np.zeros((1, len(order)), np.float32))
-    ours = {"transformer/embedding/embeddings": embedding[order],
-            "transformer/embedding/bias": bias.reshape(-1)[order]}
+    ours = {"embedding/embeddings": embedding[order],
+            "embedding/bias": bias.reshape(-1)[order]}
     handled = {"shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight",
                "lm_head.weight", "final_logits_bias", "encoder.embed_positions.weight",
                "decoder.embed_positions.weight"}
@@ -190,11 +197,11 @@ def keras_weights(weights, order, hp, path):
 
 
 def _layer_weight_path(name):
-    """Our weight path for a Hugging Face layer weight name, or None."""
+    """Our weight path inside the model for a Hugging Face layer weight name, or None."""
     parts = name.split(".")
     if len(parts) < 5 or parts[0] not in ("encoder", "decoder") or parts[1] != "layers":
         return None
-    layer = f"transformer/{parts[0]}_layer_{parts[2]}"
+    layer = f"{parts[0]}_layer_{parts[2]}"
     sublayer, rest = parts[3], parts[4:]
     kind = {"weight": "kernel", "bias": "bias"}.get(rest[-1])
     if sublayer in _SUBLAYERS and len(rest) == 2 and rest[0] in _PROJECTIONS and kind:
@@ -208,17 +215,18 @@ def _layer_weight_path(name):
 
 
 def load_weights_into(model, ours, path):
-    """Sets every weight of `model` from {weight path: value}; refuses a missing, unused or
-    misshapen one, naming it."""
-    paths = {weight.path for weight in model.weights}
-    missing, unused = sorted(paths - set(ours)), sorted(set(ours) - paths)
+    """Sets every weight of `model` from {weight path inside the model: value} (Keras names a
+    process's second model "transformer_1"); refuses a missing, unused or misshapen one,
+    naming it."""
+    inside = {weight.path.removeprefix(f"{model.name}/"): weight for weight in model.weights}
+    missing, unused = sorted(set(inside) - set(ours)), sorted(set(ours) - set(inside))
     if missing or unused:
         raise MarianImportError(f"{path}: the checkpoint does not fit the model its config "
                                 f"describes (missing {missing[:5]}, left over {unused[:5]})")
-    for weight in model.weights:
-        value = ours[weight.path]
+    for name, weight in inside.items():
+        value = ours[name]
         if tuple(value.shape) != tuple(weight.shape):
-            raise MarianImportError(f"{path}: {weight.path} is {tuple(value.shape)} in the "
+            raise MarianImportError(f"{path}: {name} is {tuple(value.shape)} in the "
                                     f"checkpoint, {tuple(weight.shape)} in the model")
         weight.assign(value)
 
@@ -258,8 +266,17 @@ def read_marian(directory):
                         if (directory / name).is_file())
     facts = {"from": "marian", "directory": str(directory.resolve()),
              "weights": {"file": weights_file.name, "sha256": _sha256(weights_file)},
-             "config": config_json, "generation": generation}
+             "config": config_json, "generation": generation,
+             "not_followed": not_followed(generation)}
     return model, vocabulary, run, facts
+
+
+def not_followed(generation):
+    """The generation settings (dict) kt-translate decodes otherwise, as "name value" strings:
+    e.g. "renormalize_logits False" (beam scores then keep <pad>'s share of the probability in
+    generate; kt-translate never counts <pad>)."""
+    return [f"{name} {generation[name]!r}" for name, followed in _GENERATION_FOLLOWED.items()
+            if generation.get(name, followed) not in (followed, None)]
 
 
 def _sha256(path):
@@ -318,6 +335,10 @@ def main(argv=None):
           f"d_model {hp.d_model}, {run.model.vocab_size:,} ids; decoding beam "
           f"{hp.decode_beam_size}, alpha {hp.decode_alpha} (Hugging Face's normalization), up "
           f"to {hp.decode_max_output_length} tokens", flush=True)
+    ignored = json.loads((path / IMPORT_FILE).read_text(encoding="utf-8"))["not_followed"]
+    if ignored:
+        print(f"kt-import: warning: generation settings kt-translate does not follow: "
+              f"{', '.join(ignored)}; its outputs may differ from generate's", file=sys.stderr)
     return 0
 
 

@@ -160,6 +160,8 @@ README_COMMANDS_NOT_RUN = {
     "repository); cove_mt_lstm trains on a generated GloVe file in tests/test_cove_from_runs.py",
     "kt-classify --task trec6 --inputs glove+cove": "the MT-LSTM of the line before; kt-classify "
     "over CoVe runs in tests/test_cove_from_runs.py",
+    "kt-import --from marian opus-mt-en-es": "a checkpoint downloaded from Hugging Face (no "
+    "network here); kt-import of a transformers-made checkpoint runs in tests/test_marian.py",
 }
 README_SMALL = [("--vocab_size 8000", "--vocab_size 500"), ("--batch_tokens 3072",
                                                               "--batch_tokens 400"),

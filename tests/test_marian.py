@@ -1,10 +1,10 @@
 """kt-import --from marian against `transformers` itself: tests/data/marian_tiny holds a small
 random MarianMTModel, its SentencePiece models and vocab.json, and what transformers 5.23 computed
-with them (tests/marian_reference.py made it; the suite needs neither PyTorch nor transformers).
-The import must tokenize as MarianTokenizer, give MarianMTModel's logits, `generate`'s greedy
-and beam-4 outputs (Hugging Face's length normalization, its stopping rule, forced end of
-sentence at max_length) and, exported, the same strings in a fresh process; and refuse what it
-cannot represent, naming it."""
+with them (`python -m bench.marian_checkpoint --shape tiny` made it; the suite needs neither
+PyTorch nor transformers). The import must tokenize as MarianTokenizer, give MarianMTModel's
+logits, `generate`'s greedy and beam-4 outputs (Hugging Face's length normalization, its
+stopping rule, forced end of sentence at max_length) and, exported, the same strings in a fresh
+process; fine-tune and resume; and refuse what it cannot represent, naming it."""
 
 import json
 import pathlib
@@ -126,6 +126,24 @@ def test_the_export_serves_generates_strings_in_a_fresh_process(imported, tmp_pa
     assert reply["our_modules"] == [] and reply["translations"] == REFERENCE["beam4"]
 
 
+def test_the_ctranslate2_export_decodes_greedily_as_generate(imported, tmp_path):
+    """CTranslate2 with Hugging Face's normalization: the same greedy strings (a hypothesis
+    still open one token before the limit ends there, as generate forces). Its beam search
+    stops by its own rule (patience), not generate's: beam 4 gave 30 of the 50 here."""
+    from keras_transformer.export import ctranslate2
+
+    result = run_main(saved_model.main, "--model_dir", imported, "--output", tmp_path,
+                      "--format", "ctranslate2")
+    assert result.returncode == 0, result.stderr
+    engine = ctranslate2.Ctranslate2Translator(tmp_path, beam_size=1)
+    assert (engine.length_normalization, engine.alpha, engine.max_output_length) == ("hf", 1.0,
+                                                                                     63)
+    source_ids = engine.tokenize(tf.constant(REFERENCE["sources"]))["source_ids"].numpy()
+    best = engine.translate_n_best_ids(source_ids)["ids"][:, 0]
+    assert [text.decode("utf-8") for text in engine.detokenize(best).numpy()] == (
+        REFERENCE["greedy"])
+
+
 def test_pytorch_files_are_read_without_pytorch(tmp_path):
     """pytorch_model.bin (with the position tables and tied copies older uploads hold) gives
     the safetensors file's weights; a pickle naming anything but tensors is not run."""
@@ -222,3 +240,15 @@ def test_the_imported_model_fine_tunes_resumes_and_translates(imported, tmp_path
                           tmp_path / "input.txt", "--beam_size", "1")
     assert translated.returncode == 0, translated.stderr
     assert len(translated.stdout.split("\n")) == 4 and translated.stdout.split("\n")[1] == ""
+
+
+def test_generation_settings_it_does_not_follow_are_named(tmp_path):
+    copy = checkpoint_copy(tmp_path)
+    settings = json.loads((copy / "generation_config.json").read_text())
+    (copy / "generation_config.json").write_text(json.dumps(
+        dict(settings, early_stopping=True, renormalize_logits=False, num_beams=6)))
+    result = run_main(marian.main, "--from", "marian", copy, "--model_dir", tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    assert "decoding beam 6, alpha 1.0" in result.stdout
+    assert ("generation settings kt-translate does not follow: early_stopping True, "
+            "renormalize_logits False") in result.stderr
