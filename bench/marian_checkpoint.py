@@ -17,8 +17,10 @@ scratch directory (300 MB). What it writes:
                              OPUS-MT's generation settings (beam 4, length_penalty 1.0,
                              bad_words [[pad]], renormalize_logits, forced end of sentence)
     model.safetensors        the weights as save_pretrained writes them (no position tables)
-    pytorch_model.bin        the same weights as torch.save of the state dict, position tables
-                             and tied copies included (as the older hub uploads)
+    pytorch_model.bin        the same weights as torch.save of the state dict in PyTorch's
+                             legacy format, position tables and tied copies (sharing one
+                             storage) included, as the 2020 hub uploads
+    zip_format/pytorch_model.bin   the state dict in PyTorch's zip format (1.6 and later)
     reference.npz            teacher-forced logits on a padded batch; greedy and beam-4
                              `generate` ids for the first 50 held-out sentences
     reference.json           those sentences, their ids as MarianTokenizer makes them, and
@@ -170,13 +172,17 @@ def write_checkpoint(output, shape, pytorch_file=True):
                                 str(output / "vocab.json"))
     if not pytorch_file:
         return model, tokenizer, pad
-    state = {name: value.clone() for name, value in model.state_dict().items()}
-    for side in ("encoder", "decoder"):  # the tied copies and tables older uploads hold
-        state[f"model.{side}.embed_tokens.weight"] = state["model.shared.weight"].clone()
+    # As the 2020 uploads: PyTorch's legacy format, the tied copies sharing the embedding's
+    # storage, the position tables included. PyTorch's zip format beside it, in zip_format/.
+    state = model.state_dict()
+    for side in ("encoder", "decoder"):
+        state[f"model.{side}.embed_tokens.weight"] = state["model.shared.weight"]
         state[f"model.{side}.embed_positions.weight"] = \
-            getattr(model.model, side).embed_positions.weight.detach().clone()
+            getattr(model.model, side).embed_positions.weight.detach()
     state.pop("lm_head.weight", None)
-    torch.save(state, output / "pytorch_model.bin")
+    torch.save(state, output / "pytorch_model.bin", _use_new_zipfile_serialization=False)
+    (output / "zip_format").mkdir(exist_ok=True)
+    torch.save(model.state_dict(), output / "zip_format" / "pytorch_model.bin")
     return model, tokenizer, pad
 
 

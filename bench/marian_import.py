@@ -53,11 +53,10 @@ def exactness(model_dir, checkpoint):
     ours[order] = np.arange(len(order))
     pad = marian_ids["<pad>"]
     labels = arrays["labels"]
-    source = np.where(arrays["input_ids"] == pad, 0, ours[arrays["input_ids"]])
-    target = np.where(labels == -100, 0, ours[np.where(labels == -100, pad, labels)])
+    source, target = ours[arrays["input_ids"]], ours[labels]  # <pad> -> 0
     logits = loaded.model((source, np.pad(target[:, :-1], [[0, 0], [1, 0]])),
                           training=False).numpy()
-    real = labels != -100
+    real = labels != pad
     difference = float(np.abs(logits[real] - arrays["logits"][:, :, order][real]).max())
     equal = []
     for name, beam in (("greedy", "1"), ("beam4", "4")):

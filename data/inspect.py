@@ -16,7 +16,8 @@ import tensorflow as tf
 
 from keras_transformer import cli
 from keras_transformer.data import batching, input_pipeline, sources
-from keras_transformer.data.vocab import Vocabulary, VocabularyError
+from keras_transformer.data.vocab import VocabularyError
+from keras_transformer.data.vocabularies import load_vocabulary
 
 PERCENTILES = (50, 90, 95, 99, 100)
 
@@ -112,7 +113,7 @@ def main(argv=None):
                         help="what happens to longer pairs (default: %(default)s)")
     args = parser.parse_args(argv)
     try:
-        report = describe(sources.from_flags(args), Vocabulary.load(args.vocab), args.split,
+        report = describe(sources.from_flags(args), load_vocabulary(args.vocab), args.split,
                           args.batch_tokens, args.max_length, args.overlong)
     except (sources.CorpusError, VocabularyError, ValueError) as error:
         print(f"data.inspect: error: {error}", file=sys.stderr)

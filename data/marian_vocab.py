@@ -23,6 +23,7 @@ the pieces in id order).
 """
 
 import base64
+import hashlib
 import json
 import os
 import pathlib
@@ -124,7 +125,13 @@ class MarianVocabulary(tf.Module):
 
     def _new_tokenizer(self):
         proto = self.source_proto if self.side == "source" else self.target_proto
-        return tensorflow_text.SentencepieceTokenizer(model=proto, out_type=tf.string)
+        # Named after its model: tensorflow-text's tokenizer owns the model through a kernel
+        # whose resource is found by its node's name, and a SavedModel restored with both
+        # sides' tokenizers under the default name read target text with source.spm (its
+        # score signature, 2026-11-27). Two SavedModels in one process did not collide.
+        name = f"sentencepiece_{hashlib.sha256(proto).hexdigest()[:16]}"
+        return tensorflow_text.SentencepieceTokenizer(model=proto, out_type=tf.string,
+                                                      name=name)
 
     def tokenize(self, texts):
         """tf.string [batch] -> int32 RaggedTensor [batch, (tokens)], without end of sentence:

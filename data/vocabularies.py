@@ -29,12 +29,12 @@ def vocabulary_file(directory):
     """
     found = [pathlib.Path(directory) / name for name in FILE_NAMES
              if (pathlib.Path(directory) / name).exists()]
-    if len(found) != 1:
-        raise VocabularyError(
-            f"{directory} holds {'no vocabulary' if not found else 'two vocabularies'} "
-            f"({' or '.join(FILE_NAMES)}"
-            f"{': ' + ', '.join(path.name for path in found) if found else ''}); a model_dir "
-            f"holds one")
+    if not found:
+        raise VocabularyError(f"{directory} holds no vocabulary ({' or '.join(FILE_NAMES)}); "
+                              f"the model_dir is incomplete")
+    if len(found) > 1:
+        raise VocabularyError(f"{directory} holds two vocabularies "
+                              f"({', '.join(path.name for path in found)}); a model_dir holds one")
     return found[0]
 
 

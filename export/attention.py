@@ -84,9 +84,10 @@ def attention_maps(translator, text, target=None):
     if target is None:
         target_ids = translator.translate_ids(tf.constant(source_ids[None]))["ids"][0]
     else:
-        target_ids = translator.tokenize(tf.constant([target]))["source_ids"][0]
+        # Read as a target (an imported Marian model cuts it with its target.spm).
+        target_ids = translator.tokenize_targets(tf.constant([target]))["target_ids"][0]
     target_ids = _unpadded(target_ids)
-    if not target_ids.size:
+    if not target_ids.size or (target is not None and target_ids.size < 2):  # </s> alone
         raise AttentionError("--target has no tokens to attend from")
     decoder_inputs = np.concatenate([[PAD_ID], target_ids[:-1]]).astype(np.int32)
     _, weights = translator.model((source_ids[None], decoder_inputs[None]),

@@ -19,13 +19,14 @@ weight for weight:
 - the attention projections, with their biases where the model has them: query, key and value
   fused for self-attention, the query and the fused key and value for encoder-decoder
   attention;
-- the SentencePiece pieces as the vocabulary, in id order; the decoder starts from id 0, as the
+- the vocabulary's pieces, in id order; the decoder starts from id 0, as the
   model's shifted-right input does, and padding is never generated (`suppress_sequences`, the
   model's beam search masks it too).
 
-Beside the model files: `vocab.model` (the SentencePiece model) and `export.json` (the checkpoint,
-the run's configuration, the decoding settings and the quantization). Each export is a numbered
-version under --output, as for SavedModels; an existing one is never replaced.
+Beside the model files: the vocabulary (`vocab.model`, the SentencePiece model, or an imported
+model's `vocab.marian`) and `export.json` (the checkpoint, the run's configuration, the decoding
+settings and the quantization). Each export is a numbered version under --output, as for
+SavedModels; an existing one is never replaced.
 
 `Ctranslate2Translator` decodes with such a directory behind the interface `export.lines`
 uses (`tokenize`, `translate_n_best_ids`, `detokenize`), so kt-translate's sorting, batching,
@@ -39,6 +40,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from keras_transformer.beam_search import length_penalty
 from keras_transformer.data import load_vocabulary, vocabulary_file
 from keras_transformer.decoding import EXTRA_LENGTH
 from keras_transformer.export.translator import source_ids_of
@@ -252,12 +254,6 @@ def resolve(directory):
 PATIENCE = 1
 
 
-def penalty(length, alpha, normalization):
-    """The length penalty the model's beam search divides by, `kt.length_penalty` in Python:
-    ((5 + length) / 6) ** alpha (GNMT), or with `normalization` "hf" length ** alpha."""
-    return (length if normalization == "hf" else (5.0 + length) / 6.0) ** alpha
-
-
 class Ctranslate2Translator:
     """Beam search with a CTranslate2 export, behind the `Translator` methods `export.lines`
     calls. Decoding settings default to those the export recorded.
@@ -268,11 +264,13 @@ class Ctranslate2Translator:
         intra_threads: threads of one translation (0: CTranslate2's default).
         patience: CTranslate2's beam stops once beam_size * patience hypotheses have ended
             (default `PATIENCE`, 1 as CTranslate2's).
+        length_normalization: "gnmt" or "hf" (`beam_search.length_penalty`); default the
+            export's.
     """
 
     def __init__(self, directory, beam_size=None, alpha=None, extra_length=None,
                  max_input_length=None, max_output_length=None, compute_type="default",
-                 intra_threads=0, patience=None):
+                 intra_threads=0, patience=None, length_normalization=None):
         ctranslate2 = _ctranslate2()
         self.directory = resolve(directory)
         self.settings = json.loads((self.directory / "export.json").read_text())
@@ -281,13 +279,17 @@ class Ctranslate2Translator:
         self.ids = {piece: index for index, piece in enumerate(self.pieces)}
         self.beam_size = beam_size or self.settings.get("beam_size", 4)
         self.alpha = self.settings.get("alpha", 0.6) if alpha is None else alpha
-        self.length_normalization = self.settings.get("length_normalization", "gnmt")
+        self.length_normalization = (length_normalization
+                                     or self.settings.get("length_normalization", "gnmt"))
         self.extra_length = (self.settings.get("extra_length", EXTRA_LENGTH)
                              if extra_length is None else extra_length)
         self.max_input_length = max_input_length or self.settings.get("max_input_length", 256)
+        # The export's limit unless the caller changed what it came from.
+        recorded = (self.settings.get("max_output_length")
+                    if max_input_length is None and extra_length is None else None)
         self.max_output_length = min(
-            max_output_length or self.settings.get("max_output_length")
-            or self.max_input_length + self.extra_length, POSITIONS)
+            max_output_length or recorded or self.max_input_length + self.extra_length,
+            POSITIONS)
         self.max_input_bytes = 16 * self.max_input_length
         self.patience = PATIENCE if patience is None else patience
         if not 1 <= self.patience < float("inf"):
@@ -297,7 +299,8 @@ class Ctranslate2Translator:
                                              intra_threads=intra_threads)
 
     def _penalty(self, length):
-        return penalty(length, self.alpha, self.length_normalization)
+        """The length penalty the model's beam search divides by (`kt.length_penalty`)."""
+        return float(length_penalty(length, self.alpha, self.length_normalization))
 
     def tokenize(self, texts):
         """As `Translator.tokenize`: {"source_ids": int32 [batch, length]}."""
@@ -350,7 +353,7 @@ class Ctranslate2Translator:
         for i, hypotheses in enumerate(found):
             if not rows[i]:  # an empty input: one empty translation, as the model gives
                 scores[i, 0] = log_probs[i, 0] = 0.0
-            # The model's GNMT beam search ranks by log P / ((5 + length) / 6) ** alpha:
+            # The model's beam search ranks by log P / its length penalty (GNMT's unless "hf"):
             # CTranslate2's hypotheses are given the model's scores and ranked by them.
             ranked = sorted(hypotheses, key=lambda h: -h[0] / self._penalty(len(h[1])))
             for j, (log_prob, tokens) in enumerate(ranked):

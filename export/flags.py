@@ -114,15 +114,15 @@ def apply_decode_preset(args, run_data):
 
 
 def apply_model_decoding(args, hparams):
-    """Fills --length_normalization from the model's hparams, and for a model with a fixed
-    output limit (hparams decode_max_output_length, an imported one's) --max_output_length
-    and --extra_length (the limit then applies whatever the input's length, as where the model
-    came from) where the user left them unset."""
+    """Fills --length_normalization from the model's hparams; and for a model with a fixed
+    output limit (hparams decode_max_output_length, an imported one's) unless --extra_length
+    is given, --max_output_length (the user's, else the model's) and --extra_length alike, so
+    the limit applies whatever the input's length, as where the model came from."""
     if args.length_normalization is None:
         args.length_normalization = hparams.decode_length_normalization
-    limit = hparams.decode_max_output_length
-    if limit is not None and args.max_output_length is None and args.extra_length is None:
-        args.max_output_length = args.extra_length = limit
+    if hparams.decode_max_output_length is not None and args.extra_length is None:
+        args.max_output_length = args.max_output_length or hparams.decode_max_output_length
+        args.extra_length = args.max_output_length
 
 
 def load_members(args):

@@ -242,7 +242,8 @@ def engine_from_flags(args):
             apply_decode_preset(args, None)
         translator = Ctranslate2Translator(
             args.ctranslate2_dir, args.beam_size, args.alpha, args.extra_length,
-            args.max_input_length, args.max_output_length, patience=args.ctranslate2_patience)
+            args.max_input_length, args.max_output_length, patience=args.ctranslate2_patience,
+            length_normalization=args.length_normalization)
         args.alpha, args.beam_size = translator.alpha, translator.beam_size
         return (translator, RunConfig.from_dict(translator.settings["run"],
                                                 f"{translator.directory}'s export.json"),

@@ -294,7 +294,11 @@ class Translator(ConstrainedSearches, tf.Module):
         scores, float32 [batch]) of source_ids, with this translator's calibration: the signs
         that they went wrong, word alignments, and a confidence if calibrated."""
         source_ids, _, _ = self._cut_sources(source_ids)
-        return confidence.signs(self.model, source_ids, target_ids, scores, self.calibration)
+        # Under "hf" a translation stopped at its limit ends with end of sentence all the same.
+        limits = (self._output_limits(source_ids) if self.length_normalization == "hf"
+                  else None)
+        return confidence.signs(self.model, source_ids, target_ids, scores, self.calibration,
+                                limits)
 
     @graph_function(input_signature=[IDS, TARGET_IDS])
     def score_ids(self, source_ids, target_ids):

@@ -36,8 +36,9 @@ class BeamState(NamedTuple):
         finished_ids: int32 [batch, K, buffer_length], the best hypotheses ended so far.
         finished_scores: float32 [batch, K], their scores (log-probability / length
             penalty), best first (-inf: none).
-        settled: bool [batch], sentences whose finished hypotheses can no longer change
-            (under "hf": can no longer take one, by `generate`'s rule).
+        settled: bool [batch], sentences whose search is over. GNMT: their finished
+            hypotheses can no longer change (recomputed each step); "hf": they take no more
+            finished hypotheses, by generate's rule (once settled, settled for good).
         cache: the step function's cache, a nest of [rows, ...], row k of a sentence the
             state of its alive hypothesis k.
         processor_states: a tuple, one a processor (processors.py), each a nest of
@@ -56,25 +57,31 @@ class BeamState(NamedTuple):
 def length_penalty(length, alpha, normalization="gnmt"):
     """What a hypothesis's log-probability is divided by, float32: GNMT's length penalty ((5 +
     length) / 6) ** alpha (Wu et al. 2016, eq. 14), or with `normalization` "hf" Hugging Face's
-    length ** alpha (the tokens generated, end of sentence included)."""
+    length ** alpha (the tokens generated, end of sentence included; an empty output counts as
+    one token, so that its score is its log-probability, not 0 / 0)."""
+    if normalization not in LENGTH_NORMALIZATIONS:
+        raise ValueError(f"length normalization must be one of {LENGTH_NORMALIZATIONS}, got "
+                         f"{normalization!r}")
     length = tf.cast(length, tf.float32)
-    return tf.pow(length if normalization == "hf" else (5.0 + length) / 6.0, alpha)
+    return tf.pow(tf.maximum(length, 1.0) if normalization == "hf" else (5.0 + length) / 6.0,
+                  alpha)
 
 
 def beam_search(step_fn, cache, max_lengths, *, beam_size=4, alpha=0.6, buffer_length=None,
                 eos_id=EOS_ID, start_id=PAD_ID, early_stopping=True, processors=(),
                 length_normalization="gnmt"):
-    """Beam search with the GNMT length penalty and early termination.
+    """Beam search with a length penalty and early termination (GNMT's, or Hugging Face's).
 
     Every step extends each of the `beam_size` alive hypotheses of a sentence by every token and
     ranks the extensions by log-probability: those among the best `beam_size` that end
     (`eos_id`, or the sentence's length limit) join the finished hypotheses, scored by
-    log-probability / `length_penalty(length, alpha)`, and the best `beam_size` that do not end
-    stay alive (taken from the best 2 * beam_size, so the beam stays full). A
-    sentence is done when its `beam_size`-th finished score is at least the best score an alive
-    hypothesis could still reach (its log-probability can only fall, and the penalty is largest
-    at the limit); the search stops when every sentence is done. So the returned hypotheses are
-    those a search run to the limit would return.
+    log-probability / `length_penalty(length, alpha, length_normalization)`, and the best
+    `beam_size` that do not end stay alive (taken from the best 2 * beam_size, so the beam stays
+    full). The search stops when every sentence is settled (`_settled`): with GNMT's penalty,
+    once its `beam_size`-th finished score is at least the best score an alive hypothesis could
+    still reach (its log-probability can only fall, and the penalty is largest at the limit), so
+    the returned hypotheses are those a search run to the limit would return; with "hf", by
+    generate's rule (the module docstring).
 
     Args:
         step_fn: see the module docstring; called with `rows = batch * beam_size`.
@@ -116,7 +123,10 @@ def beam_search(step_fn, cache, max_lengths, *, beam_size=4, alpha=0.6, buffer_l
     batch = batch_size(cache)
     max_lengths, buffer_length = limits_and_buffer(max_lengths, batch, buffer_length)
     beams = beam_size
-    adjust, processor_states = start_processors(processors, Layout(max_lengths, beams))
+    # Under "hf" the last position is end of sentence's (`_end_at_limit`): processors that plan
+    # the tokens to come (a glossary's phrases, a prefix) must finish one token sooner.
+    adjust, processor_states = start_processors(processors, Layout(
+        max_lengths - 1 if length_normalization == "hf" else max_lengths, beams))
     initial = BeamState(
         step=tf.constant(0),
         alive_ids=tf.zeros([batch, beams, buffer_length], tf.int32),

@@ -54,10 +54,16 @@ def cross_attention(model, source_ids, target_ids):
     return tf.add_n(maps) / len(maps) * mask
 
 
-def stopped_at_limit(target_ids):
-    """bool [batch]: hypotheses (int32 [batch, length]) with tokens but no end of sentence."""
-    return tf.reduce_any(target_ids != PAD_ID, axis=1) & ~tf.reduce_any(target_ids == EOS_ID,
-                                                                       axis=1)
+def stopped_at_limit(target_ids, limits=None):
+    """bool [batch]: hypotheses (int32 [batch, length]) with tokens but no end of sentence;
+    with `limits` (int32 [batch], for a search that writes end of sentence at the limit, as
+    "hf" does), also those as long as their limit."""
+    stopped = tf.reduce_any(target_ids != PAD_ID, axis=1) & ~tf.reduce_any(
+        target_ids == EOS_ID, axis=1)
+    if limits is None:
+        return stopped
+    lengths = tf.reduce_sum(tf.cast(target_mask(target_ids), tf.int32), axis=1)
+    return stopped | (lengths >= tf.cast(limits, tf.int32))
 
 
 def repeated_ngrams(target_ids, longest=LOOP_NGRAM, repeats=LOOP_REPEATS):
@@ -99,16 +105,17 @@ def alignment(attention, source_ids, target_ids):
     return tf.where(aligned, best, -1)
 
 
-def features(scores, source_ids, target_ids, attention):
-    """float32 [batch, len(FEATURES)]: the confidence's inputs, in FEATURES' order."""
+def features(scores, source_ids, target_ids, attention, limits=None):
+    """float32 [batch, len(FEATURES)]: the confidence's inputs, in FEATURES' order (`limits`:
+    see `stopped_at_limit`)."""
     source_length = tf.reduce_sum(tf.cast(_source_words_mask(source_ids), tf.float32), axis=1)
     return tf.stack([tf.cast(scores, tf.float32),
-                     tf.cast(stopped_at_limit(target_ids), tf.float32),
+                     tf.cast(stopped_at_limit(target_ids, limits), tf.float32),
                      tf.cast(repeated_ngrams(target_ids), tf.float32),
                      uncovered(attention, source_ids), source_length], axis=1)
 
 
-def signs(model, source_ids, target_ids, scores, calibration=None):
+def signs(model, source_ids, target_ids, scores, calibration=None, limits=None):
     """Everything this module reads of translations, in one teacher-forced pass.
 
     Args:
@@ -118,6 +125,8 @@ def signs(model, source_ids, target_ids, scores, calibration=None):
             unless the search stopped them at the limit, 0-padded).
         scores: float32 [batch], the translations' scores (log-probability / length penalty).
         calibration: a `Calibration`, or None.
+        limits: int32 [batch], each translation's length limit, for a search that writes end
+            of sentence there ("hf"); None: a translation stopped there has none.
 
     Returns:
         {"stopped_at_limit", "repeated_ngrams": bool [batch], "uncovered": float32 [batch],
@@ -126,7 +135,7 @@ def signs(model, source_ids, target_ids, scores, calibration=None):
         float32 [batch] in [0, 1]}.
     """
     attention = cross_attention(model, source_ids, target_ids)
-    inputs = features(scores, source_ids, target_ids, attention)
+    inputs = features(scores, source_ids, target_ids, attention, limits)
     result = {"stopped_at_limit": inputs[:, 1] > 0, "repeated_ngrams": inputs[:, 2] > 0,
               "uncovered": inputs[:, 3], "alignment": alignment(attention, source_ids,
                                                                 target_ids),

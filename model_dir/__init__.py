@@ -3,7 +3,9 @@ kt-translate, kt-export, kt-average and kt-demo read.
 
     model_dir/
       config.json                the run's configuration (config.py: RunConfig, in sections)
-      vocab.model                the shared SentencePiece vocabulary (data.Vocabulary)
+      vocab.model                the shared SentencePiece vocabulary (data.Vocabulary), or
+      vocab.marian               an imported Marian model's (data.MarianVocabulary; kt-import)
+      imported.json              where an imported model's weights came from (marian.py)
       words.txt                  an MT-LSTM's source words, GloVe's (data.glove.WordVocabulary)
       checkpoints/ckpt-<step>/   model.weights.h5, rng.npz, manifest.json (checkpoints.py)
       averaged/ckpt-<step>/      averages (kt-average, kt-train --average_last), same format

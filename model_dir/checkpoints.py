@@ -176,7 +176,8 @@ class CheckpointDirectory:
         return None
 
 
-def _sha256(path):
+def sha256_of(path):
+    """The SHA-256 of file `path`, hex."""
     with open(path, "rb") as file:
         return hashlib.file_digest(file, "sha256").hexdigest()
 
@@ -200,7 +201,7 @@ def _write_manifest(directory, step):
     for name in (WEIGHTS_FILE, RNG_FILE):
         _fsync(directory / name)
         files[name] = {"bytes": (directory / name).stat().st_size,
-                       "sha256": _sha256(directory / name)}
+                       "sha256": sha256_of(directory / name)}
     with open(directory / MANIFEST_FILE, "w", encoding="utf-8") as manifest:
         json.dump({"step": step, "files": files}, manifest, indent=1)
         manifest.flush()
@@ -238,7 +239,7 @@ def verify(path):
         if file.stat().st_size != size:
             raise CheckpointError(f"{file} is truncated or overwritten: "
                                   f"{file.stat().st_size} bytes, the manifest says {size}")
-        if _sha256(file) != digest:
+        if sha256_of(file) != digest:
             raise CheckpointError(f"{file} is corrupted: its SHA-256 differs from the "
                                   f"manifest's")
 

@@ -133,7 +133,7 @@ def load(model_dir, checkpoint=None, dtype="float32", ema=None, model="transform
     try:
         vocab_path = data.vocabulary_file(model_dir)
     except data.VocabularyError as error:
-        raise ModelDirError(f"{error}; the model_dir is incomplete") from None
+        raise ModelDirError(str(error)) from None
     vocabulary = data.load_vocabulary(vocab_path)
     vocabulary.check_size(run.model.vocab_size, f"{model_dir / config.CONFIG_FILE}")
     if dtype not in DTYPES:

@@ -29,7 +29,6 @@ shapes, an activation other than swish/silu, gelu or relu).
 """
 
 import argparse
-import hashlib
 import json
 import pathlib
 import sys
@@ -41,6 +40,8 @@ import keras_transformer as kt
 from keras_transformer import cli, data
 from keras_transformer.model_dir import checkpoints, config
 from keras_transformer.model_dir.hf_checkpoint import (
+    PYTORCH_FILE,
+    SAFETENSORS_FILE,
     CheckpointFormatError,
     read_json,
     read_weights,
@@ -65,13 +66,31 @@ _NORMS = {"self_attn_layer_norm": "self_attention_block",
 # limit and <pad> never written are how "hf" decodes).
 _GENERATION_FOLLOWED = {"early_stopping": False, "renormalize_logits": True, "do_sample": False,
                         "no_repeat_ngram_size": 0, "repetition_penalty": 1.0,
-                        "num_beam_groups": 1, "min_length": 0, "diversity_penalty": 0.0}
+                        "num_beam_groups": 1, "min_length": 0, "diversity_penalty": 0.0,
+                        "max_new_tokens": None, "min_new_tokens": None,
+                        "encoder_no_repeat_ngram_size": 0, "suppress_tokens": None,
+                        "forced_bos_token_id": None, "exponential_decay_length_penalty": None}
+# generate's value for a setting a checkpoint leaves out (transformers 5.23's GenerationConfig).
+_GENERATION_DEFAULTS = dict(_GENERATION_FOLLOWED, renormalize_logits=False)
 # Hugging Face's sinusoid tables hold float64-computed values; ours are computed in float32.
 _POSITION_TOLERANCE = 1e-3
 
 
 class MarianImportError(ValueError):
     """A checkpoint the import cannot represent or read, naming the file and field."""
+
+
+def _check_generation(generation, path):
+    """Refuses decoding settings the model's decoding cannot take, naming the field."""
+    for name, lowest in (("num_beams", 1), ("max_length", 2)):
+        value = generation.get(name)
+        if value is not None and (type(value) is not int or value < lowest):
+            raise MarianImportError(f"{path}: {name} must be an integer >= {lowest}, got "
+                                    f"{value!r}")
+    penalty = generation.get("length_penalty", 1.0)
+    if type(penalty) not in (int, float) or not 0 <= penalty < float("inf"):
+        raise MarianImportError(f"{path}: length_penalty {penalty!r} is not supported (a "
+                                f"finite number >= 0)")
 
 
 def _pairs_equal(config_json, path, pairs):
@@ -82,9 +101,10 @@ def _pairs_equal(config_json, path, pairs):
                 f"{config_json.get(second)!r}; the model has one value for both")
 
 
-def marian_hparams(config_json, generation, path):
-    """The `kt.HParams` of a Marian config (dict of config.json) and its decoding defaults
-    (`generation`: generation_config.json's dict, or config.json's).
+def marian_hparams(config_json, generation, path, generation_path=None):
+    """The `kt.HParams` of a Marian config (dict of config.json at `path`) and its decoding
+    defaults (`generation`: generation_config.json's dict at `generation_path`, or
+    config.json's).
 
     Raises:
         MarianImportError: a field the model cannot represent, named.
@@ -107,6 +127,7 @@ def marian_hparams(config_json, generation, path):
     if activation not in ACTIVATIONS:
         raise MarianImportError(f"{path}: activation_function {activation!r} is not supported "
                                 f"(one of {', '.join(ACTIVATIONS)})")
+    _check_generation(generation, generation_path or path)
     max_length = generation.get("max_length")
     try:
         return kt.hparams.get("transformer_base").override(
@@ -128,6 +149,21 @@ def marian_hparams(config_json, generation, path):
         raise MarianImportError(f"{path}: no {error.args[0]} field") from None
     except (kt.hparams.HParamsError, TypeError, ValueError) as error:
         raise MarianImportError(f"{path}: {error}") from None
+
+
+def _check_special_ids(config_json, path, order, vocabulary):
+    """Refuses config ids of <pad>, </s> and the decoder's start that are not vocab.json's
+    (the model starts from <pad>'s zero row and ends at </s>, as Marian's do)."""
+    marian_id = dict(zip(vocabulary.pieces(range(len(order))), order))
+    pad, eos = marian_id["<pad>"], marian_id["</s>"]
+    for name, wanted in (("pad_token_id", pad), ("eos_token_id", eos),
+                         ("decoder_start_token_id", pad)):
+        if config_json.get(name, wanted) != wanted:
+            raise MarianImportError(f"{path}: {name} is {config_json[name]}, but vocab.json "
+                                    f"gives {'</s>' if wanted == eos else '<pad>'} id {wanted}")
+    if config_json.get("vocab_size", len(order)) != len(order):
+        raise MarianImportError(f"{path}: vocab_size is {config_json['vocab_size']}, but "
+                                f"vocab.json holds {len(order)} pieces")
 
 
 def _override_string(hp):
@@ -158,9 +194,12 @@ def _check_positions(weights, hp, path):
         if name not in weights:
             continue  # recent transformers no longer save them (they are recomputed)
         table = weights[name]
+        if table.ndim != 2 or table.shape[1] != hp.d_model:
+            raise MarianImportError(f"{path}: {name} is {table.shape}, not [positions, "
+                                    f"{hp.d_model}]")
         ours = np.asarray(kt.SinusoidalPositionEncoding(layout="split")(
             np.zeros((1, table.shape[0], hp.d_model), np.float32)))
-        if table.shape[1] != hp.d_model or np.abs(table - ours).max() > _POSITION_TOLERANCE:
+        if np.abs(table - ours).max() > _POSITION_TOLERANCE:
             raise MarianImportError(f"{path}: {name} is not the sinusoid table the model "
                                     f"computes (learned positions are not supported)")
 
@@ -180,6 +219,9 @@ def keras_weights(weights, order, hp, path):
                                 f"vocabulary {len(order)} pieces; vocab.json is not this model's")
     _check_positions(weights, hp, path)
     bias = weights.get("final_logits_bias", np.zeros((1, len(order)), np.float32))
+    if bias.size != len(order):
+        raise MarianImportError(f"{path}: final_logits_bias has {bias.size} values, the "
+                                f"vocabulary {len(order)} pieces")
     ours = {"embedding/embeddings": embedding[order],
             "embedding/bias": bias.reshape(-1)[order]}
     handled = {"shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight",
@@ -244,10 +286,13 @@ def read_marian(directory):
     config_path = directory / "config.json"
     config_json = read_json(config_path)
     generation_path = directory / "generation_config.json"
-    generation = read_json(generation_path) if generation_path.exists() else config_json
-    hp = marian_hparams(config_json, generation, config_path)
+    if not generation_path.exists():
+        generation_path = config_path
+    generation = read_json(generation_path)
+    hp = marian_hparams(config_json, generation, config_path, generation_path)
     vocabulary, order = data.import_marian_vocabulary(
         directory / "source.spm", directory / "target.spm", directory / "vocab.json")
+    _check_special_ids(config_json, config_path, order, vocabulary)
     weights = read_weights(directory)
     model = kt.build_model(hp, vocabulary.vocab_size)
     load_weights_into(model, keras_weights(weights, order, hp, directory), directory)
@@ -262,10 +307,10 @@ def read_marian(directory):
                                target_lang=languages.get("target_lang"),
                                max_length=hp.max_length),
         versions=config.versions())
-    weights_file = next(directory / name for name in ("model.safetensors", "pytorch_model.bin")
+    weights_file = next(directory / name for name in (SAFETENSORS_FILE, PYTORCH_FILE)
                         if (directory / name).is_file())
     facts = {"from": "marian", "directory": str(directory.resolve()),
-             "weights": {"file": weights_file.name, "sha256": _sha256(weights_file)},
+             "weights": {"file": weights_file.name, "sha256": checkpoints.sha256_of(weights_file)},
              "config": config_json, "generation": generation,
              "not_followed": not_followed(generation)}
     return model, vocabulary, run, facts
@@ -274,17 +319,18 @@ def read_marian(directory):
 def not_followed(generation):
     """The generation settings (dict) kt-translate decodes otherwise, as "name value" strings:
     e.g. "renormalize_logits False" (beam scores then keep <pad>'s share of the probability in
-    generate; kt-translate never counts <pad>)."""
-    return [f"{name} {generation[name]!r}" for name, followed in _GENERATION_FOLLOWED.items()
-            if generation.get(name, followed) not in (followed, None)]
-
-
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    generate; kt-translate never counts <pad>), also where generate's default for a setting
+    left out is not what kt-translate does."""
+    found = [f"{name} {generation.get(name, _GENERATION_DEFAULTS[name])!r}"
+             + ("" if name in generation else " (generate's default)")
+             for name, followed in _GENERATION_FOLLOWED.items()
+             if generation.get(name, _GENERATION_DEFAULTS[name]) != followed]
+    pad, eos = generation.get("pad_token_id"), generation.get("eos_token_id")
+    if generation.get("forced_eos_token_id", eos) != eos:
+        found.append(f"forced_eos_token_id {generation.get('forced_eos_token_id')!r}")
+    if generation.get("bad_words_ids", [[pad]]) not in ([[pad]], None):
+        found.append(f"bad_words_ids {generation['bad_words_ids']!r}")
+    return found
 
 
 def import_marian(directory, model_dir):
@@ -333,8 +379,9 @@ def main(argv=None):
     hp = kt.HParams(**run.model.hparams)
     print(f"imported {args.directory} into {path}: {hp.num_layers}+{hp.num_layers} layers, "
           f"d_model {hp.d_model}, {run.model.vocab_size:,} ids; decoding beam "
-          f"{hp.decode_beam_size}, alpha {hp.decode_alpha} (Hugging Face's normalization), up "
-          f"to {hp.decode_max_output_length} tokens", flush=True)
+          f"{hp.decode_beam_size}, alpha {hp.decode_alpha} (Hugging Face's normalization), "
+          + (f"up to {hp.decode_max_output_length} tokens" if hp.decode_max_output_length
+             else "up to the input's length + 50 tokens"), flush=True)
     ignored = json.loads((path / IMPORT_FILE).read_text(encoding="utf-8"))["not_followed"]
     if ignored:
         print(f"kt-import: warning: generation settings kt-translate does not follow: "

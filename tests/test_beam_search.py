@@ -283,3 +283,47 @@ def test_vocabulary_top_k_is_top_k(vocab, k, seed, masked, few_values, jit_compi
     got = tf.function(vocabulary_top_k, jit_compile=jit_compile)(tf.constant(values), k)
     np.testing.assert_array_equal(got[0].numpy(), expected.values.numpy())
     np.testing.assert_array_equal(got[1].numpy(), expected.indices.numpy())
+
+
+def generate_beam_search(table, sentence, limit, beams, alpha):
+    """transformers 5.23's `_beam_search` for one sentence, transcribed (generate's defaults:
+    early_stopping=False, forced end of sentence at the limit): (score, ids) best first."""
+    running, finished, settled = [(0.0, [])] + [(-1e9, [])] * (beams - 1), [], False
+    for step in range(limit):
+        length = step + 1
+        candidates = []
+        for score, ids in running:
+            log_probs = log_softmax(table[sentence, step, ids[-1] if ids else 0])
+            if length == limit:  # ForcedEOSTokenLogitsProcessor
+                log_probs = np.where(np.arange(VOCAB) == EOS, 0.0, -np.inf)
+            candidates += [(score + log_probs[t], ids + [t]) for t in range(VOCAB)]
+        top = sorted(candidates, key=lambda c: -c[0])[:2 * beams]
+        ends = [ids[-1] == EOS or length >= limit for _, ids in top]
+        if not settled:  # only the best `beams` candidates may finish
+            finished += [(score / length ** alpha, ids) for rank, ((score, ids), end)
+                         in enumerate(zip(top, ends)) if end and rank < beams]
+            finished = sorted(finished, key=lambda c: -c[0])[:beams]
+        running = ([c for c, end in zip(top, ends) if not end] + [(-1e9, [])] * beams)[:beams]
+        settled |= len(finished) == beams and running[0][0] / length ** alpha <= finished[-1][0]
+        if settled:
+            break
+    return finished
+
+
+@pytest.mark.parametrize("beams", [1, 2, 3])
+def test_hf_normalization_is_generates_beam_search(rng, beams):
+    """length_normalization "hf" against the transcription above on random tables: the same
+    finished hypotheses and scores, end of sentence favoured so that they end at every length,
+    some settled by generate's heuristic before a better one could finish."""
+    sentences, limit, alpha = 40, 6, 1.0
+    table = rng.normal(size=(sentences, limit, VOCAB, VOCAB)) * 2.0
+    table[..., EOS] -= 1.0
+    ids, scores = beam_search(*table_step(table), limit, beam_size=beams, alpha=alpha,
+                              eos_id=EOS, length_normalization="hf")
+    for sentence in range(sentences):
+        expected = generate_beam_search(table, sentence, limit, beams, alpha)
+        for k, (score, hypothesis) in enumerate(expected):
+            np.testing.assert_allclose(scores[sentence, k], score, rtol=1e-5)
+            assert list(ids[sentence, k, :len(hypothesis)]) == hypothesis
+            assert not ids[sentence, k, len(hypothesis):].numpy().any()
+        assert np.all(np.isneginf(scores[sentence, len(expected):]))

@@ -6,13 +6,16 @@ logits, `generate`'s greedy and beam-4 outputs (Hugging Face's length normalizat
 stopping rule, forced end of sentence at max_length) and, exported, the same strings in a fresh
 process; fine-tune and resume; and refuse what it cannot represent, naming it."""
 
+import io
 import json
 import pathlib
 import pickle
 import shutil
 import sys
+import types
 import zipfile
 from subprocess import run
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -72,13 +75,11 @@ def test_teacher_forced_logits_are_marian_mt_models(loaded):
     """A batch of 6 sentences, padded on both sides: every real position's logits over the
     whole vocabulary within 1e-4 (measured: 3.3e-6)."""
     pad = MARIAN_IDS["<pad>"]
-    labels = ARRAYS["labels"]  # -100 after each target's end, as transformers pads labels
-    source = np.where(ARRAYS["input_ids"] == pad, 0, np.array(our_ids(loaded, ARRAYS["input_ids"])))
-    target = np.where(labels == -100, 0,
-                      np.array(our_ids(loaded, np.where(labels == -100, pad, labels))))
+    labels = ARRAYS["labels"]  # padded with <pad>, as the tokenizer pads them
+    source, target = (np.array(our_ids(loaded, ids)) for ids in (ARRAYS["input_ids"], labels))
     decoder_input = np.pad(target[:, :-1], [[0, 0], [1, 0]])
     logits = loaded.model((source, decoder_input), training=False).numpy()
-    real = labels != -100
+    real = labels != pad
     np.testing.assert_allclose(logits[real], ARRAYS["logits"][:, :, marian_order(loaded)][real],
                                atol=1e-4)
 
@@ -94,10 +95,14 @@ def test_kt_translate_gives_generates_outputs(imported, loaded, name, beam_flags
     assert translator.max_output_length == 63 and translator.beam_size == (4 if name == "beam4"
                                                                            else 1)
     sources = tf.constant(REFERENCE["sources"])
-    ids = translator.translate_ids(translator.tokenize(sources)["source_ids"])["ids"].numpy()
+    source_ids = translator.tokenize(sources)["source_ids"]
+    best = translator.translate_ids(source_ids)
     pad = MARIAN_IDS["<pad>"]
-    assert [[int(i) for i in row if i] for row in ids] == our_ids(
-        loaded, [[i for i in row if i != pad] for row in ARRAYS[name]])
+    expected = our_ids(loaded, [[i for i in row if i != pad] for row in ARRAYS[name]])
+    assert [[int(i) for i in row if i] for row in best["ids"].numpy()] == expected
+    # Each output the limit ended (with end of sentence, as generate does) is said to be so.
+    signs = translator.check_ids(source_ids, best["ids"], best["scores"])
+    assert list(signs["stopped_at_limit"].numpy()) == [len(row) == 63 for row in expected]
     translations = translator.translate(sources)["translations"].numpy()
     assert [text.decode("utf-8") for text in translations] == REFERENCE[name]
 
@@ -109,21 +114,35 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  registers the SentencePiece ops
 
 model = tf.saved_model.load(sys.argv[1])
-out = model.signatures["serving_default"](inputs=tf.constant(json.loads(sys.stdin.read())))
+request = json.loads(sys.stdin.read())
+out = model.signatures["serving_default"](inputs=tf.constant(request["inputs"]))
+scored = model.signatures["score"](inputs=tf.constant(request["inputs"][:len(request["targets"])]),
+                                   targets=tf.constant(request["targets"]))
 print(json.dumps({"our_modules": sorted(m for m in sys.modules if m.startswith("keras_transf")),
-                  "translations": [t.decode("utf-8") for t in out["translations"].numpy()]}))
+                  "translations": [t.decode("utf-8") for t in out["translations"].numpy()],
+                  "scores": scored["scores"].numpy().tolist()}))
 """
 
 
 def test_the_export_serves_generates_strings_in_a_fresh_process(imported, tmp_path):
+    """Its translations are generate's; its scores of the 6 reference pairs (target.spm in the
+    graph) are MarianMTModel's log-probabilities without <pad>, over length ** 1.0."""
     result = run_main(saved_model.main, "--model_dir", imported, "--output", tmp_path)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "1" / "assets" / "vocab.marian").is_file()
     served = run([sys.executable, "-c", CLIENT, str(tmp_path / "1")], capture_output=True,
-                 text=True, input=json.dumps(REFERENCE["sources"]), timeout=600)
+                 text=True, timeout=600, input=json.dumps(
+                     {"inputs": REFERENCE["sources"], "targets": REFERENCE["targets"]}))
     assert served.returncode == 0, served.stderr
     reply = json.loads(served.stdout)
     assert reply["our_modules"] == [] and reply["translations"] == REFERENCE["beam4"]
+    pad, labels = MARIAN_IDS["<pad>"], ARRAYS["labels"]
+    logits = np.delete(ARRAYS["logits"], pad, axis=-1).astype(np.float64)  # pad is the last
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    real = labels != pad
+    chosen = np.take_along_axis(log_probs, np.where(real, labels, 0)[..., None], -1)[..., 0]
+    expected = (chosen * real).sum(1) / real.sum(1)
+    np.testing.assert_allclose(reply["scores"], expected, rtol=1e-4)
 
 
 def test_the_ctranslate2_export_decodes_greedily_as_generate(imported, tmp_path):
@@ -145,21 +164,71 @@ def test_the_ctranslate2_export_decodes_greedily_as_generate(imported, tmp_path)
 
 
 def test_pytorch_files_are_read_without_pytorch(tmp_path):
-    """pytorch_model.bin (with the position tables and tied copies older uploads hold) gives
-    the safetensors file's weights; a pickle naming anything but tensors is not run."""
+    """pytorch_model.bin in PyTorch's legacy format (the 2020 uploads': position tables, tied
+    copies sharing one storage) and in its zip format give the safetensors file's weights."""
     weights = hf_checkpoint.read_weights(CHECKPOINT)  # model.safetensors, read first
-    shutil.copytree(CHECKPOINT, tmp_path / "bin")
-    (tmp_path / "bin" / "model.safetensors").unlink()
-    from_pytorch = hf_checkpoint.read_weights(tmp_path / "bin")
-    assert "model.encoder.embed_positions.weight" in from_pytorch
-    for name, value in weights.items():
-        np.testing.assert_array_equal(from_pytorch[name], value)
-    hostile = tmp_path / "hostile" / "pytorch_model.bin"
-    hostile.parent.mkdir()
-    with zipfile.ZipFile(hostile, "w") as archive:
-        archive.writestr("archive/data.pkl", pickle.dumps(print))  # builtins.print
-    with pytest.raises(hf_checkpoint.CheckpointFormatError, match="builtins.print"):
-        hf_checkpoint.read_weights(hostile.parent)
+    for name in ("pytorch_model.bin", "zip_format/pytorch_model.bin"):
+        copy = tmp_path / name.replace("/", "_")
+        copy.mkdir()
+        shutil.copy(CHECKPOINT / name, copy / "pytorch_model.bin")
+        from_pytorch = hf_checkpoint.read_weights(copy)
+        assert "model.encoder.embed_positions.weight" in from_pytorch
+        for key, value in weights.items():
+            np.testing.assert_array_equal(from_pytorch[key], value, err_msg=f"{name}: {key}")
+
+
+def torch_like_file(path, content, size=(2,), stride=(2,), count=4):
+    """Writes a zip-format PyTorch file whose data.pkl is `content`'s pickle, the tensors in it
+    ({name: None}) of `size` and `stride` over one storage of `count` floats, as torch.save
+    would name them (stand-ins for torch's names, so that no PyTorch is needed)."""
+    fake_torch, fake_utils = types.ModuleType("torch"), types.ModuleType("torch._utils")
+
+    def _rebuild_tensor_v2(*args):
+        return args
+    _rebuild_tensor_v2.__module__, _rebuild_tensor_v2.__qualname__ = ("torch._utils",
+                                                                      "_rebuild_tensor_v2")
+    storage_type = type("FloatStorage", (), {"__module__": "torch"})
+    fake_utils._rebuild_tensor_v2, fake_torch.FloatStorage = _rebuild_tensor_v2, storage_type
+    storage = object()
+
+    class Tensor:
+        def __reduce__(self):
+            return _rebuild_tensor_v2, (storage, 0, size, stride, False, {})
+
+    class Pickler(pickle.Pickler):
+        def persistent_id(self, obj):
+            return ("storage", storage_type, "0", "cpu", count) if obj is storage else None
+
+    buffer = io.BytesIO()
+    with mock.patch.dict(sys.modules, {"torch": fake_torch, "torch._utils": fake_utils}):
+        Pickler(buffer, protocol=2).dump({key: Tensor() if value is None else value
+                                          for key, value in content.items()})
+    path.mkdir(parents=True)
+    with zipfile.ZipFile(path / "pytorch_model.bin", "w") as archive:
+        archive.writestr("archive/data.pkl", buffer.getvalue())
+        archive.writestr("archive/data/0", np.arange(count, dtype=np.float32).tobytes())
+    return path
+
+
+def test_a_weights_file_runs_nothing_and_reads_nothing_outside_its_storages(tmp_path):
+    good = hf_checkpoint.read_weights(torch_like_file(tmp_path / "good", {"w": None}))
+    np.testing.assert_array_equal(good["w"], [0.0, 2.0])  # every second value
+    with pytest.raises(hf_checkpoint.CheckpointFormatError, match="w lies outside its storage"):
+        hf_checkpoint.read_weights(torch_like_file(tmp_path / "far", {"w": None}, size=(3,)))
+    with pytest.raises(hf_checkpoint.CheckpointFormatError, match=r"holds __builtin__\.print"):
+        hf_checkpoint.read_weights(torch_like_file(tmp_path / "hostile", {"w": print}))
+
+
+def test_the_import_from_pytorchs_file_checks_its_position_tables(tmp_path, loaded):
+    copy = checkpoint_copy(tmp_path / "bin")
+    (copy / "model.safetensors").unlink()
+    model = loading.load(marian.import_marian(copy, tmp_path / "bin_import")).model
+    for ours, theirs in zip(model.weights, loaded.model.weights):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    weights = hf_checkpoint.read_weights(copy)
+    weights["model.decoder.embed_positions.weight"][5] += 0.01  # not sinusoids
+    with pytest.raises(marian.MarianImportError, match="decoder.embed_positions.weight is not "):
+        marian.keras_weights(weights, list(range(len(MARIAN_IDS))), loaded.hparams, copy)
 
 
 def checkpoint_copy(tmp_path, **config_changes):
@@ -245,10 +314,12 @@ def test_the_imported_model_fine_tunes_resumes_and_translates(imported, tmp_path
 def test_generation_settings_it_does_not_follow_are_named(tmp_path):
     copy = checkpoint_copy(tmp_path)
     settings = json.loads((copy / "generation_config.json").read_text())
+    del settings["renormalize_logits"]  # generate's default is False
     (copy / "generation_config.json").write_text(json.dumps(
-        dict(settings, early_stopping=True, renormalize_logits=False, num_beams=6)))
+        dict(settings, early_stopping=True, num_beams=6, forced_eos_token_id=None)))
     result = run_main(marian.main, "--from", "marian", copy, "--model_dir", tmp_path / "out")
     assert result.returncode == 0, result.stderr
     assert "decoding beam 6, alpha 1.0" in result.stdout
     assert ("generation settings kt-translate does not follow: early_stopping True, "
-            "renormalize_logits False") in result.stderr
+            "renormalize_logits False (generate's default), forced_eos_token_id None"
+            ) in result.stderr

@@ -31,7 +31,8 @@ CoVe's MT-LSTM trains the same way over fixed GloVe vectors of the source words:
     kt-train --model_dir runs/mt_lstm --hparams cove_mt_lstm --data bible_en_es \
         --glove glove.6B.50d.txt.bz2 --glove_words 100000 --batch_tokens 4096
 
-The run's configuration goes to model_dir/config.json, the vocabulary to model_dir/vocab.model,
+The run's configuration goes to model_dir/config.json, the vocabulary to model_dir/vocab.model
+(vocab.marian when fine-tuning an imported model),
 checkpoints to model_dir/checkpoints/, TensorBoard logs to model_dir/logs/. Running the same
 command again resumes from the last checkpoint with the same step count and learning rate;
 `--model_dir` alone is enough to resume, and flags that contradict the saved model or data are
@@ -53,7 +54,8 @@ def argument_parser():
     add("--hparams_override", help='comma-separated overrides, e.g. "dropout=0.2,num_layers=4"')
     data.sources.add_flags(parser, config.DataConfig.corpus, unset_defaults=True)
     add("--vocab", help="SentencePiece model to use; built here from the training data if the "
-                        "file does not exist (default: model_dir/vocab.model)")
+                        "file does not exist (default: model_dir/vocab.model), or an imported "
+                        "model's vocab.marian")
     add("--vocab_size", dest="build_vocab_size", type=at_least(260),
         help="ids in a vocabulary built by this run (default 8000, or the paper's 16000 for a "
              "treebank; the paper's WMT en-de: ~37000)")

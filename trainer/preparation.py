@@ -22,14 +22,18 @@ def prepare_vocabulary(model_dir, corpus, *, vocab, vocab_size, build_size, writ
     multi-worker run read `vocab`, or model_dir's vocabulary if it is already there.
     """
     given = pathlib.Path(vocab) if vocab else None
+    try:
+        existing = data.vocabulary_file(model_dir)
+    except data.VocabularyError:
+        existing = None
     if given is not None:
         target = model_dir / (data.MarianVocabulary.FILE_NAME if given.suffix == ".marian"
                               else config.VOCAB_FILE)
+        if existing is not None and existing != target:
+            raise ConfigError(f"--vocab {given} is not the kind of vocabulary this run was "
+                              f"started with ({existing}); drop --vocab to continue the run")
     else:
-        try:
-            target = data.vocabulary_file(model_dir)
-        except data.VocabularyError:
-            target = model_dir / config.VOCAB_FILE
+        target = existing or model_dir / config.VOCAB_FILE
         given = target
     if not target.exists() and write:
         if not given.exists():
