@@ -35,7 +35,7 @@ from sentencepiece import sentencepiece_model_pb2
 
 from keras_transformer.data.vocab import (
     VocabularyError,
-    append_end_of_sentence,
+    encoded,
     live_tokenizer,
     normalize_texts,
 )
@@ -151,10 +151,7 @@ class MarianVocabulary(tf.Module):
     def encode(self, texts, max_length=None):
         """tf.string [batch] -> the model's input, as `data.Vocabulary.encode`: `tokenize`'s
         ids cut to `max_length - 1`, then end of sentence; a blank text an empty row."""
-        tokens = self.tokenize(texts)
-        if max_length is not None:
-            tokens = tokens[:, :max_length - 1]
-        return append_end_of_sentence(tokens)
+        return encoded(self.tokenize(texts), max_length)
 
     def detokenize(self, ids):
         """int ids [batch, length] (dense or ragged) or [length] -> tf.string [batch] or scalar.

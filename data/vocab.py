@@ -162,10 +162,7 @@ class Vocabulary(tf.Module):
         path: the training pipeline, in-training evaluation and the `Translator` (kt-translate,
         the SavedModel) all encode through it.
         """
-        tokens = self.tokenize(texts)
-        if max_length is not None:
-            tokens = tokens[:, :max_length - 1]
-        return append_end_of_sentence(tokens)
+        return encoded(self.tokenize(texts), max_length)
 
     def detokenize(self, ids):
         """int ids [batch, length] (dense or ragged) or [length] -> tf.string [batch] or scalar.
@@ -232,6 +229,14 @@ def live_tokenizer(tokenizer, make):
         except tf.errors.NotFoundError:
             return make()
     return tokenizer
+
+
+def encoded(tokens, max_length=None):
+    """A text's tokens (int RaggedTensor [batch, (length)]) as the model's input: cut to
+    `max_length - 1` (None: not cut), then end of sentence; an empty row stays empty."""
+    if max_length is not None:
+        tokens = tokens[:, :max_length - 1]
+    return append_end_of_sentence(tokens)
 
 
 def append_end_of_sentence(tokens):
