@@ -36,6 +36,7 @@ from sentencepiece import sentencepiece_model_pb2
 from keras_transformer.data.vocab import (
     VocabularyError,
     encoded,
+    ids_to_read,
     live_tokenizer,
     normalize_texts,
 )
@@ -160,16 +161,10 @@ class MarianVocabulary(tf.Module):
         MarianTokenizer's `decode(skip_special_tokens=True)`); the others are joined, each "▁"
         read as a space, and the text stripped.
         """
-        if isinstance(ids, tf.RaggedTensor):
-            ids = ids.to_tensor(default_value=PAD_ID)
-        ids = tf.cast(ids, tf.int32)
-        if ids.shape.rank == 1:
-            return self.detokenize(ids[None])[0]
-        before_eos = tf.cumsum(tf.cast(ids == EOS_ID, tf.int32), axis=1, exclusive=True) == 0
-        keep = before_eos & (ids != EOS_ID) & (ids != PAD_ID) & (ids != UNK_ID)
-        pieces = tf.gather(self._pieces, tf.ragged.boolean_mask(ids, keep))
-        texts = tf.strings.reduce_join(pieces, axis=-1)
-        return tf.strings.strip(tf.strings.regex_replace(texts, _SPACE_SYMBOL, " "))
+        rows, one_row = ids_to_read(ids, SPECIAL_PIECES.values())
+        texts = tf.strings.reduce_join(tf.gather(self._pieces, rows), axis=-1)
+        texts = tf.strings.strip(tf.strings.regex_replace(texts, _SPACE_SYMBOL, " "))
+        return texts[0] if one_row else texts
 
     def pieces(self, ids):
         """The piece of each id in int ids [length], as str: e.g. ['▁In', '▁the', '</s>']."""

@@ -169,14 +169,9 @@ class Vocabulary(tf.Module):
 
         Reads each row up to its first end-of-sentence id and skips padding.
         """
-        if isinstance(ids, tf.RaggedTensor):
-            ids = ids.to_tensor(default_value=PAD_ID)
-        ids = tf.cast(ids, tf.int32)
-        if ids.shape.rank == 1:
-            return self.detokenize(ids[None])[0]
-        before_eos = tf.cumsum(tf.cast(ids == EOS_ID, tf.int32), axis=1, exclusive=True) == 0
-        keep = before_eos & (ids != EOS_ID) & (ids != PAD_ID)
-        return self._live_tokenizer().detokenize(tf.ragged.boolean_mask(ids, keep))
+        rows, one_row = ids_to_read(ids, (EOS_ID, PAD_ID))
+        texts = self._live_tokenizer().detokenize(rows)
+        return texts[0] if one_row else texts
 
     def pieces(self, ids):
         """The subword of each id in int ids [length], as str: e.g. ['▁In', '▁the', '</s>']."""
@@ -229,6 +224,22 @@ def live_tokenizer(tokenizer, make):
         except tf.errors.NotFoundError:
             return make()
     return tokenizer
+
+
+def ids_to_read(ids, left_out):
+    """Output ids to detokenize: int ids [batch, length] (dense or ragged) or [length] ->
+    (int32 RaggedTensor [batch, (kept)]: each row up to its first end of sentence, without the
+    ids in `left_out`; whether `ids` was one row)."""
+    if isinstance(ids, tf.RaggedTensor):
+        ids = ids.to_tensor(default_value=PAD_ID)
+    ids = tf.cast(ids, tf.int32)
+    one_row = ids.shape.rank == 1
+    if one_row:
+        ids = ids[None]
+    keep = tf.cumsum(tf.cast(ids == EOS_ID, tf.int32), axis=1, exclusive=True) == 0
+    for left in left_out:
+        keep &= ids != left
+    return tf.ragged.boolean_mask(ids, keep), one_row
 
 
 def encoded(tokens, max_length=None):
