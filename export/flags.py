@@ -191,6 +191,13 @@ def translator_from_flags(args, max_batch_size):
     return translator, members
 
 
+def beam_description(translator):
+    """"beam 4, alpha 0.6" of a `Translator` (or `Ctranslate2Translator`), naming Hugging
+    Face's length normalization where it ranks the hypotheses."""
+    hf = " (Hugging Face's length normalization)" if translator.length_normalization == "hf" else ""
+    return f"beam {translator.beam_size}, alpha {translator.alpha}{hf}"
+
+
 def checkpoints(members):
     """The members' checkpoints, as the commands print them ("A" or "A + B")."""
     return " + ".join(f"{member.checkpoint}{' (moving averages)' if member.ema else ''}"

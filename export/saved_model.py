@@ -57,7 +57,12 @@ import tensorflow as tf
 from keras_transformer.cli import at_least
 from keras_transformer.export.ctranslate2 import QUANTIZATIONS, export_ctranslate2
 from keras_transformer.export.documents import DOCUMENTS, DocumentTranslator
-from keras_transformer.export.flags import add_decoding_flags, checkpoints, translator_from_flags
+from keras_transformer.export.flags import (
+    add_decoding_flags,
+    beam_description,
+    checkpoints,
+    translator_from_flags,
+)
 from keras_transformer.export.glossary import (
     GLOSSARY_SOURCES,
     GLOSSARY_TARGETS,
@@ -256,8 +261,8 @@ def main(argv=None):
           f"score{', translate_document' if args.documents else ''}"
           f"{', translate_with_glossary' if args.glossaries else ''}"
           f"{', translate_with_markup' if args.markup else ''}"
-          f"{'; with a confidence (calibration.json)' if translator.calibration else ''}; beam "
-          f"{args.beam_size}, alpha {args.alpha}, inputs cut at {translator.max_input_length} "
+          f"{'; with a confidence (calibration.json)' if translator.calibration else ''}; "
+          f"{beam_description(translator)}, inputs cut at {translator.max_input_length} "
           f"tokens, at most {translator.max_batch_size} sentences a request")
     return 0
 

@@ -36,6 +36,7 @@ from keras_transformer.export.flags import (
     add_batch_size_flag,
     add_decoding_flags,
     apply_decode_preset,
+    beam_description,
     checkpoints,
     translator_from_flags,
     with_batch_size,
@@ -308,7 +309,7 @@ def summary(args, translator, used, count, seconds):
     """The line that says what translated how many sentences how fast."""
     search = (f"sampling at temperature {args.sampling_temperature}, top-k "
               f"{args.sampling_top_k or 'all'}, --seed {args.seed}" if args.sampling_temperature
-              else f"beam {args.beam_size}, alpha {args.alpha}")
+              else beam_description(translator))
     if args.engine == "ctranslate2" and translator.patience != PATIENCE:
         search += f", patience {translator.patience}"
     return (f"translated {count} sentence(s) in {seconds:.1f} s "

@@ -309,6 +309,8 @@ def test_the_imported_model_fine_tunes_resumes_and_translates(imported, tmp_path
                           tmp_path / "input.txt", "--beam_size", "1")
     assert translated.returncode == 0, translated.stderr
     assert len(translated.stdout.split("\n")) == 4 and translated.stdout.split("\n")[1] == ""
+    # The fine-tuned run keeps the import's decoding (beam 4, alpha 1.0, generate's ranking).
+    assert "beam 1, alpha 1.0 (Hugging Face's length normalization)" in translated.stderr
 
 
 def test_generation_settings_it_does_not_follow_are_named(tmp_path):
