@@ -22,9 +22,10 @@ import pytest
 import tensorflow as tf
 from conftest import run_main
 
+import keras_transformer as kt
 from keras_transformer import data
 from keras_transformer.export import flags, saved_model, translate
-from keras_transformer.model_dir import hf_checkpoint, loading, marian
+from keras_transformer.model_dir import config, hf_checkpoint, loading, marian
 
 CHECKPOINT = pathlib.Path(__file__).parent / "data" / "marian_tiny"
 REFERENCE = json.loads((CHECKPOINT / "reference.json").read_text(encoding="utf-8"))
@@ -278,10 +279,10 @@ def dev_losses(stdout):
             for line in stdout.splitlines() if line.startswith("evaluation at step")}
 
 
-def test_the_imported_model_fine_tunes_resumes_and_translates(imported, tmp_path):
+def test_the_imported_model_fine_tunes_and_resumes(imported, loaded, tmp_path):
     """kt-train --init_from the import on the bundled pairs: dev loss falls; a second run in
-    the same model_dir resumes from its checkpoint (its vocab.marian kept); kt-translate reads
-    the result."""
+    the same model_dir resumes from its checkpoint (its vocab.marian kept); the result loads
+    with the import's hparams, decoding defaults included."""
     from keras_transformer.trainer import task
 
     corpus = tmp_path / "corpus"  # a few bundled pairs: tokenizing all of them costs seconds
@@ -304,13 +305,11 @@ def test_the_imported_model_fine_tunes_resumes_and_translates(imported, tmp_path
     assert "resuming from" in second.stdout and "ckpt-20" in second.stdout
     losses = {**dev_losses(first.stdout), **dev_losses(second.stdout)}
     assert losses[40] < losses[20] < losses[0] - 1.0, losses
-    (tmp_path / "input.txt").write_text("In the beginning.\n\nAnd God said.\n")
-    translated = run_main(translate.main, "--model_dir", tmp_path / "tuned", "--input",
-                          tmp_path / "input.txt", "--beam_size", "1")
-    assert translated.returncode == 0, translated.stderr
-    assert len(translated.stdout.split("\n")) == 4 and translated.stdout.split("\n")[1] == ""
-    # The fine-tuned run keeps the import's decoding (beam 4, alpha 1.0, generate's ranking).
-    assert "beam 1, alpha 1.0 (Hugging Face's length normalization)" in translated.stderr
+    # The tuned run keeps the import's decoding (beam 4, alpha 1.0, generate's ranking).
+    tuned = config.load(tmp_path / "tuned")
+    assert kt.HParams(**tuned.model.hparams) == loaded.hparams.override(
+        learning_rate_multiplier=0.5, warmup_steps=10)
+    assert data.vocabulary_file(tmp_path / "tuned").name == "vocab.marian"
 
 
 def test_generation_settings_it_does_not_follow_are_named(tmp_path):
