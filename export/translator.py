@@ -305,7 +305,8 @@ class Translator(ConstrainedSearches, tf.Module):
         """The model's log P(target | source) of given pairs, as `keras_transformer.score`
         computes it, with the request bounds of `translate_ids`: sources cut as it cuts them,
         each target cut to the length limit its translation would have (a target that reaches
-        it scores without its end of sentence, as a hypothesis stopped there would); a blank
+        it scores without its end of sentence, as a hypothesis stopped there would; under "hf"
+        its last token there costs nothing, as the search's forced end of sentence); a blank
         source reads as an end of sentence alone.
 
         Args:
@@ -331,6 +332,8 @@ class Translator(ConstrainedSearches, tf.Module):
         keep = tf.range(tf.shape(target_ids)[1])[None, :] < limits[:, None]
         result = scoring.score(self.model, source_ids, tf.where(keep, target_ids, PAD_ID),
                                self.alpha, length_normalization=self.length_normalization)
+        if self.length_normalization == "hf":
+            result = scoring.with_forced_end(result, limits, self.alpha)
         return dict(result, truncated=source_cut | target_cut)
 
     @graph_function(input_signature=[TEXTS])

@@ -68,3 +68,16 @@ def score(model, source_ids, target_ids, alpha=0.6, start_id=PAD_ID, length_norm
     lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
     return {"token_log_probs": token_log_probs, "log_probs": log_probs, "lengths": lengths,
             "scores": log_probs / length_penalty(lengths, alpha, length_normalization)}
+
+
+def with_forced_end(result, limits, alpha):
+    """`score`'s result (with length normalization "hf") where the token at each target's
+    limit (int32 [batch]) costs nothing, for the rows that reach it: the end of sentence "hf"
+    beam search writes there at no cost (generate's forced_eos_token_id), so that scoring a
+    search's output gives its score back."""
+    positions = tf.range(tf.shape(result["token_log_probs"])[1])[None, :]
+    at_limit = (positions == limits[:, None] - 1) & (result["lengths"] >= limits)[:, None]
+    token_log_probs = tf.where(at_limit, 0.0, result["token_log_probs"])
+    log_probs = tf.reduce_sum(token_log_probs, axis=1)
+    return dict(result, token_log_probs=token_log_probs, log_probs=log_probs,
+                scores=log_probs / length_penalty(result["lengths"], alpha, "hf"))

@@ -101,6 +101,9 @@ def test_kt_translate_gives_generates_outputs(imported, loaded, name, beam_flags
     pad = MARIAN_IDS["<pad>"]
     expected = our_ids(loaded, [[i for i in row if i != pad] for row in ARRAYS[name]])
     assert [[int(i) for i in row if i] for row in best["ids"].numpy()] == expected
+    # Scoring each output gives its search score back, also where the limit ended it.
+    np.testing.assert_allclose(translator.score_ids(source_ids, best["ids"])["scores"],
+                               best["scores"], rtol=1e-5)
     # Each output the limit ended (with end of sentence, as generate does) is said to be so.
     signs = translator.check_ids(source_ids, best["ids"], best["scores"])
     assert list(signs["stopped_at_limit"].numpy()) == [len(row) == 63 for row in expected]
