@@ -298,10 +298,6 @@ class Ctranslate2Translator:
                                              compute_type=compute_type,
                                              intra_threads=intra_threads)
 
-    def _penalty(self, length):
-        """The length penalty the model's beam search divides by (`kt.length_penalty`)."""
-        return float(length_penalty(length, self.alpha, self.length_normalization))
-
     def tokenize(self, texts):
         """As `Translator.tokenize`: {"source_ids": int32 [batch, length]}."""
         return {"source_ids": source_ids_of(self.vocabulary, texts, self.max_input_length,
@@ -350,15 +346,19 @@ class Ctranslate2Translator:
         ids = np.zeros([batch, self.beam_size, width], np.int32)
         scores = np.full([batch, self.beam_size], -np.inf, np.float32)
         log_probs = np.full([batch, self.beam_size], -np.inf, np.float32)
+        # The length penalty the model's beam search divides by (`kt.length_penalty`), once
+        # for every length here rather than once for each hypothesis.
+        penalty = length_penalty(np.arange(width + 1), self.alpha,
+                                 self.length_normalization).numpy()
         for i, hypotheses in enumerate(found):
             if not rows[i]:  # an empty input: one empty translation, as the model gives
                 scores[i, 0] = log_probs[i, 0] = 0.0
             # The model's beam search ranks by log P / its length penalty (GNMT's unless "hf"):
             # CTranslate2's hypotheses are given the model's scores and ranked by them.
-            ranked = sorted(hypotheses, key=lambda h: -h[0] / self._penalty(len(h[1])))
+            ranked = sorted(hypotheses, key=lambda h: -h[0] / penalty[len(h[1])])
             for j, (log_prob, tokens) in enumerate(ranked):
                 ids[i, j, :len(tokens)] = [self.ids[token] for token in tokens]
                 log_probs[i, j] = log_prob
-                scores[i, j] = log_prob / self._penalty(len(tokens))
+                scores[i, j] = log_prob / penalty[len(tokens)]
         return {"ids": tf.constant(ids), "scores": tf.constant(scores),
                 "log_probs": tf.constant(log_probs)}

@@ -50,7 +50,7 @@ def read_weights(directory):
         raise CheckpointFormatError(
             f"{directory} holds no weights: neither {SAFETENSORS_FILE} nor {PYTORCH_FILE}"
             + (f" ({', '.join(sharded)}: sharded checkpoints are not read)" if sharded else ""))
-    return {name: (value.astype(np.float32) if np.issubdtype(value.dtype, np.floating)
+    return {name: (value.astype(np.float32, copy=False) if np.issubdtype(value.dtype, np.floating)
                    else value) for name, value in weights.items()}
 
 
