@@ -35,7 +35,8 @@ NEW_RUN_DEFAULTS = {"hparams_name": ("--hparams", "transformer_small"),
                     # few (bench/RESULTS.md, "kt-demo's 10 minutes on both corpora").
                     "data": ("--data", "tatoeba_en_es"),
                     "batch_tokens": ("--batch_tokens", "3072"),
-                    # bfloat16 where the CPU computes it natively: 1.7x the steps on AVX512_BF16.
+                    # bfloat16 where it measures faster: 1.7x the steps on a Zen 5, 0.6x on a
+                    # Xeon whose bfloat16 flags promise it (bench/RESULTS.md).
                     "mixed_precision": ("--mixed_precision", "auto"),
                     "eval_every": ("--eval_every", "300")}
 EXAMPLES = 3

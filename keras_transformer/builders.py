@@ -4,7 +4,7 @@ from keras_transformer import hparams as hparams_lib
 from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.model import Transformer
 from keras_transformer.mt_lstm import MTLSTM
-from keras_transformer.schedules import cooldown_window, paper_adam
+from keras_transformer.schedules import cooldown_window, fitted_peak_step, paper_adam
 
 # HParams fields that are Transformer constructor arguments (the rest are about training).
 MODEL_FIELDS = ("num_layers", "d_model", "d_ff", "num_heads", "d_k", "d_v", "dropout",
@@ -60,13 +60,16 @@ def build_optimizer(hparams, train_steps=None, ema_decay=None):
 
     With `hparams.cooldown_fraction` > 0, the rate falls to zero over that fraction of
     `train_steps` updates (default: `hparams.train_steps`): pass the run's own step count.
-    `ema_decay` (e.g. 0.9999) keeps a moving average of the weights (`paper_adam`).
+    With `hparams.max_warmup_fraction` > 0, the rate peaks within that fraction of them
+    (`fitted_peak_step`). `ema_decay` (e.g. 0.9999) keeps a moving average of the weights
+    (`paper_adam`).
     """
     hp = _resolve(hparams)
+    train_steps = train_steps or hp.train_steps
     return paper_adam(hp.d_model, hp.warmup_steps, hp.learning_rate_multiplier, hp.adam_beta_1,
                       hp.adam_beta_2, hp.adam_epsilon,
-                      cooldown_window(train_steps or hp.train_steps, hp.cooldown_fraction),
-                      ema_decay)
+                      cooldown_window(train_steps, hp.cooldown_fraction), ema_decay,
+                      fitted_peak_step(hp.warmup_steps, train_steps, hp.max_warmup_fraction))
 
 
 def build_loss(hparams):

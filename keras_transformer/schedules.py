@@ -26,12 +26,21 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     decay). The window lives in variables, so `set_cooldown` can place it while a compiled
     train step runs (kt-train does when it learns how many steps a time budget holds).
 
+    A run too short for eq. 3's warmup can reach its peak sooner, not higher: with `peak_step`
+    P < warmup_steps W, the rate rises linearly to eq. 3's peak, d_model^-0.5 * W^-0.5, at
+    step_num P, holds it until step_num W, and follows eq. 3 from there (a warmup-stable-decay
+    shape; P = W is eq. 3 exactly). Shortening eq. 3's own warmup instead would raise the peak
+    to d_model^-0.5 * P^-0.5, which the runs in bench/RESULTS.md found worse. `set_peak_step`
+    moves P while a compiled train step runs, as `set_cooldown` moves the cooldown.
+
     Args:
         d_model: model width.
         warmup_steps: 4000 in the paper.
         multiplier: constant factor (1.0 in the paper).
         cooldown_start, cooldown_end: the cooldown's updates (both or neither; None: eq. 3
             throughout).
+        peak_step: the step_num at which the rate first reaches its peak, 1 to warmup_steps
+            (None: warmup_steps, eq. 3's).
 
     Example:
     >>> schedule = TransformerSchedule(d_model=512, warmup_steps=4000)
@@ -40,10 +49,13 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     >>> cooled = TransformerSchedule(512, 4000, cooldown_start=80_000, cooldown_end=100_000)
     >>> float(cooled(90_000)) == 0.5 * float(schedule(90_000))
     True
+    >>> early = TransformerSchedule(512, 4000, peak_step=1000)
+    >>> float(early(999)) == float(early(3999)) == float(schedule(3999))  # the peak, held
+    True
     """
 
     def __init__(self, d_model, warmup_steps=4000, multiplier=1.0, cooldown_start=None,
-                 cooldown_end=None):
+                 cooldown_end=None, peak_step=None):
         if d_model < 1 or warmup_steps < 1:
             raise ValueError(f"d_model and warmup_steps must be >= 1, got d_model={d_model}, "
                              f"warmup_steps={warmup_steps}")
@@ -55,6 +67,10 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
                                      name="cooldown_window")
         if cooldown_start is not None or cooldown_end is not None:
             self.set_cooldown(cooldown_start, cooldown_end)
+        self._peak_step = tf.Variable(warmup_steps, dtype=tf.int64, trainable=False,
+                                      name="peak_step")
+        if peak_step is not None:
+            self.set_peak_step(peak_step)
 
     @property
     def cooldown(self):
@@ -69,11 +85,28 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
                              f"cooldown_start={start}, cooldown_end={end}")
         self._cooldown.assign([start, end])
 
+    @property
+    def peak_step(self):
+        """The step_num at which the rate first reaches its peak (warmup_steps: eq. 3's)."""
+        return int(self._peak_step.numpy())
+
+    def set_peak_step(self, peak_step):
+        """Makes the rate reach eq. 3's peak at step_num `peak_step` (1 to warmup_steps) and
+        hold it until eq. 3's own peak."""
+        if peak_step is None or not 1 <= peak_step <= self.warmup_steps:
+            raise ValueError(f"peak_step must be in [1, warmup_steps={self.warmup_steps}], got "
+                             f"{peak_step}")
+        self._peak_step.assign(peak_step)
+
     def __call__(self, step):
         iterations = ops.cast(step, "float32")
         step_num = iterations + 1.0
+        peak = self.warmup_steps ** -0.5
+        rise = step_num / ops.cast(self._peak_step, "float32") * peak
+        # With peak_step = warmup_steps, rise is eq. 3's step_num * warmup_steps^-1.5, and the
+        # held peak never the smallest of the three until step_num = warmup_steps.
         rate = (self.multiplier * self.d_model ** -0.5
-                * ops.minimum(ops.rsqrt(step_num), step_num * self.warmup_steps ** -1.5))
+                * ops.minimum(ops.minimum(rise, peak), ops.rsqrt(step_num)))
         start, end = ops.unstack(ops.cast(self._cooldown, "float32"))
         remaining = ops.clip((end - iterations) / ops.maximum(end - start, 1.0), 0.0, 1.0)
         return ops.where(end > 0, rate * remaining, rate)
@@ -81,7 +114,21 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     def get_config(self):
         start, end = self.cooldown or (None, None)
         return {"d_model": self.d_model, "warmup_steps": self.warmup_steps,
-                "multiplier": self.multiplier, "cooldown_start": start, "cooldown_end": end}
+                "multiplier": self.multiplier, "cooldown_start": start, "cooldown_end": end,
+                "peak_step": self.peak_step}
+
+
+def fitted_peak_step(warmup_steps, train_steps, max_warmup_fraction):
+    """The step at which a run of `train_steps` updates reaches its peak rate: eq. 3's
+    `warmup_steps`, or the first `max_warmup_fraction` of the run where that comes sooner (a
+    fraction of 0: eq. 3's always).
+
+    >>> fitted_peak_step(1000, 600, 0.25), fitted_peak_step(1000, 6000, 0.25)
+    (150, 1000)
+    """
+    if not max_warmup_fraction:
+        return warmup_steps
+    return max(1, min(warmup_steps, round(max_warmup_fraction * train_steps)))
 
 
 def cooldown_window(train_steps, cooldown_fraction):
@@ -140,17 +187,18 @@ class FusedAdam(keras.optimizers.Adam):
 
 
 def paper_adam(d_model, warmup_steps=4000, multiplier=1.0, beta_1=0.9, beta_2=0.98,
-               epsilon=1e-9, cooldown=None, ema_decay=None):
+               epsilon=1e-9, cooldown=None, ema_decay=None, peak_step=None):
     """Adam with beta1 0.9, beta2 0.98, epsilon 1e-9 on the eq. 3 schedule, as in section 5.3.
 
     The optimizer is `FusedAdam`: Keras's Adam with TensorFlow's one-pass update kernel.
-    `cooldown`: None, or the (start, end) updates of a `TransformerSchedule` cooldown.
+    `cooldown`: None, or the (start, end) updates of a `TransformerSchedule` cooldown;
+    `peak_step`: None (eq. 3's warmup), or its shorter rise (`TransformerSchedule`).
     `ema_decay`: None (the paper), or d in (0, 1): the optimizer also keeps an exponential moving
     average of the weights, Keras's `use_ema` (after update t, a_t = d a_{t-1} + (1 - d) w_t,
     a_1 = w_1), which `fit` copies into the model at its end.
     """
     return FusedAdam(
         learning_rate=TransformerSchedule(d_model, warmup_steps, multiplier,
-                                          *(cooldown or (None, None))),
+                                          *(cooldown or (None, None)), peak_step=peak_step),
         beta_1=beta_1, beta_2=beta_2, epsilon=epsilon, use_ema=bool(ema_decay),
         ema_momentum=ema_decay or 0.99)

@@ -199,7 +199,7 @@ class ComputeConfig(_Section):
     NAME = "compute"
     CHOICES = {"mixed_precision": PRECISIONS}
 
-    mixed_precision: str = "none"  # "auto": mixed_bfloat16 where the devices have it natively
+    mixed_precision: str = "none"  # "auto": the faster on these devices (devices.choose_policy)
     jit_compile: bool = False
 
 

@@ -8,8 +8,12 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import tempfile
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+# --mixed_precision auto's measurements (keras_transformer/precision_probe.py) cached for the
+# suite's processes, not in the user's ~/.cache.
+os.environ.setdefault("KERAS_TRANSFORMER_CACHE", tempfile.mkdtemp(prefix="kt-test-cache-"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # An xdist worker's share of the cores for TensorFlow (and the commands it starts), not all of
 # them in each: on 2 cores, 2 workers of 2 threads each took the suite 848 s and one thread each

@@ -11,7 +11,7 @@ from keras_transformer import (
     hparams,
     paper_adam,
 )
-from keras_transformer.schedules import FusedAdam, cooldown_window
+from keras_transformer.schedules import FusedAdam, cooldown_window, fitted_peak_step
 
 
 def eq3(step_num, d_model=512, warmup_steps=4000):
@@ -104,6 +104,48 @@ def test_cooldown_config_roundtrip_and_window():
     assert build_optimizer("transformer_base").learning_rate_schedule.cooldown is None
     assert build_optimizer(small.override(cooldown_fraction=0.0)).learning_rate_schedule.cooldown \
         is None
+
+
+@pytest.mark.parametrize("step_num", [1, 50, 250, 251, 999, 1000, 1001, 5000])
+def test_an_earlier_peak_rises_to_eq3s_peak_holds_it_then_follows_eq3(step_num):
+    schedule = TransformerSchedule(256, 1000, peak_step=250)
+    peak = eq3(1000, 256, 1000)
+    expected = (peak * step_num / 250 if step_num <= 250 else
+                peak if step_num <= 1000 else eq3(step_num, 256, 1000))
+    assert float(schedule(step_num - 1)) == pytest.approx(expected, rel=1e-6)
+    # Never above eq. 3's peak: a shorter warmup of eq. 3 itself would have raised it.
+    assert float(schedule(step_num - 1)) <= peak * (1 + 1e-6)
+
+
+def test_the_peak_moves_inside_a_compiled_train_step_and_round_trips():
+    schedule = TransformerSchedule(256, 1000, cooldown_start=400, cooldown_end=500)
+    assert schedule.peak_step == 1000  # eq. 3's
+    rate = tf.function(schedule)
+    assert float(rate(tf.constant(99, tf.int64))) == pytest.approx(eq3(100, 256, 1000), rel=1e-6)
+    schedule.set_peak_step(100)
+    assert float(rate(tf.constant(99, tf.int64))) == pytest.approx(eq3(1000, 256, 1000), rel=1e-6)
+    assert float(rate(tf.constant(450, tf.int64))) == pytest.approx(eq3(1000, 256, 1000) / 2,
+                                                                    rel=1e-5)  # cooling down
+    assert rate.experimental_get_tracing_count() == 1
+    clone = keras.optimizers.schedules.deserialize(
+        keras.optimizers.schedules.serialize(schedule))
+    assert clone.peak_step == 100 and clone.cooldown == (400, 500)
+    for bad in (0, 1001, None):
+        with pytest.raises(ValueError, match=r"peak_step must be in \[1, warmup_steps=1000\]"):
+            schedule.set_peak_step(bad)
+
+
+def test_a_run_shorter_than_its_warmup_peaks_within_its_max_warmup_fraction():
+    assert fitted_peak_step(1000, 600, 0.25) == 150
+    assert fitted_peak_step(1000, 4000, 0.25) == 1000  # long enough for eq. 3's warmup
+    assert fitted_peak_step(1000, 600, 0.0) == 1000  # the paper's: eq. 3 whatever the length
+    assert fitted_peak_step(1000, 1, 0.25) == 1
+    small = hparams.get("transformer_small")
+    assert small.max_warmup_fraction == 0.25
+    assert build_optimizer(small, train_steps=600).learning_rate_schedule.peak_step == 150
+    assert build_optimizer(small).learning_rate_schedule.peak_step == 1000
+    assert build_optimizer("transformer_base", train_steps=600).learning_rate_schedule \
+        .peak_step == 4000
 
 
 def adam_trajectory(optimizer, compiled, densify=False, steps=4):

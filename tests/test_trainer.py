@@ -15,7 +15,7 @@ import pytest
 from conftest import run_main, write_corpus_subset
 
 import keras_transformer as kt
-from keras_transformer import trainer
+from keras_transformer import devices, precision_probe, trainer
 from keras_transformer.model_dir import averaging, checkpoints, config, loading
 from keras_transformer.trainer import average, callbacks, task
 from keras_transformer.trainer.flags import parse_args
@@ -51,13 +51,23 @@ def kt_train_process(model_dir, corpus, *flags, timeout=600):
 TINY = ("--hparams", "transformer_tiny", "--hparams_override", "warmup_steps=20")
 
 
-def test_a_run_writes_its_files_evaluates_and_resumes(tmp_path, small_corpus):
+def test_a_run_writes_its_files_evaluates_and_resumes(tmp_path, small_corpus, monkeypatch):
     model_dir = tmp_path / "run"
+    # --mixed_precision auto reads this machine's measurement from the cache (written here as
+    # the probe would write it for the model's widths: 0.6x, as on the AMX-hidden Xeon).
+    monkeypatch.setenv("KERAS_TRANSFORMER_CACHE", str(tmp_path / "cache"))
+    key = precision_probe.machine_key(devices.cpu_flags(), devices.cores_available(),
+                                      precision_probe.probe_shape(32, 64, 1500))
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "precision.json").write_text(json.dumps({key: {
+        "float32_gflops": 281.0, "bfloat16_gflops": 166.0, "measured": "2026-11-27"}}))
     first = kt_train(model_dir, small_corpus, *TINY, "--train_steps", "6", "--eval_every", "3",
                      "--eval_sentences", "2", "--checkpoint_every_steps", "2",
-                     "--keep_checkpoints", "2")
+                     "--keep_checkpoints", "2", "--mixed_precision", "auto")
     assert first.returncode == 0, first.stderr
     assert "starting at step 0 of 6" in first.stdout
+    assert ("float32 (--mixed_precision auto: bfloat16 matmuls ran 0.59x float32 here (166 "
+            "against 281 GFLOP/s at 1500x32x64, measured 2026-11-27, cached))") in first.stdout
     assert "evaluation at step 3: dev_loss" in first.stdout
     assert re.search(r"dev BLEU \d+\.\d\d, chrF \d+\.\d\d on 2 sentences", first.stdout)
     assert "sacrebleu nrefs:1|case:mixed|eff:no|tok:13a" in first.stdout
@@ -198,7 +208,7 @@ def test_xla_and_bfloat16_training_compiles_once_a_bucket(tmp_path, small_corpus
     # One device trains without tf.distribute (trainer/distribute.py), whose distributed
     # dataset warned that tf.data could not optimize its per-device generator.
     assert "will not be optimized" not in result.stderr, result.stderr
-    assert re.search(r"1 replica\(s\) on CPU \(\d+ cores?(, \w+ bfloat16)?\), mixed_bfloat16, XLA,",
+    assert re.search(r"1 replica\(s\) on CPU \((.+, )?\d+ cores?\), mixed_bfloat16, XLA,",
                      result.stdout) and "done: step 8" in result.stdout
     shapes = re.search(r"XLA compiles the train step once for each of (\d+) batch shapes "
                        r"\(padded lengths 7, 11, 17, 26, 39, 59, 89, 134, 150; bucket_growth "
@@ -332,14 +342,16 @@ class FakeClock:
         return self.now
 
 
-def fit_within_a_minute(monkeypatch, clock, schedule, train_steps, start_step=0):
+def fit_within_a_minute(monkeypatch, clock, schedule, train_steps, start_step=0,
+                        max_warmup_fraction=0.0):
     """A one-minute TimeLimit with cooldown_fraction 0.25 over `model.fit` of a small model,
     whose optimizer has made `start_step` updates (a resumed run); returns (limit, step)."""
     monkeypatch.setattr(callbacks, "time", clock)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
     model.compile(optimizer=keras.optimizers.Adam(schedule), loss="mse")
     model.optimizer.iterations.assign(start_step)
-    limit = callbacks.TimeLimit(1, 0.25, schedule, train_steps)
+    limit = callbacks.TimeLimit(1, 0.25, schedule, train_steps,
+                                max_warmup_fraction=max_warmup_fraction)
     steps = min(train_steps - start_step, 200)  # as kt-train's steps_per_epoch
     rng = np.random.default_rng(0)
     model.fit(rng.normal(size=(steps, 4)), rng.normal(size=(steps, 1)), batch_size=1, epochs=1,
@@ -368,6 +380,33 @@ def test_a_resumed_time_limit_cools_down_over_its_own_steps(monkeypatch):
                                       start_step=1000)
     assert limit.planned_steps == 1057 and step == 1057
     assert schedule.cooldown == (1043, 1057)  # not the last quarter of all 1,057 steps
+
+
+# A step a second from second 6 (the first, traced, ends there): the warmup's plan comes 20
+# steps later, at step 21 (second 26): 35 seconds left at 1 step/s, so about 56 steps, of which
+# the first half (max_warmup_fraction 0.5) may warm up: the rate peaks at step 28, not eq. 3's
+# 100. The cooldown's plan then comes as before (step 41: the last quarter of 56 steps).
+def test_a_time_limit_fits_the_warmup_into_the_budget(monkeypatch, capsys):
+    schedule = kt.TransformerSchedule(16, 100)
+    limit, step = fit_within_a_minute(monkeypatch, FakeClock(), schedule, 1000,
+                                      max_warmup_fraction=0.5)
+    assert schedule.peak_step == 28 and schedule.cooldown == (42, 56) and step == 56
+    peak = 16 ** -0.5 * 100 ** -0.5
+    assert float(schedule(27)) == pytest.approx(peak) and float(schedule(26)) < peak
+    said = capsys.readouterr().out
+    assert ("step 21: the time limit affords about 56 updates (1 steps/s); the learning rate "
+            "peaks at step 28, 0.025: the first 0.5 of them (max_warmup_fraction; eq. 3's "
+            "warmup_steps 100 would outlast them)") in said
+    # A step budget that ends first keeps the peak build_optimizer fitted to it; a budget long
+    # enough for eq. 3's warmup keeps eq. 3's and says where it is.
+    schedule = kt.TransformerSchedule(16, 100, peak_step=20)
+    fit_within_a_minute(monkeypatch, FakeClock(), schedule, 50, max_warmup_fraction=0.5)
+    assert schedule.peak_step == 20
+    schedule = kt.TransformerSchedule(16, 10)
+    fit_within_a_minute(monkeypatch, FakeClock(), schedule, 1000, max_warmup_fraction=0.5)
+    assert schedule.peak_step == 10
+    assert ("the learning rate peaks at step 10, 0.0791: eq. 3's warmup_steps, within "
+            "max_warmup_fraction 0.5") in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("case", ["the step budget ends first", "its cooldown is under way",

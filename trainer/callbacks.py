@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.model_dir.checkpoints import step_of
+from keras_transformer.schedules import fitted_peak_step
 
 
 class TrainingError(RuntimeError):
@@ -157,29 +158,41 @@ class KeepTrainedWeights(keras.callbacks.Callback):
 
 
 class TimeLimit(keras.callbacks.Callback):
-    """Ends training after `minutes` (PeriodicCheckpoint still saves at the end), and fits a
-    learning-rate cooldown into that time.
+    """Ends training after `minutes` (PeriodicCheckpoint still saves at the end), and fits the
+    learning rate's warmup and cooldown into the updates that time affords.
 
-    A cooldown over the last `cooldown_fraction` of a run's updates needs the run's number of
-    updates, which a time budget does not give. So after (1 - cooldown_fraction) of the minutes,
-    this measures the steps per second so far (from the end of the first step: tracing left out;
-    checkpoints and evaluations in, as they recur) and estimates the step at which the time runs
-    out. If that comes before `train_steps`, the schedule's cooldown moves to the last fraction
-    of this command's steps up to there, training stops there (`planned_steps`), and a line
-    says so. The time limit still holds if the machine slows down. The budget is this
-    process's: a resumed run gets its own, whose cooldown starts from eq. 3's rate again.
+    Neither fits without the run's number of updates, which a time budget does not give, so
+    this measures the steps per second (from the end of the first step: tracing left out) and
+    estimates the step at which the time runs out, twice:
+    - Early (`WARMUP_PLAN_STEPS` steps and `WARMUP_PLAN_SHARE` of the minutes after the first
+      step), with `max_warmup_fraction`: if the run will end before eq. 3's warmup would, the
+      schedule's rate peaks within that fraction of the run instead (`set_peak_step`; a step
+      budget that ends first keeps the warmup `build_optimizer` fitted to it). A line says
+      where the rate peaks either way.
+    - After (1 - cooldown_fraction) of the minutes, with a cooldown fraction (checkpoints and
+      evaluations now in the rate, as they recur): if the time ends before `train_steps`, the
+      schedule's cooldown moves to the last fraction of this command's steps up to there,
+      training stops there (`planned_steps`), and a line says so.
+    The time limit still holds if the machine slows down. The budget is this process's: a
+    resumed run gets its own, whose cooldown starts from eq. 3's rate again.
 
     Args:
         minutes: the budget.
         cooldown_fraction: 0 for none.
-        schedule: the `TransformerSchedule` whose cooldown to place (with a cooldown fraction).
+        schedule: the `TransformerSchedule` whose cooldown and peak to place (with a fraction).
         train_steps: the run's step budget.
+        max_warmup_fraction: 0 for eq. 3's warmup whatever the budget.
     """
 
-    def __init__(self, minutes, cooldown_fraction=0.0, schedule=None, train_steps=None):
+    WARMUP_PLAN_STEPS = 20
+    WARMUP_PLAN_SHARE = 0.02
+
+    def __init__(self, minutes, cooldown_fraction=0.0, schedule=None, train_steps=None,
+                 max_warmup_fraction=0.0):
         super().__init__()
         self.seconds = minutes * 60
         self.cooldown_fraction = cooldown_fraction
+        self.max_warmup_fraction = max_warmup_fraction
         self.schedule = schedule
         self.train_steps = train_steps
         self.planned_steps = None
@@ -188,6 +201,7 @@ class TimeLimit(keras.callbacks.Callback):
         self._start = time.monotonic()
         self._start_step = step_of(self.model)
         self._first = None  # (step, time) at the end of the first step
+        self._warmup_plan_due = bool(self.max_warmup_fraction and self.schedule is not None)
         self._plan_due = bool(self.cooldown_fraction)
 
     def on_train_batch_end(self, batch, logs=None):
@@ -195,17 +209,49 @@ class TimeLimit(keras.callbacks.Callback):
         now = time.monotonic()
         if self._first is None:
             self._first = step_of(self.model), now
-        elif self._plan_due and now - self._start >= (1 - self.cooldown_fraction) * self.seconds:
+            self._steps_seen = 0
+        else:
+            self._steps_seen += 1
+        if (self._warmup_plan_due and self._steps_seen >= self.WARMUP_PLAN_STEPS
+                and now - self._first[1] >= self.WARMUP_PLAN_SHARE * self.seconds):
+            self._warmup_plan_due = False
+            self._plan_warmup(step_of(self.model), now)
+        if self._plan_due and now - self._start >= (1 - self.cooldown_fraction) * self.seconds:
             self._plan_due = False
-            self._plan(step_of(self.model), now)
+            self._plan_cooldown(step_of(self.model), now)
         if now - self._start >= self.seconds or (self.planned_steps and
                                                  step_of(self.model) >= self.planned_steps):
             self.model.stop_training = True
 
-    def _plan(self, step, now):
+    def _affordable_steps(self, step, now):
+        """(the step at which the time runs out at the pace since the first step, that pace in
+        steps per second)."""
         first_step, first_time = self._first
         steps_per_second = (step - first_step) / max(now - first_time, 1e-9)
-        steps = step + int(steps_per_second * (self.seconds - (now - self._start)))
+        return step + int(steps_per_second * (self.seconds - (now - self._start))), \
+            steps_per_second
+
+    def _plan_warmup(self, step, now):
+        steps, steps_per_second = self._affordable_steps(step, now)
+        if steps >= self.train_steps:  # the step budget ends first: build_optimizer fitted it
+            return
+        peak_step = fitted_peak_step(self.schedule.warmup_steps, steps,
+                                     self.max_warmup_fraction)
+        warmup = self.schedule.warmup_steps
+        if peak_step < self.schedule.peak_step:
+            self.schedule.set_peak_step(peak_step)
+            why = (f"the first {self.max_warmup_fraction:g} of them (max_warmup_fraction; eq. "
+                   f"3's warmup_steps {warmup} would outlast "
+                   f"{'them' if steps < warmup else 'that'})")
+        else:
+            why = f"eq. 3's warmup_steps, within max_warmup_fraction {self.max_warmup_fraction:g}"
+        peak_step = self.schedule.peak_step
+        print(f"step {step}: the time limit affords about {steps} updates ({steps_per_second:.3g} "
+              f"steps/s); the learning rate peaks at step {peak_step}, "
+              f"{float(self.schedule(peak_step - 1)):.3g}: {why}", flush=True)
+
+    def _plan_cooldown(self, step, now):
+        steps, steps_per_second = self._affordable_steps(step, now)
         current = self.schedule.cooldown
         # Nothing to plan when the time is up (an evaluation ran past it); a step budget that
         # ends first keeps its own cooldown, and so does one under way.

@@ -6,7 +6,7 @@ import argparse
 import re
 
 import keras_transformer as kt
-from keras_transformer import cli, data
+from keras_transformer import cli, data, devices
 from keras_transformer.cli import at_least
 from keras_transformer.data import glove
 from keras_transformer.model_dir import checkpoints, config
@@ -125,9 +125,11 @@ def argument_parser():
              "default 0: none); dev evaluation, kt-translate and kt-export then use the averaged "
              "weights (their --no-ema: the trained ones)")
     add("--mixed_precision", choices=sorted(config.PRECISIONS),
-        help="compute dtype policy (default none: float32); auto: mixed_bfloat16 where the "
-             "devices compute bfloat16 natively (GPUs from Ampere on, CPUs with AVX512_BF16 or "
-             "AMX), else float32")
+        help="compute dtype policy (default none: float32); auto: on GPUs by compute "
+             "capability (mixed_bfloat16 from Ampere on, mixed_float16 on Volta and Turing), on "
+             "a CPU by measuring bfloat16 against float32 matmuls at the model's widths (about "
+             "a second, cached per machine): mixed_bfloat16 where it ran at least "
+             f"{devices.CPU_SPEEDUP_NEEDED:g}x faster")
     add("--jit_compile", action=argparse.BooleanOptionalAction, default=None,
         help="compile the train step with XLA")
     add("--seed", type=int, help=f"random seed (default {defaults.seed})")

@@ -110,7 +110,8 @@ class TrainingLoop:
         if self.trainer.max_minutes:
             fit_callbacks.append(callbacks.TimeLimit(
                 self.trainer.max_minutes, hp.cooldown_fraction,
-                self.optimizer.learning_rate_schedule, self.train_steps))
+                self.optimizer.learning_rate_schedule, self.train_steps,
+                max_warmup_fraction=hp.max_warmup_fraction))
         if evaluator is not None:
             fit_callbacks.append(evaluator)
         return fit_callbacks, stop, saver

@@ -54,12 +54,27 @@ class TrainingResult(typing.NamedTuple):
     averaged: pathlib.Path = None  # checkpoints.average_last's output
 
 
-def policy_of(mixed_precision):
-    """The Keras dtype policy of a compute.mixed_precision value; "auto" asks the devices
-    (`devices.auto_policy`)."""
+def policy_of(mixed_precision, *, measure_cpu=None):
+    """The `devices.PolicyChoice` of a compute.mixed_precision value; "auto" asks the devices
+    (`devices.choose_policy`, which calls `measure_cpu` on a CPU)."""
     if mixed_precision == "auto":
-        return devices.auto_policy()
-    return "float32" if mixed_precision == "none" else mixed_precision
+        return devices.choose_policy(measure_cpu=measure_cpu)
+    return devices.PolicyChoice("float32" if mixed_precision == "none" else mixed_precision,
+                                f"--mixed_precision {mixed_precision}")
+
+
+def cpu_measurement(distribution, hp, batch_tokens):
+    """bfloat16 against float32 on this CPU at the model's widths (`devices.cpu_measurement`);
+    with several workers, the mean of theirs, so that all choose the same precision."""
+    width = 4 * hp.d_model if hp.model == "mt_lstm" else hp.d_ff  # an LSTM's four gates
+    measurement = devices.cpu_measurement(hp.d_model, width, batch_tokens)
+    if not distribute.is_multi_worker(distribution):
+        return measurement
+    workers = distribute.cluster_workers()
+    float32, bfloat16 = distribute.sum_over_workers(
+        distribution, [measurement.float32_gflops, measurement.bfloat16_gflops]) / workers
+    return measurement._replace(float32_gflops=float(float32), bfloat16_gflops=float(bfloat16),
+                                workers=workers)
 
 
 def with_hparams(run):
@@ -91,6 +106,7 @@ class _Setup:
     vocabulary: data.Vocabulary
     words: glove.WordVocabulary = None
     glove_matrix: np.ndarray = None
+    precision: devices.PolicyChoice = None  # the dtype policy, and why
 
 
 class Trainer:
@@ -183,7 +199,9 @@ class Trainer:
         update_batches(run, distribution)
         preparation.warn_about_devices(distribution, run.compute.jit_compile)
         keras.utils.set_random_seed(run.optimization.seed)
-        keras.mixed_precision.set_global_policy(policy_of(run.compute.mixed_precision))
+        precision = policy_of(run.compute.mixed_precision, measure_cpu=lambda: cpu_measurement(
+            distribution, hp, run.batching.batch_tokens))
+        keras.mixed_precision.set_global_policy(precision.policy)
         corpus = run.data.open(self.download)
         model_dir.mkdir(parents=True, exist_ok=True)
         chief = distribute.is_chief(distribution)
@@ -191,7 +209,7 @@ class Trainer:
             model_dir, corpus, vocab=vocab, vocab_size=run.model.vocab_size,
             build_size=self.build_vocab_size or data.default_vocab_size(run.data.corpus),
             write=chief)
-        setup = _Setup(run, hp, distribution, chief, corpus, vocabulary)
+        setup = _Setup(run, hp, distribution, chief, corpus, vocabulary, precision=precision)
         self._prepare_words(setup)
         setup.run = dataclasses.replace(setup.run.updated({
             ("model", "vocab_size"): vocabulary.vocab_size,
@@ -230,11 +248,13 @@ class Trainer:
         run, distribution = setup.run, setup.distribution
         replicas = distribution.num_replicas_in_sync
         multi_worker = distribute.is_multi_worker(distribution)
+        chosen = (f" (--mixed_precision auto: {setup.precision.reason})"
+                  if run.compute.mixed_precision == "auto" else "")
         print(f"{'resuming from ' + str(restored) if restored else 'starting'} at step {step} "
               f"of {train_steps}: {run.model.hparams_name} ({model.count_params():,} "
               f"parameters), {setup.corpus!r}, vocabulary {setup.vocabulary.vocab_size}, "
               f"{replicas} replica(s) on {devices.describe_devices()}, "
-              f"{keras.mixed_precision.global_policy().name}"
+              f"{keras.mixed_precision.global_policy().name}{chosen}"
               f"{', XLA' if run.compute.jit_compile else ''}, model_dir {self.model_dir}",
               flush=True)
         share = update_batches(run, distribution)
