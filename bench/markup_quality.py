@@ -158,7 +158,7 @@ def train(work, corpus, vocab, args, name, flags, log):
     directory = work / name
     if (directory / "checkpoints" / f"ckpt-{args.steps}").exists():
         return directory, None
-    _, _, seconds = quality.train_ours(directory, vocab, corpus, args, flags, log)
+    _, _, seconds, _ = quality.train_ours(directory, vocab, corpus, args, flags, log)
     return directory, seconds / 60
 
 

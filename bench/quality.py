@@ -59,7 +59,8 @@ def run(command, log):
 
 
 def train_ours(model_dir, vocab, corpus, args, flags, log):
-    """kt-train for the budget; returns (steps, target tokens, seconds)."""
+    """kt-train for the budget; returns (steps, target tokens, seconds, schedule): schedule
+    says the precision it trained in and where its rate peaked and cooled down."""
     budget = (["--max_minutes", str(args.minutes)] if args.minutes else
               ["--train_steps", str(args.steps)])
     start = time.monotonic()
@@ -74,7 +75,18 @@ def train_ours(model_dir, vocab, corpus, args, flags, log):
     # Each progress line counts the real target tokens of its LOG_EVERY steps.
     logged = [float(t) for t in re.findall(r"target_tokens ([0-9.e+]+),", output)]
     tokens = sum(logged) / (LOG_EVERY * len(logged)) * steps if logged else float("nan")
-    return steps, tokens, time.monotonic() - start
+    return steps, tokens, time.monotonic() - start, schedule_of(output)
+
+
+def schedule_of(output):
+    """"<precision>; peak at P, cooldown from C" from kt-train's start and plan lines ("-" for
+    what it did not say: a rate that peaked as eq. 3 does, with no time limit)."""
+    said = [match.group(1) if match else "-" for match in (
+        re.search(pattern, output) for pattern in (
+            r"replica\(s\) on .*?, (float32|mixed_bfloat16|mixed_float16)[ ,]",
+            r"the learning rate peaks at step (\d+)",
+            r"the learning rate falls to zero from step (\d+)"))]
+    return f"{said[0]}; peak at {said[1]}, cooldown from {said[2]}"
 
 
 def translate_ours(model_dir, corpus, split, alpha, args, log):
@@ -174,22 +186,24 @@ def main(argv=None):
         if not vocab.exists() and any(name != PEER for name, _ in variants):
             run([sys.executable, "-m", "keras_transformer.data.vocab", *corpus.flags,
                  "--vocab_size", str(args.vocab_size), "--output", str(vocab)], log)
-        rows, peaks = [], [matmul_peak_gflops(args.mixed_precision)]
+        rows, peaks = [], [matmul_peaks()]
         for number, (name, flags) in enumerate(variants):
             if name == PEER:
                 row = run_peer(args, corpus)
             else:
                 model_dir = work / f"{number}-{re.sub(r'[^a-z0-9]+', '-', name.lower())}"
-                steps, tokens, seconds = train_ours(model_dir, vocab, corpus, args, flags, log)
+                steps, tokens, seconds, schedule = train_ours(model_dir, vocab, corpus, args,
+                                                              flags, log)
                 results, alpha = score_ours(model_dir, corpus, args, log)
-                row = dict(steps=steps, tokens=tokens, seconds=seconds, alpha=alpha, **results)
+                row = dict(steps=steps, tokens=tokens, seconds=seconds, alpha=alpha,
+                           schedule=schedule, **results)
             rows.append([name, " ".join(flags) or "-", row["steps"], f"{row['tokens']:,.0f}",
                          f"{row['seconds'] / 60:.1f}", f"{row['tokens'] / row['seconds']:,.0f}",
-                         alpha_cell(row),
+                         alpha_cell(row), row.get("schedule", "-"),
                          *score_cells(row, corpus.splits)])
             print(markdown_table(columns(corpus.splits), rows[-1:]), flush=True)
         log.close()
-        peaks.append(matmul_peak_gflops(args.mixed_precision))
+        peaks.append(matmul_peaks())
     budget = f"{args.minutes:g} minutes" if args.minutes else f"{args.steps} steps"
     where = ("whole dev split and the held-out books (test: bench/heldout.py, not trained on)"
              if "test" in corpus.splits else "whole dev split")
@@ -201,8 +215,9 @@ def main(argv=None):
              f"{args.beam_size}, no length penalty. One run each; minutes: the training's wall "
              f"time (ours: the kt-train command, start-up and checkpoints included); tokens/s: "
              f"target tokens trained a second of those minutes (so ours pays its start-up). "
-             f"{args.mixed_precision} matmul peak (2048^3) "
-             f"before and after the runs: {peaks[0]:.0f} and {peaks[1]:.0f} GFLOP/s.\n\n"
+             f"Matmul peaks (2048^3) before and after the runs: float32 {peaks[0][0]:.0f} and "
+             f"{peaks[1][0]:.0f}, bfloat16 {peaks[0][1]:.0f} and {peaks[1][1]:.0f} GFLOP/s."
+             f"\n\n"
              + markdown_table(columns(corpus.splits), rows))
     print(table)
     append_results(f"Translation quality on {args.data}, {budget}", table)
@@ -221,16 +236,17 @@ def alpha_cell(row):
     return "set's" if row["alpha"] is None else f"{row['alpha']:g}"
 
 
-def matmul_peak_gflops(policy):
+def matmul_peaks():
+    """(float32, bfloat16) 2048^3 matmul peaks, GFLOP/s."""
     from bench.train_step import matmul_peak
 
-    return matmul_peak("bfloat16" if "bfloat16" in policy else "float32") / 1e9
+    return tuple(matmul_peak(dtype) / 1e9 for dtype in ("float32", "bfloat16"))
 
 
 def columns(splits):
     per_split = [f"{split} {what}" for split in splits for what in ("BLEU", "chrF", "length ratio")]
     return ["variant", "kt-train flags", "steps", "target tokens", "minutes", "tokens/s", "alpha",
-            *per_split, f"{splits[0]} precisions 1/2/3/4"]
+            "precision; learning rate", *per_split, f"{splits[0]} precisions 1/2/3/4"]
 
 
 def score_cells(row, splits):

@@ -34,7 +34,9 @@ NEW_RUN_DEFAULTS = {"hparams_name": ("--hparams", "transformer_small"),
                     # Short modern sentences: 10 minutes translate most right; of Bible verses,
                     # few (bench/RESULTS.md, "kt-demo's 10 minutes on both corpora").
                     "data": ("--data", "tatoeba_en_es"),
-                    "batch_tokens": ("--batch_tokens", "3072"),
+                    # Twice the updates of 3,072 in the same 10 minutes: 26.83 dev BLEU
+                    # against 21.28 on a Xeon without bfloat16 (bench/RESULTS.md, 2026-11-28).
+                    "batch_tokens": ("--batch_tokens", "1536"),
                     # bfloat16 where it measures faster: 1.7x the steps on a Zen 5, 0.6x on a
                     # Xeon whose bfloat16 flags promise it (bench/RESULTS.md).
                     "mixed_precision": ("--mixed_precision", "auto"),

@@ -13,6 +13,8 @@ import sys
 import pytest
 from test_trainer import kt_train, small_corpus  # noqa: F401  (a fixture)
 
+from keras_transformer import devices, precision_probe
+
 
 @pytest.fixture(scope="module")
 def replicas_report():
@@ -69,23 +71,25 @@ def free_port():
         return probe.getsockname()[1]
 
 
-def start_workers(commands, stderr=subprocess.PIPE):
+def start_workers(commands, stderr=subprocess.PIPE, environments=None):
     """Starts one process a command, as the workers of one localhost cluster (TF_CONFIG set for
-    each), their output piped (stderr into stdout with `stderr=subprocess.STDOUT`)."""
+    each, and the variables of its `environments` dict), their output piped (stderr into stdout
+    with `stderr=subprocess.STDOUT`)."""
     workers = [f"127.0.0.1:{free_port()}" for _ in commands]
     processes = []
     for index, command in enumerate(commands):
-        environment = dict(os.environ, TF_CONFIG=json.dumps(
-            {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}))
+        environment = dict(os.environ, **(environments[index] if environments else {}),
+                           TF_CONFIG=json.dumps({"cluster": {"worker": workers},
+                                                 "task": {"type": "worker", "index": index}}))
         processes.append(subprocess.Popen(command, env=environment, stdout=subprocess.PIPE,
                                           stderr=stderr, text=True))
     return processes
 
 
-def run_workers(commands, timeout=420):
+def run_workers(commands, timeout=420, environments=None):
     """Runs one command a worker of a localhost cluster; returns their (returncode, stdout,
     stderr), killing any still running when one fails or hangs."""
-    processes = start_workers(commands)
+    processes = start_workers(commands, environments=environments)
     results = []
     try:
         for process in processes:
@@ -115,13 +119,34 @@ def worker_command(model_dir, corpus, vocab, *flags):
             "--hparams", "transformer_tiny", "--log_every", "2", *flags]
 
 
+def precision_caches(tmp_path, speeds):
+    """One environment a worker whose --mixed_precision auto finds (float32, bfloat16) GFLOP/s
+    in its cache for transformer_tiny at 1,500 tokens, as the probe would have written them."""
+    key = precision_probe.machine_key(devices.cpu_flags(), devices.cores_available(),
+                                      precision_probe.probe_shape(32, 64, 1500))
+    environments = []
+    for index, (float32, bfloat16) in enumerate(speeds):
+        cache = tmp_path / f"cache_{index}"
+        cache.mkdir()
+        (cache / "precision.json").write_text(json.dumps({key: {
+            "float32_gflops": float32, "bfloat16_gflops": bfloat16, "measured": "2026-11-28"}}))
+        environments.append({"KERAS_TRANSFORMER_CACHE": str(cache)})
+    return environments
+
+
 def test_two_workers_on_localhost_train_and_agree(tmp_path, small_corpus, worker_vocab):  # noqa: F811
     command = worker_command(tmp_path / "run", small_corpus, worker_vocab, "--accumulate_steps",
-                             "2", "--train_steps", "4")
-    results = run_workers([command, command])
+                             "2", "--train_steps", "4", "--mixed_precision", "auto")
+    # Machines that measure bfloat16 0.6x and 2x float32: alone, one would take float32 and the
+    # other mixed_bfloat16; together they take the mean, 1.3x, and both mixed_bfloat16.
+    results = run_workers([command, command],
+                          environments=precision_caches(tmp_path, [(300, 180), (300, 600)]))
     for returncode, _, stderr in results:
         assert returncode == 0, stderr
     outputs = [stdout for _, stdout, _ in results]
+    for output in outputs:
+        assert ("mixed_bfloat16 (--mixed_precision auto: bfloat16 matmuls ran 1.30x float32 on "
+                "the 2 workers, on average (390 against 300 GFLOP/s") in output, output
     checksums = [re.search(r"done: step 4, weights checksum (\S+),", out).group(1)
                  for out in outputs]
     assert checksums[0] == checksums[1]

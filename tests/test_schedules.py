@@ -141,8 +141,9 @@ def test_a_run_shorter_than_its_warmup_peaks_within_its_max_warmup_fraction():
     assert fitted_peak_step(1000, 600, 0.0) == 1000  # the paper's: eq. 3 whatever the length
     assert fitted_peak_step(1000, 1, 0.25) == 1
     small = hparams.get("transformer_small")
-    assert small.max_warmup_fraction == 0.25
-    assert build_optimizer(small, train_steps=600).learning_rate_schedule.peak_step == 150
+    assert small.max_warmup_fraction == 0.8
+    assert build_optimizer(small, train_steps=600).learning_rate_schedule.peak_step == 480
+    assert build_optimizer(small, train_steps=2000).learning_rate_schedule.peak_step == 1000
     assert build_optimizer(small).learning_rate_schedule.peak_step == 1000
     assert build_optimizer("transformer_base", train_steps=600).learning_rate_schedule \
         .peak_step == 4000

@@ -395,8 +395,14 @@ def test_a_time_limit_fits_the_warmup_into_the_budget(monkeypatch, capsys):
     assert float(schedule(27)) == pytest.approx(peak) and float(schedule(26)) < peak
     said = capsys.readouterr().out
     assert ("step 21: the time limit affords about 56 updates (1 steps/s); the learning rate "
-            "peaks at step 28, 0.025: the first 0.5 of them (max_warmup_fraction; eq. 3's "
-            "warmup_steps 100 would outlast them)") in said
+            "peaks at step 28, 0.025: the first 0.5 of them, sooner than eq. 3's warmup_steps "
+            "100 (max_warmup_fraction)") in said
+    # A peak planned after the cooldown's start (the first 0.9) moves to that start.
+    schedule = kt.TransformerSchedule(16, 100)
+    fit_within_a_minute(monkeypatch, FakeClock(), schedule, 1000, max_warmup_fraction=0.9)
+    assert schedule.peak_step == 43 and schedule.cooldown == (42, 56)
+    assert ("the learning rate falls to zero from step 42 on (cooldown_fraction 0.25), peaking "
+            "there instead of at step 50") in capsys.readouterr().out
     # A step budget that ends first keeps the peak build_optimizer fitted to it; a budget long
     # enough for eq. 3's warmup keeps eq. 3's and says where it is.
     schedule = kt.TransformerSchedule(16, 100, peak_step=20)

@@ -240,9 +240,8 @@ class TimeLimit(keras.callbacks.Callback):
         warmup = self.schedule.warmup_steps
         if peak_step < self.schedule.peak_step:
             self.schedule.set_peak_step(peak_step)
-            why = (f"the first {self.max_warmup_fraction:g} of them (max_warmup_fraction; eq. "
-                   f"3's warmup_steps {warmup} would outlast "
-                   f"{'them' if steps < warmup else 'that'})")
+            why = (f"the first {self.max_warmup_fraction:g} of them, sooner than eq. 3's "
+                   f"warmup_steps {warmup} (max_warmup_fraction)")
         else:
             why = f"eq. 3's warmup_steps, within max_warmup_fraction {self.max_warmup_fraction:g}"
         peak_step = self.schedule.peak_step
@@ -263,9 +262,17 @@ class TimeLimit(keras.callbacks.Callback):
         cooling = max(1, round(self.cooldown_fraction * (steps - self._start_step)))
         start = max(step, steps - cooling)
         self.schedule.set_cooldown(start, steps)
+        # The warmup's plan, from fewer steps' pace, may have put the peak later than this;
+        # it is not made after this one.
+        planned_peak, self._warmup_plan_due = self.schedule.peak_step, False
+        moved = bool(self.max_warmup_fraction) and planned_peak > start + 1
+        if moved:
+            self.schedule.set_peak_step(start + 1)
         print(f"step {step}: the time limit ends near step {steps} ({steps_per_second:.3g} "
               f"steps/s); the learning rate falls to zero from step {start} on "
-              f"(cooldown_fraction {self.cooldown_fraction:g})", flush=True)
+              f"(cooldown_fraction {self.cooldown_fraction:g})"
+              f"{f', peaking there instead of at step {planned_peak}' if moved else ''}",
+              flush=True)
 
 
 class StopOnSignal(keras.callbacks.Callback):
