@@ -48,10 +48,20 @@ def row_of(output, seconds):
     return [f"{policy} ({reason})" if reason else policy,
             found(r"done: step (\d+)", output),
             f"{statistics.median(rates):,.0f}" if rates else "-",
-            found(r"the learning rate peaks at step (\d+)", output),
+            peak_of(output),
             found(r"the learning rate falls to zero from step (\d+)", output),
             found(r"dev BLEU ([0-9.]+) on \d+ sentences", output),
             f"{seconds / 60:.1f}"]
+
+
+def peak_of(output):
+    """Where the rate peaked: the warmup's plan, or the cooldown's start where the cooldown's
+    plan moved the peak there ("738 (planned 792)")."""
+    planned = found(r"the learning rate peaks at step (\d+)", output)
+    if re.search(r"peaking there instead of at step", output):
+        start = found(r"the learning rate falls to zero from step (\d+)", output)
+        return f"{start} (planned {planned})"
+    return planned
 
 
 def cpu_model():
@@ -84,7 +94,8 @@ def main(argv=None):
     if result.returncode:
         sys.exit(f"kt-demo failed ({result.returncode}):\n{result.stderr[-4000:]}")
     after = peaks()
-    table = (f"kt-demo {shlex.join(args.demo_flags)} into a new model_dir, alone on the machine. "
+    table = (f"{shlex.join(['kt-demo', *args.demo_flags])} into a new model_dir, alone on the "
+             f"machine. "
              f"Matmul peaks (2048^3) before and after: float32 {before[0]:.0f} and "
              f"{after[0]:.0f}, bfloat16 {before[1]:.0f} and {after[1]:.0f} GFLOP/s.\n\n"
              + markdown_table(COLUMNS, [row_of(result.stdout, seconds)]))
