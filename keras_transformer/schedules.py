@@ -30,7 +30,8 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     P < warmup_steps W, the rate rises linearly to eq. 3's peak, d_model^-0.5 * W^-0.5, at
     step_num P, holds it until step_num W, and follows eq. 3 from there (a warmup-stable-decay
     shape; P = W is eq. 3 exactly). Shortening eq. 3's own warmup instead would raise the peak
-    to d_model^-0.5 * P^-0.5, which the runs in bench/RESULTS.md found worse. `set_peak_step`
+    to d_model^-0.5 * P^-0.5 (a higher peak was worse at short budgets: bench/RESULTS.md,
+    "A higher learning rate is worse at this budget"). `set_peak_step`
     moves P while a compiled train step runs, as `set_cooldown` moves the cooldown.
 
     Args:
@@ -103,8 +104,8 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         step_num = iterations + 1.0
         peak = self.warmup_steps ** -0.5
         rise = step_num / ops.cast(self._peak_step, "float32") * peak
-        # With peak_step = warmup_steps, rise is eq. 3's step_num * warmup_steps^-1.5, and the
-        # held peak never the smallest of the three until step_num = warmup_steps.
+        # With peak_step = warmup_steps, rise is eq. 3's step_num * warmup_steps^-1.5, which
+        # stays below the held peak until the two meet at step_num = warmup_steps: eq. 3.
         rate = (self.multiplier * self.d_model ** -0.5
                 * ops.minimum(ops.minimum(rise, peak), ops.rsqrt(step_num)))
         start, end = ops.unstack(ops.cast(self._cooldown, "float32"))
