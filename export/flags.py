@@ -95,7 +95,9 @@ def add_decoding_flags(parser, beam=True, preset=None, model_dir_required=True):
                         help="float32 (as trained; default), mixed_bfloat16 (bfloat16 compute "
                              "on float32 weights) or bfloat16 (the same arithmetic with the "
                              "weights stored in bfloat16: half the memory, no weight casts "
-                             "each step; the fastest where the CPU has bfloat16 instructions)")
+                             "each step; the fastest where bfloat16 computes fast: a CPU's "
+                             "flags do not say, kt-train --mixed_precision auto's start line "
+                             "does)")
 
 
 def preset_of(run_data):
