@@ -55,12 +55,12 @@ def row_of(output, seconds):
 
 
 def peak_of(output):
-    """Where the rate peaked: the warmup's plan, or the cooldown's start where the cooldown's
-    plan moved the peak there ("738 (planned 792)")."""
+    """Where the rate peaked: the warmup's plan, or just after the cooldown's start where the
+    cooldown's plan moved the peak there ("739 (planned 792)")."""
     planned = found(r"the learning rate peaks at step (\d+)", output)
     if re.search(r"peaking there instead of at step", output):
         start = found(r"the learning rate falls to zero from step (\d+)", output)
-        return f"{start} (planned {planned})"
+        return f"{int(start) + 1} (planned {planned})"
     return planned
 
 

@@ -81,12 +81,11 @@ def train_ours(model_dir, vocab, corpus, args, flags, log):
 def schedule_of(output):
     """"<precision>; peak at P, cooldown from C" from kt-train's start and plan lines ("-" for
     what it did not say: a rate that peaked as eq. 3 does, with no time limit)."""
-    said = [match.group(1) if match else "-" for match in (
-        re.search(pattern, output) for pattern in (
-            r"replica\(s\) on .*?, (float32|mixed_bfloat16|mixed_float16)[ ,]",
-            r"the learning rate peaks at step (\d+)",
-            r"the learning rate falls to zero from step (\d+)"))]
-    return f"{said[0]}; peak at {said[1]}, cooldown from {said[2]}"
+    from bench.first_run import found, peak_of
+
+    return (f"{found(r'replica[(]s[)] on .*?, (float32|mixed_bfloat16|mixed_float16)[ ,]', output)}"
+            f"; peak at {peak_of(output)}, cooldown from "
+            f"{found(r'the learning rate falls to zero from step ([0-9]+)', output)}")
 
 
 def translate_ours(model_dir, corpus, split, alpha, args, log):

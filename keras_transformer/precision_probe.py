@@ -17,10 +17,12 @@ A cache that cannot be read or written is measured around, never an error.
 import datetime
 import hashlib
 import json
+import math
 import os
 import pathlib
 import re
 import statistics
+import tempfile
 import time
 import typing
 
@@ -44,17 +46,19 @@ class Measurement(typing.NamedTuple):
     shape: tuple  # (tokens, d_model, d_ff)
     measured: str  # ISO date
     cached: bool = False  # read from the cache rather than measured by this process
-    workers: int = 1  # the speeds are the mean of this many machines' (a multi-worker run)
+    workers: int = 1  # the speeds are the slowest of this many machines' (a multi-worker run)
 
     @property
     def speedup(self):
         return self.bfloat16_gflops / self.float32_gflops
 
     def describe(self):
-        """E.g. "bfloat16 ran 0.23x float32 here (matmuls 2048x256x1024, measured now)"."""
+        """E.g. "bfloat16 matmuls ran 0.26x float32 here (50 against 190 GFLOP/s at
+        1536x256x1024, measured now)"."""
         tokens, width, inner = self.shape
         when = f"measured {self.measured}, cached" if self.cached else "measured now"
-        where = "here" if self.workers == 1 else f"on the {self.workers} workers, on average"
+        where = ("here" if self.workers == 1 else
+                 f"on the slowest of the {self.workers} workers in each")
         return (f"bfloat16 matmuls ran {self.speedup:.2f}x float32 {where} "
                 f"({self.bfloat16_gflops:.0f} against {self.float32_gflops:.0f} GFLOP/s at "
                 f"{tokens}x{width}x{inner}, {when})")
@@ -111,7 +115,10 @@ def cache_path():
     """Where measurements are cached (module docstring)."""
     if os.environ.get("KERAS_TRANSFORMER_CACHE"):
         return pathlib.Path(os.environ["KERAS_TRANSFORMER_CACHE"]) / CACHE_FILE
-    root = os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache"
+    try:
+        root = os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache"
+    except RuntimeError:  # no home directory: a temporary one, still cached for the boot
+        root = pathlib.Path(tempfile.gettempdir())
     return pathlib.Path(root) / "keras_transformer" / CACHE_FILE
 
 
@@ -154,7 +161,7 @@ def speedup(shape, *, cpuinfo, cores, path=None, measure_fn=measure):
     entry = entries.get(key)
     try:
         speeds = float(entry["float32_gflops"]), float(entry["bfloat16_gflops"])
-        if min(speeds) > 0:
+        if all(math.isfinite(speed) and speed > 0 for speed in speeds):
             return Measurement(*speeds, tuple(shape), str(entry["measured"]), cached=True)
     except (KeyError, TypeError, ValueError):  # not cached, or not as written: measured again
         pass

@@ -167,8 +167,8 @@ class TimeLimit(keras.callbacks.Callback):
     - Early (`WARMUP_PLAN_STEPS` steps and `WARMUP_PLAN_SHARE` of the minutes after the first
       step), with `max_warmup_fraction`: if the run will end before eq. 3's warmup would, the
       schedule's rate peaks within that fraction of the run instead (`set_peak_step`; a step
-      budget that ends first keeps the warmup `build_optimizer` fitted to it). A line says
-      where the rate peaks either way.
+      budget that ends first keeps the warmup `build_optimizer` fitted to it, silently). A
+      line says where the rate peaks.
     - After (1 - cooldown_fraction) of the minutes, with a cooldown fraction (checkpoints and
       evaluations now in the rate, as they recur): if the time ends before `train_steps`, the
       schedule's cooldown moves to the last fraction of this command's steps up to there,
@@ -233,10 +233,13 @@ class TimeLimit(keras.callbacks.Callback):
 
     def _plan_warmup(self, step, now):
         steps, steps_per_second = self._affordable_steps(step, now)
-        if steps >= self.train_steps:  # the step budget ends first: build_optimizer fitted it
+        # Nothing to plan when the time is up already, or when the step budget ends first
+        # (build_optimizer fitted the peak to it).
+        if steps <= step or steps >= self.train_steps:
             return
-        peak_step = fitted_peak_step(self.schedule.warmup_steps, steps,
-                                     self.max_warmup_fraction)
+        # Never behind this step (a resumed run): the rate then rises from here, not jumps.
+        peak_step = min(self.schedule.peak_step, max(step + 1, fitted_peak_step(
+            self.schedule.warmup_steps, steps, self.max_warmup_fraction)))
         warmup = self.schedule.warmup_steps
         if peak_step < self.schedule.peak_step:
             self.schedule.set_peak_step(peak_step)

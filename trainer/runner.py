@@ -65,16 +65,19 @@ def policy_of(mixed_precision, *, measure_cpu=None):
 
 def cpu_measurement(distribution, hp, batch_tokens):
     """bfloat16 against float32 on this CPU at the model's widths (`devices.cpu_measurement`);
-    with several workers, the mean of theirs, so that all choose the same precision."""
+    with several workers, the slowest worker's speed in each dtype (a synchronous step waits
+    for it), so that all choose the same precision, and the faster for the cluster."""
     width = 4 * hp.d_model if hp.model == "mt_lstm" else hp.d_ff  # an LSTM's four gates
     measurement = devices.cpu_measurement(hp.d_model, width, batch_tokens)
     if not distribute.is_multi_worker(distribution):
         return measurement
     workers = distribute.cluster_workers()
-    float32, bfloat16 = distribute.sum_over_workers(
-        distribution, [measurement.float32_gflops, measurement.bfloat16_gflops]) / workers
-    return measurement._replace(float32_gflops=float(float32), bfloat16_gflops=float(bfloat16),
-                                workers=workers)
+    speeds = [0.0] * (2 * workers)  # each worker fills its own pair; the sum gathers them
+    index = distribute.worker_index(distribution)
+    speeds[2 * index:2 * index + 2] = measurement.float32_gflops, measurement.bfloat16_gflops
+    gathered = distribute.sum_over_workers(distribution, speeds)
+    return measurement._replace(float32_gflops=float(min(gathered[0::2])),
+                                bfloat16_gflops=float(min(gathered[1::2])), workers=workers)
 
 
 def with_hparams(run):
