@@ -25,6 +25,7 @@ import time
 
 from bench.common import append_results, markdown_table
 from bench.train_step import matmul_peak
+from keras_transformer import devices
 
 COLUMNS = ["precision (auto's reason)", "updates", "target tokens/s", "peak rate at update",
            "cooldown from update", "dev BLEU (beam 4, 100 sentences)", "wall minutes"]
@@ -64,14 +65,6 @@ def peak_of(output):
     return planned
 
 
-def cpu_model():
-    try:
-        text = pathlib.Path("/proc/cpuinfo").read_text(encoding="utf-8")
-        return re.search(r"^model name\s*:\s*(.+)$", text, re.MULTILINE).group(1).strip()
-    except (OSError, AttributeError):
-        return platform.processor() or "unknown CPU"
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m bench.first_run", description=__doc__.split(
         "\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
@@ -99,7 +92,8 @@ def main(argv=None):
              f"Matmul peaks (2048^3) before and after: float32 {before[0]:.0f} and "
              f"{after[0]:.0f}, bfloat16 {before[1]:.0f} and {after[1]:.0f} GFLOP/s.\n\n"
              + markdown_table(COLUMNS, [row_of(result.stdout, seconds)]))
-    append_results(f"kt-demo's first run on {cpu_model()}", table)
+    append_results(f"kt-demo's first run on {devices.cpu_model() or platform.processor()}",
+                   table)
 
 
 if __name__ == "__main__":
