@@ -247,7 +247,6 @@ class TimeLimit(keras.callbacks.Callback):
                    f"warmup_steps {warmup} (max_warmup_fraction)")
         else:
             why = f"eq. 3's warmup_steps, within max_warmup_fraction {self.max_warmup_fraction:g}"
-        peak_step = self.schedule.peak_step
         print(f"step {step}: the time limit affords about {steps} updates ({steps_per_second:.3g} "
               f"steps/s); the learning rate peaks at step {peak_step}, "
               f"{float(self.schedule(peak_step - 1)):.3g}: {why}", flush=True)
