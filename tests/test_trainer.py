@@ -17,7 +17,7 @@ from conftest import run_main, write_corpus_subset
 import keras_transformer as kt
 from keras_transformer import devices, precision_probe, trainer
 from keras_transformer.model_dir import averaging, checkpoints, config, loading
-from keras_transformer.trainer import average, callbacks, task
+from keras_transformer.trainer import average, callbacks, evaluation, task
 from keras_transformer.trainer.flags import parse_args
 
 
@@ -343,19 +343,23 @@ class FakeClock:
 
 
 def fit_within_a_minute(monkeypatch, clock, schedule, train_steps, start_step=0,
-                        max_warmup_fraction=0.0):
+                        max_warmup_fraction=0.0, evaluator=None):
     """A one-minute TimeLimit with cooldown_fraction 0.25 over `model.fit` of a small model,
-    whose optimizer has made `start_step` updates (a resumed run); returns (limit, step)."""
+    whose optimizer has made `start_step` updates (a resumed run), with an `Evaluation` told
+    the limit's expected end if given; returns (limit, step)."""
     monkeypatch.setattr(callbacks, "time", clock)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
     model.compile(optimizer=keras.optimizers.Adam(schedule), loss="mse")
     model.optimizer.iterations.assign(start_step)
     limit = callbacks.TimeLimit(1, 0.25, schedule, train_steps,
                                 max_warmup_fraction=max_warmup_fraction)
+    if evaluator is not None:
+        evaluator.ends_at = limit.expected_end
     steps = min(train_steps - start_step, 200)  # as kt-train's steps_per_epoch
     rng = np.random.default_rng(0)
     model.fit(rng.normal(size=(steps, 4)), rng.normal(size=(steps, 1)), batch_size=1, epochs=1,
-              callbacks=[limit], verbose=0, shuffle=False)
+              callbacks=[limit] + ([evaluator] if evaluator else []), verbose=0,
+              shuffle=False)
     return limit, checkpoints.step_of(model)
 
 
@@ -372,6 +376,15 @@ def test_a_time_limit_fits_the_cooldown_into_the_budget(monkeypatch):
     limit, step = fit_within_a_minute(monkeypatch, FakeClock(speeds_up), schedule, 1000)
     assert limit.planned_steps == 57 and step == 57
     assert schedule.cooldown == (43, 57) and float(schedule(57)) == 0.0 < float(schedule(56))
+
+
+def test_an_evaluation_just_before_the_planned_end_is_left_to_the_final_one(monkeypatch):
+    # Every 28 steps: at 28 (the end unplanned: the budget's 1000), not at 56 (one step before
+    # the plan's 57: within a quarter of 28).
+    every_28 = evaluation.Evaluation(None, None, every=28, max_length=8)
+    fit_within_a_minute(monkeypatch, FakeClock(speeds_up), kt.TransformerSchedule(16, 10), 1000,
+                        evaluator=every_28)
+    assert [step for step, _ in every_28.history] == [28]
 
 
 def test_a_resumed_time_limit_cools_down_over_its_own_steps(monkeypatch):

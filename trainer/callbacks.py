@@ -223,6 +223,12 @@ class TimeLimit(keras.callbacks.Callback):
                                                  step_of(self.model) >= self.planned_steps):
             self.model.stop_training = True
 
+    def expected_end(self):
+        """The step training is expected to end at: the step budget, or the plan's if sooner
+        (None before either is known)."""
+        ends = [steps for steps in (self.planned_steps, self.train_steps) if steps]
+        return min(ends) if ends else None
+
     def _affordable_steps(self, step, now):
         """(the step at which the time runs out at the pace since the first step, that pace in
         steps per second)."""

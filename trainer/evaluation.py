@@ -99,7 +99,10 @@ def parse_f1(hypotheses, gold_trees, tags=False):
 
 class Evaluation(keras.callbacks.Callback):
     """Every `every` steps: dev loss, perplexity, accuracy and BLEU (`evaluate()` for another
-    moment, e.g. the end of training; it does nothing twice at one step). With a moving average
+    moment, e.g. the end of training; it does nothing twice at one step). A periodic evaluation
+    within a quarter of `every` before the step the run will end at (`ends_at`) is skipped:
+    the final one follows it, and a short timed run's last minute is better spent training.
+    With a moving average
     of the weights (--ema_decay), of the averaged weights; a best checkpoint (`keep_best`) holds
     both.
 
@@ -120,12 +123,14 @@ class Evaluation(keras.callbacks.Callback):
         source_vocabulary: encodes the dev sources instead of `vocabulary` (an MT-LSTM's words).
         tree_constraints: for a parser, decode only trees, as kt-parse does by default
             (`data.treebank.tree_constraints`); None: any output.
+        ends_at: a callable giving the step the run is expected to end at (the step budget,
+            or a time limit's plan), or None when unknown; settable after construction.
     """
 
     def __init__(self, dev_batches, vocabulary, *, every, max_length, sources=(),
                  references=(), writer=None, beam_size=1, alpha=0.6, keep_best=None,
                  gold_trees=None, extra_length=EXTRA_LENGTH, predicts_tags=False,
-                 source_vocabulary=None, tree_constraints=None):
+                 source_vocabulary=None, tree_constraints=None, ends_at=None):
         super().__init__()
         self.dev_batches = dev_batches
         self.vocabulary = vocabulary
@@ -139,6 +144,7 @@ class Evaluation(keras.callbacks.Callback):
         self.extra_length = extra_length
         self.source_vocabulary = source_vocabulary
         self.tree_constraints = tree_constraints
+        self.ends_at = ends_at
         self._last_step = None
         self.history = []
 
@@ -190,7 +196,11 @@ class Evaluation(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         # A stop asked for at this step (time limit, preemption) leaves the evaluation to
         # whoever stopped training: a preempted run may have seconds left.
-        if step_of(self.model) % self.every == 0 and not self.model.stop_training:
+        step = step_of(self.model)
+        if step % self.every or self.model.stop_training:
+            return
+        end = self.ends_at() if self.ends_at is not None else None
+        if end is None or end - step >= self.every / 4:
             self.evaluate()
 
 

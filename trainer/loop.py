@@ -107,12 +107,16 @@ class TrainingLoop:
         stop = callbacks.StopOnSignal()
         if not self.multi_worker:  # workers would stop at different steps
             fit_callbacks.insert(0, stop)
+        time_limit = None
         if self.trainer.max_minutes:
-            fit_callbacks.append(callbacks.TimeLimit(
+            time_limit = callbacks.TimeLimit(
                 self.trainer.max_minutes, hp.cooldown_fraction,
                 self.optimizer.learning_rate_schedule, self.train_steps,
-                max_warmup_fraction=hp.max_warmup_fraction))
+                max_warmup_fraction=hp.max_warmup_fraction)
+            fit_callbacks.append(time_limit)
         if evaluator is not None:
+            evaluator.ends_at = (time_limit.expected_end if time_limit
+                                 else lambda: self.train_steps)
             fit_callbacks.append(evaluator)
         return fit_callbacks, stop, saver
 
