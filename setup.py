@@ -27,6 +27,10 @@ INSTALL_REQUIRES = [
     "h5py==3.14.0",
 ]
 
+# The model library and model.fit run under KERAS_BACKEND=jax (keras_transformer/backend.py).
+# 0.10.2 is the newest jax with Python 3.11 wheels on the registry this project installs from;
+# the lent GPU machines run 0.11.2 (bench/jax_step.py runs there with no TensorFlow at all).
+JAX = ["jax==0.10.2", "jaxlib==0.10.2"]
 CTRANSLATE2 = "ctranslate2==4.8.5"
 # kt-import --from marian reads model.safetensors with it (model_dir/hf_checkpoint.py; PyTorch's
 # pytorch_model.bin needs nothing more).
@@ -35,13 +39,15 @@ EXTRAS_REQUIRE = {
     # kt-export --format ctranslate2 and kt-translate --engine ctranslate2 (export/ctranslate2.py).
     "ctranslate2": [CTRANSLATE2],
     "marian": [SAFETENSORS],
+    "jax": JAX,
     # papermill and ipykernel execute notebooks/quickstart.ipynb in tests/test_notebook.py;
     # hypothesis generates hostile inputs in tests/test_hostile_input.py; tests/test_ctranslate2.py
     # checks the CTranslate2 export against the model; tests/test_marian.py imports a Marian
-    # checkpoint. pytest-xdist runs the suite on every core (pyproject.toml's addopts).
+    # checkpoint; tests/test_jax.py trains under JAX beside TensorFlow. pytest-xdist runs the
+    # suite on every core (pyproject.toml's addopts).
     "test": ["pytest==9.2.0", "pytest-timeout==2.4.0", "pytest-xdist==3.8.0", "papermill==2.7.0",
              "ipykernel==7.4.0", "nbformat==5.11.1", "hypothesis==6.170.15", CTRANSLATE2,
-             SAFETENSORS],
+             SAFETENSORS, *JAX],
     # bench/ compares against the peers users would pick instead (bench/peers.py). torch 2.13.0
     # is pinned exactly: a looser range pulls the newest build with GBs of CUDA packages.
     "bench": ["torch==2.13.0", "keras-hub==0.32.0", "transformers==5.23.0"],

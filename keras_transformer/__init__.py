@@ -12,24 +12,21 @@ Quick start:
 
 import os
 
-# The layers use TensorFlow where TensorFlow is the point (tf.function, tf.data, SavedModel).
+# TensorFlow unless the user chose: tf.data, the searches and SavedModel export are TensorFlow's.
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-import keras
+from keras_transformer import backend  # imports keras, with that backend
 
-if keras.backend.backend() != "tensorflow":
+if backend.name() not in backend.SUPPORTED:
     raise ImportError(
-        f"keras_transformer needs the TensorFlow backend of Keras, but Keras was loaded with "
-        f"KERAS_BACKEND={keras.backend.backend()!r}; set KERAS_BACKEND=tensorflow before "
+        f"keras_transformer runs on Keras's TensorFlow or JAX backend, but Keras was loaded with "
+        f"KERAS_BACKEND={backend.name()!r}; set KERAS_BACKEND=tensorflow or jax before "
         f"importing keras")
 
 from keras_transformer import hparams
 from keras_transformer.attention import MultiHeadAttention, scaled_dot_product_attention
 from keras_transformer.bcn import BiattentiveClassificationNetwork, Maxout
-from keras_transformer.beam_search import beam_search, length_penalty
 from keras_transformer.builders import build_loss, build_model, build_optimizer
-from keras_transformer.cove import CoVe, TransformerCoVe
-from keras_transformer.decoding import beam_decode, greedy_decode, sample_decode
 from keras_transformer.dropout import Dropout
 from keras_transformer.embedding import SharedEmbedding
 from keras_transformer.feed_forward import PositionwiseFeedForward
@@ -40,16 +37,25 @@ from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.masks import causal_mask, padding_mask
 from keras_transformer.metrics import Perplexity, TargetTokens, TokenAccuracy
 from keras_transformer.model import Transformer
-from keras_transformer.mt_lstm import MTLSTM
 from keras_transformer.positional import (
     LearnedPositionEmbedding,
     SinusoidalPositionEncoding,
 )
-from keras_transformer.sampling import sampling_search
 from keras_transformer.schedules import FusedAdam, TransformerSchedule, paper_adam
-from keras_transformer.scoring import score
 from keras_transformer.token_ids import EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.word_dropout import WordDropout
+
+# Searching, scoring and the recurrent models are TensorFlow graph code.
+_TENSORFLOW_ONLY = ("CoVe", "MTLSTM", "TransformerCoVe", "beam_decode", "beam_search",
+                    "greedy_decode", "length_penalty", "sample_decode", "sampling_search",
+                    "score")
+if backend.is_tensorflow():
+    from keras_transformer.beam_search import beam_search, length_penalty
+    from keras_transformer.cove import CoVe, TransformerCoVe
+    from keras_transformer.decoding import beam_decode, greedy_decode, sample_decode
+    from keras_transformer.mt_lstm import MTLSTM
+    from keras_transformer.sampling import sampling_search
+    from keras_transformer.scoring import score
 
 __version__ = "0.1.0"
 
@@ -63,6 +69,8 @@ def __getattr__(name):
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")
+    if name in _TENSORFLOW_ONLY:
+        backend.require_tensorflow(f"kt.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [

@@ -1,9 +1,9 @@
 """Model, optimizer and loss from a named hyper-parameter set."""
 
+from keras_transformer import backend
 from keras_transformer import hparams as hparams_lib
 from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.model import Transformer
-from keras_transformer.mt_lstm import MTLSTM
 from keras_transformer.schedules import cooldown_window, fitted_peak_step, paper_adam
 
 # HParams fields that are Transformer constructor arguments (the rest are about training).
@@ -39,6 +39,9 @@ def build_model(hparams, vocab_size, source_vocab_size=None, embedding_dim=None,
     """
     hp = _resolve(hparams)
     if hp.model == "mt_lstm":
+        backend.require_tensorflow("the MT-LSTM (hparams model 'mt_lstm')")
+        from keras_transformer.mt_lstm import MTLSTM
+
         if source_embedding is not None:
             source_vocab_size, embedding_dim = source_embedding.shape
         if source_vocab_size is None or embedding_dim is None:

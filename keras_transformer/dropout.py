@@ -8,17 +8,26 @@ seed (`tf.random.experimental.stateless_fold_in`): replicas draw independent mas
 for the same seed on every run and after a resume (the state is checkpointed, the fold is a
 function of it). With one replica the seed is Keras's own, so single-device training draws
 exactly the masks `keras.layers.Dropout` draws.
+
+Under JAX this is `keras.layers.Dropout`: a jitted step over a `keras.distribution` mesh draws
+one mask for the whole global batch, of which each device applies its rows, so N devices
+regularize a batch exactly as one device does (there are no per-replica programs to differ).
 """
 
 import keras
-import tensorflow as tf
+from keras import ops
+
+from keras_transformer import backend
 
 
 def replica_seed(seed_generator):
-    """The generator's next seed for this replica: int32 [2], what TF's stateless ops take.
+    """The generator's next seed for this replica: int32 [2], what TF's stateless ops take
+    (TensorFlow only).
 
     Advances `seed_generator` once (as any Keras random op does).
     """
+    import tensorflow as tf
+
     # As Keras's TensorFlow backend maps the int64 state into int32 (the seeds XLA compiles).
     seed = tf.cast(tf.math.floormod(seed_generator.next(), tf.int32.max - 1), tf.int32)
     context = tf.distribute.get_replica_context()
@@ -55,7 +64,11 @@ class Dropout(keras.layers.Dropout):
         if not training or self.rate == 0:
             return inputs
         if self.rate == 1:
-            return tf.zeros_like(inputs)
+            return ops.zeros_like(inputs)
+        if not backend.is_tensorflow():
+            return super().call(inputs, training=training)
+        import tensorflow as tf
+
         shape = tf.shape(inputs)
         noise_shape = shape if self.noise_shape is None else [
             shape[axis] if size is None else size for axis, size in enumerate(self.noise_shape)]

@@ -7,14 +7,17 @@ passes the check, and its inf or nan reaches every weight through the sum, while
 stays where it was (measured on logical CPU devices: tests/test_distributed.py). Here every
 replica first learns, through one all-reduce of a scalar, whether any replica overflowed, and
 then all of them skip the update (and halve the scale) together, as one device would.
+TensorFlow only: under JAX one program sees every device's gradients, and Keras's
+`LossScaleOptimizer` checks them all.
 """
 
 import keras
-import tensorflow as tf
 
 
 def _scaled(gradient, factor):
     """`gradient` times a scalar: dense tensors and the IndexedSlices of embedding lookups."""
+    import tensorflow as tf
+
     if isinstance(gradient, tf.IndexedSlices):
         return tf.IndexedSlices(gradient.values * tf.cast(factor, gradient.values.dtype),
                                 gradient.indices, gradient.dense_shape)
@@ -27,6 +30,8 @@ class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
     all replicas (module doc); `compile` wraps an optimizer in it under mixed_float16."""
 
     def apply(self, grads, trainable_variables=None):
+        import tensorflow as tf
+
         context = tf.distribute.get_replica_context()
         if context is not None and context.num_replicas_in_sync > 1:
             overflowed = context.all_reduce(

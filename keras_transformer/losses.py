@@ -1,9 +1,9 @@
 """Label-smoothed cross-entropy over non-padding tokens (paper section 5.4)."""
 
 import keras
-import tensorflow as tf
 from keras import ops
 
+from keras_transformer import backend
 from keras_transformer.token_ids import PAD_ID
 
 
@@ -35,6 +35,9 @@ def smoothed_cross_entropy(labels, logits, label_smoothing):
     autodiff of the label gather scattered into a dense copy of them, about a tenth of a
     transformer_base step (bench/RESULTS.md).
 
+    Off TensorFlow (JAX) the first line is written in keras.ops and differentiated by autodiff
+    (XLA fuses the label gather's scatter there).
+
     Args:
         labels: int [...], each in [0, vocab_size).
         logits: [..., vocab_size].
@@ -43,6 +46,15 @@ def smoothed_cross_entropy(labels, logits, label_smoothing):
     Returns:
         float32 [...].
     """
+    if not backend.is_tensorflow():
+        logits = ops.cast(logits, "float32")
+        at_labels = ops.take_along_axis(logits, ops.cast(labels, "int32")[..., None], axis=-1)
+        loss = ops.logsumexp(logits, axis=-1) - (1.0 - label_smoothing) * at_labels[..., 0]
+        if label_smoothing:
+            loss -= label_smoothing / logits.shape[-1] * ops.sum(logits, axis=-1)
+        return loss
+    import tensorflow as tf
+
     logits = tf.cast(logits, tf.float32)
     labels = tf.cast(labels, tf.int32)
     vocab_size = logits.shape[-1]

@@ -1,8 +1,9 @@
 """The paper's learning-rate schedule and Adam settings (section 5.3)."""
 
 import keras
-import tensorflow as tf
 from keras import ops
+
+from keras_transformer import backend
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -24,7 +25,11 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     schedules of Hägele et al. 2024, "Scaling Laws and Compute-Optimal Training Beyond Fixed
     Training Durations", where a linear cooldown over the last 10-20% of steps matches cosine
     decay). The window lives in variables, so `set_cooldown` can place it while a compiled
-    train step runs (kt-train does when it learns how many steps a time budget holds).
+    train step runs (kt-train does when it learns how many steps a time budget holds). Under
+    JAX a traced step reads a variable as a constant unless it is part of the state the step
+    is given: there the window moves only with this module's optimizer (`FusedAdam`,
+    `paper_adam`), whose state carries it; with another optimizer `set_cooldown` after the
+    first step raises instead of being ignored.
 
     A run too short for eq. 3's warmup can reach its peak sooner, not higher: with `peak_step`
     P < warmup_steps W, the rate rises linearly to eq. 3's peak, d_model^-0.5 * W^-0.5, at
@@ -63,15 +68,29 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         self.d_model = d_model
         self.warmup_steps = warmup_steps
         self.multiplier = multiplier
-        # Not tracked by checkpoints: whoever builds the schedule knows its window.
-        self._cooldown = tf.Variable([0, 0], dtype=tf.int64, trainable=False,
-                                     name="cooldown_window")
+        # Not in checkpoints: whoever builds the schedule knows its window.
+        self._cooldown = keras.Variable([0, 0], dtype="int32", trainable=False,
+                                        name="cooldown_window")
+        self._peak_step = keras.Variable(warmup_steps, dtype="int32", trainable=False,
+                                         name="peak_step")
+        self.in_optimizer_state = False  # FusedAdam's state carries the variables (JAX)
+        self._traced = False
         if cooldown_start is not None or cooldown_end is not None:
             self.set_cooldown(cooldown_start, cooldown_end)
-        self._peak_step = tf.Variable(warmup_steps, dtype=tf.int64, trainable=False,
-                                      name="peak_step")
         if peak_step is not None:
             self.set_peak_step(peak_step)
+
+    @property
+    def variables(self):
+        """The variables behind the cooldown window and the peak step."""
+        return [self._cooldown, self._peak_step]
+
+    def _check_movable(self):
+        if self._traced and not self.in_optimizer_state:
+            raise RuntimeError(
+                f"this TransformerSchedule was traced into a {backend.name()} train step as a "
+                f"constant: its window can move while training only with kt.FusedAdam "
+                f"(kt.paper_adam, kt.build_optimizer), whose state carries it")
 
     @property
     def cooldown(self):
@@ -84,6 +103,7 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         if start is None or end is None or not 0 <= start < end:
             raise ValueError(f"a cooldown needs 0 <= cooldown_start < cooldown_end, got "
                              f"cooldown_start={start}, cooldown_end={end}")
+        self._check_movable()
         self._cooldown.assign([start, end])
 
     @property
@@ -97,10 +117,12 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         if peak_step is None or not 1 <= peak_step <= self.warmup_steps:
             raise ValueError(f"peak_step must be in [1, warmup_steps={self.warmup_steps}], got "
                              f"{peak_step}")
+        self._check_movable()
         self._peak_step.assign(peak_step)
 
     def __call__(self, step):
         iterations = ops.cast(step, "float32")
+        self._traced = self._traced or backend.is_traced(iterations)
         step_num = iterations + 1.0
         peak = self.warmup_steps ** -0.5
         rise = step_num / ops.cast(self._peak_step, "float32") * peak
@@ -146,7 +168,8 @@ def cooldown_window(train_steps, cooldown_fraction):
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class FusedAdam(keras.optimizers.Adam):
-    """`keras.optimizers.Adam` with each variable's update done by TensorFlow's fused kernel.
+    """`keras.optimizers.Adam` with each variable's update done by TensorFlow's fused kernel
+    (on other backends Keras's update, which XLA fuses itself).
 
     The update is Adam's as Keras writes it, term for term (m and v moving averages, the bias
     correction folded into the rate, epsilon added to sqrt(v)), with the same arguments and the
@@ -158,7 +181,34 @@ class FusedAdam(keras.optimizers.Adam):
     One difference: an embedding's gradient (IndexedSlices) is made dense first, so a row
     gathered twice gets (g1 + g2)^2 in v, as dense Adam defines it; Keras's update squares the
     slices one by one and gets g1^2 + g2^2. With `amsgrad=True` this is Keras's Adam unchanged.
+
+    Under JAX the optimizer's state also carries a `TransformerSchedule`'s window (its
+    `variables`), so that a traced step reads where `set_cooldown` put it; checkpoints leave
+    them out on every backend, so a weights file loads under either.
     """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        schedule = self.learning_rate_schedule
+        self._schedule_variables = list(getattr(schedule, "variables", ()))
+        if self._schedule_variables and not backend.is_tensorflow():
+            for variable in self._schedule_variables:
+                self._track_variable(variable)
+            schedule.in_optimizer_state = True
+
+    def _saved_variables(self):
+        return [v for v in self.variables if not any(v is s for s in self._schedule_variables)]
+
+    def save_own_variables(self, store):
+        for i, variable in enumerate(self._saved_variables()):
+            store[str(i)] = variable.numpy()
+
+    def load_own_variables(self, store):
+        saved = self._saved_variables()
+        if len(store.keys()) != len(saved):  # as Keras's: a mismatch warns and loads nothing
+            return super().load_own_variables(store)
+        for i, variable in enumerate(saved):
+            variable.assign(store[str(i)])
 
     @property
     def learning_rate_schedule(self):
@@ -169,8 +219,10 @@ class FusedAdam(keras.optimizers.Adam):
                 else None)
 
     def update_step(self, gradient, variable, learning_rate):
-        if self.amsgrad:
+        if self.amsgrad or not backend.is_tensorflow():
             return super().update_step(gradient, variable, learning_rate)
+        import tensorflow as tf
+
         tf_variable = variable.value if isinstance(variable, keras.Variable) else variable
         dtype = tf_variable.dtype
         index = self._get_variable_index(variable)

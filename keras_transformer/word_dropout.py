@@ -8,9 +8,9 @@ translate around words it cannot read, as it must with rare words at test time.
 """
 
 import keras
-import tensorflow as tf
 from keras import ops
 
+from keras_transformer import backend
 from keras_transformer.dropout import replica_seed
 from keras_transformer.token_ids import EOS_ID, UNK_ID
 
@@ -52,8 +52,13 @@ class WordDropout(keras.layers.Layer):
     def call(self, ids, training=None):
         if not training or self.rate == 0.0:
             return ids
-        # Each replica its own draw (keras_transformer/dropout.py).
-        draw = tf.random.stateless_uniform(tf.shape(ids), seed=replica_seed(self.seed_generator))
+        if backend.is_tensorflow():  # each replica its own draw (keras_transformer/dropout.py)
+            import tensorflow as tf
+
+            draw = tf.random.stateless_uniform(tf.shape(ids),
+                                               seed=replica_seed(self.seed_generator))
+        else:
+            draw = keras.random.uniform(ops.shape(ids), seed=self.seed_generator)
         dropped = ops.logical_and(draw < self.rate, ids > max(EOS_ID, self.unk_id))
         return ops.where(dropped, ops.cast(self.unk_id, ids.dtype), ids)
 

@@ -1,0 +1,173 @@
+"""The JAX half of tests/test_jax.py, run there in a subprocess under KERAS_BACKEND=jax with 4 host
+CPU devices: `python tests/jax_checks.py WORK_DIR`.
+
+Reads WORK_DIR/reference.npz and the TensorFlow side's weights files (test_jax.py writes them),
+runs the model library under JAX, and writes what it found to WORK_DIR/jax.npz (arrays) and
+WORK_DIR/jax.json (facts), plus WORK_DIR/jax_trained.weights.h5 for TensorFlow to load.
+"""
+
+import json
+import pathlib
+import sys
+
+
+class NoTensorFlow:
+    """Refuses to import TensorFlow, as on a GPU machine with JAX alone. (Keras's
+    `set_random_seed` tries to, and does without it.)"""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "tensorflow":
+            raise ImportError(f"{name} is not installed here (tests/jax_checks.py)")
+
+
+sys.meta_path.insert(0, NoTensorFlow())
+
+import jax  # noqa: E402
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+import keras_transformer as kt  # noqa: E402
+
+VOCAB = 30
+
+
+def tiny(dropout=0.0, seed=3):
+    hp = kt.hparams.get("transformer_tiny", dropout=dropout)
+    keras.utils.set_random_seed(seed)
+    return hp, kt.build_model(hp, VOCAB)
+
+
+def batch(reference):
+    return (reference["source"], reference["target_input"]), reference["target"]
+
+
+def compiled(hp, model, optimizer=None, **compile_args):
+    model.compile(optimizer=optimizer or kt.build_optimizer(hp, train_steps=100),
+                  loss=kt.build_loss(hp), metrics=[kt.TokenAccuracy(), kt.Perplexity()],
+                  **compile_args)
+    return model
+
+
+def fit(model, data, steps, callbacks=()):
+    """`steps` updates, each on the whole batch."""
+    (source, target_input), target = data
+    return model.fit((source, target_input), target, batch_size=len(target), epochs=steps,
+                     shuffle=False, verbose=0, callbacks=list(callbacks))
+
+
+def forward_loss_and_gradients(work, reference, arrays):
+    """TensorFlow's initial weights: the logits, the loss and its gradients."""
+    hp, model = tiny()
+    model.load_weights(work / "initial.weights.h5")
+    (source, target_input), target = batch(reference)
+    arrays["logits"] = np.asarray(model((source, target_input)))
+    loss = kt.build_loss(hp)
+    non_trainable = [v.value for v in model.non_trainable_variables]
+
+    def loss_of(trainable):
+        logits, _ = model.stateless_call(trainable, non_trainable, (source, target_input))
+        return loss(target, logits)
+
+    value, gradients = jax.value_and_grad(loss_of)([v.value for v in model.trainable_variables])
+    arrays["loss"] = np.asarray(value)
+    for i, gradient in enumerate(gradients):
+        arrays[f"gradient_{i}"] = np.asarray(gradient)
+
+
+def accumulation(work, reference, arrays, facts):
+    """One update of the whole batch, in one piece and in 2 and 4 micro-batches (SGD: the
+    weights move by the gradient)."""
+    data = batch(reference)
+    for steps in (1, 2, 4):
+        hp, model = tiny()
+        model.load_weights(work / "initial.weights.h5")
+        compiled(hp, model, keras.optimizers.SGD(1.0), accumulate_steps=steps,
+                 report_batch_shape=True)
+        history = fit(model, data, 1)
+        arrays[f"accumulated_{steps}"] = np.concatenate(
+            [w.ravel() for w in model.get_weights()])
+        facts[f"accumulated_{steps}_loss"] = history.history["loss"][0]
+        facts[f"accumulated_{steps}_traces"] = model.train_step_traces
+    facts["batch_shape"] = [int(v) for v in np.asarray(history.history["batch_shape"][0])]
+
+
+def cooldown_moves(work, reference, arrays, facts):
+    """A cooldown placed after the second update (as kt-train's TimeLimit places it) stops the
+    third: a traced step reads the window from the optimizer's state."""
+    hp, model = tiny()
+    model.load_weights(work / "initial.weights.h5")
+    compiled(hp, model)
+    schedule = model.optimizer.learning_rate_schedule
+    weights = []
+
+    class Cooldown(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            weights.append(np.concatenate([w.ravel() for w in self.model.get_weights()]))
+            if len(weights) == 2:
+                schedule.set_cooldown(1, 2)
+
+    fit(model, batch(reference), 3, [Cooldown()])
+    facts["movement_per_update"] = [float(np.abs(b - a).max())
+                                    for a, b in zip(weights, weights[1:])]
+    # Another optimizer cannot carry the window: moving it after tracing is refused.
+    hp, model = tiny()
+    schedule = kt.TransformerSchedule(hp.d_model, hp.warmup_steps)
+    fit(compiled(hp, model, keras.optimizers.Adam(schedule)), batch(reference), 1)
+    try:
+        schedule.set_cooldown(0, 5)
+        facts["plain_adam_refused"] = None
+    except RuntimeError as error:
+        facts["plain_adam_refused"] = str(error)
+
+
+def trained_twenty_steps(work, reference, arrays, facts):
+    """20 updates of the paper's optimizer with dropout, saved for TensorFlow to load; and
+    TensorFlow's 2 updates loaded here with the optimizer's state."""
+    hp, model = tiny(dropout=0.1)
+    model.load_weights(work / "initial.weights.h5")
+    history = fit(compiled(hp, model), batch(reference), 20)
+    facts["losses_20"] = history.history["loss"]
+    facts["steps_20"] = int(model.optimizer.iterations.numpy())
+    (source, target_input), _ = batch(reference)
+    arrays["trained_logits"] = np.asarray(model((source, target_input)))
+    model.save_weights(work / "jax_trained.weights.h5")
+    hp, model = tiny()
+    compiled(hp, model).optimizer.build(model.trainable_variables)
+    model.load_weights(work / "tf_trained.weights.h5")
+    facts["tf_trained_steps"] = int(model.optimizer.iterations.numpy())
+    arrays["tf_trained_logits"] = np.asarray(model((source, target_input)))
+
+
+def devices(work, reference, arrays, facts):
+    """Two updates with dropout on 1, 2 and 4 devices (`keras.distribution.DataParallel`)."""
+    for count in (1, 2, 4):
+        keras.distribution.set_distribution(
+            keras.distribution.DataParallel(devices=jax.devices()[:count]) if count > 1
+            else None)
+        hp, model = tiny(dropout=0.1, seed=11)
+        model.load_weights(work / "initial.weights.h5")
+        fit(compiled(hp, model), batch(reference), 2)
+        arrays[f"devices_{count}"] = np.concatenate([w.ravel() for w in model.get_weights()])
+    keras.distribution.set_distribution(None)
+    facts["device_count"] = len(jax.devices())
+
+
+def main(work):
+    reference = np.load(work / "reference.npz")
+    arrays, facts = {}, {"backend": keras.backend.backend()}
+    forward_loss_and_gradients(work, reference, arrays)
+    accumulation(work, reference, arrays, facts)
+    cooldown_moves(work, reference, arrays, facts)
+    trained_twenty_steps(work, reference, arrays, facts)
+    devices(work, reference, arrays, facts)
+    facts["tensorflow_loaded"] = "tensorflow" in sys.modules
+    try:
+        kt.beam_decode
+    except ImportError as error:
+        facts["beam_decode_refused"] = str(error)
+    np.savez(work / "jax.npz", **arrays)
+    (work / "jax.json").write_text(json.dumps(facts))
+
+
+if __name__ == "__main__":
+    main(pathlib.Path(sys.argv[1]))
