@@ -27,6 +27,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import keras_transformer as kt  # noqa: E402
+from keras_transformer import attention  # noqa: E402
 
 VOCAB = 30
 
@@ -55,8 +56,16 @@ def fit(model, data, steps, callbacks=()):
                      shuffle=False, verbose=0, callbacks=list(callbacks))
 
 
-def forward_loss_and_gradients(work, reference, arrays):
-    """TensorFlow's initial weights: the logits, the loss and its gradients."""
+def forward_loss_and_gradients(work, reference, arrays, facts):
+    """TensorFlow's initial weights: the logits, the loss and its gradients (through the fused
+    attention, counted: TensorFlow's model computes attention explicitly)."""
+    fused, calls = attention.fused_attention, []
+
+    def counted(*args):
+        calls.append(args[0].shape)
+        return fused(*args)
+
+    attention.fused_attention = counted
     hp, model = tiny()
     model.load_weights(work / "initial.weights.h5")
     (source, target_input), target = batch(reference)
@@ -72,6 +81,8 @@ def forward_loss_and_gradients(work, reference, arrays):
     arrays["loss"] = np.asarray(value)
     for i, gradient in enumerate(gradients):
         arrays[f"gradient_{i}"] = np.asarray(gradient)
+    attention.fused_attention = fused
+    facts["fused_attention_calls"] = len(calls)
 
 
 def accumulation(work, reference, arrays, facts):
@@ -155,7 +166,7 @@ def devices(work, reference, arrays, facts):
 def main(work):
     reference = np.load(work / "reference.npz")
     arrays, facts = {}, {"backend": keras.backend.backend()}
-    forward_loss_and_gradients(work, reference, arrays)
+    forward_loss_and_gradients(work, reference, arrays, facts)
     accumulation(work, reference, arrays, facts)
     cooldown_moves(work, reference, arrays, facts)
     trained_twenty_steps(work, reference, arrays, facts)

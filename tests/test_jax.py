@@ -64,6 +64,8 @@ def both(tmp_path_factory):
 def test_logits_loss_and_gradients_equal_tensorflows(both):
     tf_results, jax_results = both["tf"], both["jax"]
     assert both["facts"]["backend"] == "jax"
+    # 2 encoder and 2 decoder layers' attention (6) in the forward pass and in the gradient's
+    assert both["facts"]["fused_attention_calls"] == 12
     np.testing.assert_allclose(jax_results["logits"], tf_results["logits"], atol=2e-5)
     np.testing.assert_allclose(jax_results["loss"], tf_results["loss"], rtol=1e-6)
     for i, gradient in enumerate(tf_results["gradients"]):
