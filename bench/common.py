@@ -117,12 +117,14 @@ def replace_section(text, title, section):
     return "\n\n".join(block for block in kept if block) + "\n"
 
 
-def append_results(title, table, results=RESULTS):
-    """Writes a dated section with the machine and the command to `results` (bench/RESULTS.md
-    unless given): it replaces the section of the same title, so the file keeps the newest run
-    of each benchmark (older ones are in git history), or goes at the end for a new title."""
+def append_results(title, table, results=RESULTS, machine_line=None):
+    """Writes a dated section with the machine (`machine_line`, or the CPU's and the
+    libraries' from `machine()`) and the command to `results` (bench/RESULTS.md unless given):
+    it replaces the section of the same title, so the file keeps the newest run of each
+    benchmark (older ones are in git history), or goes at the end for a new title."""
     section = (f"## {title} ({datetime.date.today().isoformat()})\n\n"
-               f"Machine: {machine()}  \nCommand: `{command_line()}`\n\n{table}\n")
+               f"Machine: {machine_line or machine()}  \nCommand: `{command_line()}`\n\n"
+               f"{table}\n")
     results = pathlib.Path(results)
     text = results.read_text(encoding="utf-8") if results.exists() else ""
     # A crash mid-write leaves the old file, not half of it.

@@ -379,7 +379,7 @@ def _check_hparams(values):
 
 
 def versions():
-    """Library versions, recorded with every run."""
+    """Library versions, and the Keras backend that trained, recorded with every run."""
     import keras
     import sentencepiece
     import tensorflow as tf
@@ -388,7 +388,8 @@ def versions():
     import keras_transformer
 
     return {"python": platform.python_version(), "tensorflow": tf.__version__,
-            "keras": keras.__version__, "tensorflow_text": tensorflow_text.__version__,
+            "keras": keras.__version__, "keras_backend": keras.backend.backend(),
+            "tensorflow_text": tensorflow_text.__version__,
             "sentencepiece": sentencepiece.__version__,
             "keras_transformer": keras_transformer.__version__}
 

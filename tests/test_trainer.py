@@ -75,6 +75,7 @@ def test_a_run_writes_its_files_evaluates_and_resumes(tmp_path, small_corpus, mo
     saved = json.loads((model_dir / "config.json").read_text())
     assert saved["model"]["hparams"]["d_model"] == 32 and saved["model"]["vocab_size"] == 600
     assert saved["versions"]["tensorflow"] and saved["format_version"] == 2
+    assert saved["versions"]["keras_backend"] == "tensorflow"
     assert (model_dir / "vocab.model").is_file()
     assert list((model_dir / "logs").glob("events.out.tfevents.*"))
     names = [p.name for p in checkpoints.CheckpointDirectory(model_dir / "checkpoints").paths()]
