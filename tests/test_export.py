@@ -136,7 +136,8 @@ def test_the_length_penalty_defaults_to_the_hparams_sets(trained_model_dir, tmp_
     model_dir = tmp_path / "run"
     shutil.copytree(trained_model_dir, model_dir)
     saved = json.loads((model_dir / "config.json").read_text())
-    saved["model"]["hparams"]["decode_alpha"] = 1.5  # as --hparams_override decode_alpha=1.5 sets it
+    # As --hparams_override decode_alpha=1.5 sets it.
+    saved["model"]["hparams"]["decode_alpha"] = 1.5
     (model_dir / "config.json").write_text(json.dumps(saved))
     for flags, alpha in (([], "1.5"), (["--alpha", "0.3"], "0.3")):
         monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"Jesus wept.\n")))

@@ -116,5 +116,6 @@ def test_n_devices_train_as_one(both):
 
 def test_the_model_library_needs_no_tensorflow_under_jax(both):
     facts = both["facts"]
-    assert facts["tensorflow_loaded"] is False  # refused at import: every check above ran without it
+    # Its import was refused: every check above ran without it.
+    assert facts["tensorflow_loaded"] is False
     assert "kt.beam_decode runs on Keras's TensorFlow backend" in facts["beam_decode_refused"]
