@@ -48,6 +48,7 @@ settings.load_profile("ci")
 _FIRST = ("test_ctranslate2",  # 94, of which the demo model's training 80
           "test_trainer",  # 221
           "test_parsing",  # 166, of which the parser's training 77
+          "test_jax",  # 70-100 (2026-11-28), the JAX half in one subprocess
           "test_translation_tools", "test_distributed", "test_export", "test_cove_from_runs",
           "test_training", "test_fine_tuning", "test_input_pipeline", "test_docs",
           "test_notebook")  # 75 ... 40

@@ -163,6 +163,15 @@ def devices(work, reference, arrays, facts):
     facts["device_count"] = len(jax.devices())
 
 
+def word_dropout(facts):
+    """Source word dropout draws with Keras's random ops: real tokens become unknown, padding
+    and the end of sentence stay."""
+    ids = np.array([[5, 6, 7, 8, 9, 10, 11, 12, 1, 0, 0, 0]] * 64, "int32")
+    dropped = np.asarray(kt.WordDropout(0.5, seed=1)(ids, training=True))
+    facts["word_dropout"] = {"unknown_share": float(np.mean(dropped[:, :8] == kt.UNK_ID)),
+                             "rest_kept": bool((dropped[:, 8:] == ids[:, 8:]).all())}
+
+
 def main(work):
     reference = np.load(work / "reference.npz")
     arrays, facts = {}, {"backend": keras.backend.backend()}
@@ -171,6 +180,7 @@ def main(work):
     cooldown_moves(work, reference, arrays, facts)
     trained_twenty_steps(work, reference, arrays, facts)
     devices(work, reference, arrays, facts)
+    word_dropout(facts)
     facts["tensorflow_loaded"] = "tensorflow" in sys.modules
     try:
         kt.beam_decode

@@ -114,6 +114,11 @@ def test_n_devices_train_as_one(both):
                                    atol=2e-6, err_msg=f"{count} devices")
 
 
+def test_word_dropout_draws_under_jax(both):
+    dropout = both["facts"]["word_dropout"]
+    assert 0.4 < dropout["unknown_share"] < 0.6 and dropout["rest_kept"]
+
+
 def test_the_model_library_needs_no_tensorflow_under_jax(both):
     facts = both["facts"]
     # Its import was refused: every check above ran without it.
