@@ -29,7 +29,7 @@ INSTALL_REQUIRES = [
 
 # The model library and model.fit run under KERAS_BACKEND=jax (keras_transformer/backend.py).
 # 0.10.2 is the newest jax with Python 3.11 wheels on the registry this project installs from;
-# the lent GPU machines run 0.11.2 (bench/jax_step.py runs there with no TensorFlow at all).
+# the lent GPU machines have 0.11.2 and no TensorFlow, which bench/jax_step.py does without.
 JAX = ["jax==0.10.2", "jaxlib==0.10.2"]
 CTRANSLATE2 = "ctranslate2==4.8.5"
 # kt-import --from marian reads model.safetensors with it (model_dir/hf_checkpoint.py; PyTorch's

@@ -84,3 +84,5 @@ __all__ = [
     "hparams", "length_penalty", "padding_mask", "paper_adam", "sample_decode", "sampling_search",
     "scaled_dot_product_attention", "score",
 ]
+if not backend.is_tensorflow():  # `from keras_transformer import *` under JAX
+    __all__ = [name for name in __all__ if name not in _TENSORFLOW_ONLY]

@@ -7,11 +7,14 @@ passes the check, and its inf or nan reaches every weight through the sum, while
 stays where it was (measured on logical CPU devices: tests/test_distributed.py). Here every
 replica first learns, through one all-reduce of a scalar, whether any replica overflowed, and
 then all of them skip the update (and halve the scale) together, as one device would.
-TensorFlow only: under JAX one program sees every device's gradients, and Keras's
-`LossScaleOptimizer` checks them all.
+Under JAX one program sees every device's gradients, and Keras's check covers them all; there
+this class only keeps a `TransformerSchedule`'s window out of weights files (`WindowNotSaved`).
 """
 
 import keras
+
+from keras_transformer import backend
+from keras_transformer.schedules import WindowNotSaved
 
 
 def _scaled(gradient, factor):
@@ -25,11 +28,13 @@ def _scaled(gradient, factor):
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
+class LossScaleOptimizer(WindowNotSaved, keras.optimizers.LossScaleOptimizer):
     """`keras.optimizers.LossScaleOptimizer` (same arguments and state) whose finite check spans
     all replicas (module doc); `compile` wraps an optimizer in it under mixed_float16."""
 
     def apply(self, grads, trainable_variables=None):
+        if not backend.is_tensorflow():
+            return super().apply(grads, trainable_variables)
         import tensorflow as tf
 
         context = tf.distribute.get_replica_context()

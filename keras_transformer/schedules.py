@@ -69,9 +69,11 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         self.warmup_steps = warmup_steps
         self.multiplier = multiplier
         # Not in checkpoints: whoever builds the schedule knows its window.
-        self._cooldown = keras.Variable([0, 0], dtype="int32", trainable=False,
+        # "int": int64 on TensorFlow (as before; an int32 variable would live in a GPU's host
+        # memory), int32 under JAX (which has no int64 by default).
+        self._cooldown = keras.Variable([0, 0], dtype="int", trainable=False,
                                         name="cooldown_window")
-        self._peak_step = keras.Variable(warmup_steps, dtype="int32", trainable=False,
+        self._peak_step = keras.Variable(warmup_steps, dtype="int", trainable=False,
                                          name="peak_step")
         self.in_optimizer_state = False  # FusedAdam's state carries the variables (JAX)
         self._traced = False
@@ -85,7 +87,17 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         """The variables behind the cooldown window and the peak step."""
         return [self._cooldown, self._peak_step]
 
+    def _check_attached(self):
+        """Raises where JAX's `fit` holds the window's values outside the variables (between
+        two steps, until `callback.model` or `model.jax_state_sync()` puts them back)."""
+        if any(getattr(v, "_value", True) is None for v in self.variables):
+            raise RuntimeError(
+                "this TransformerSchedule's window is in a JAX fit's state: read `self.model` "
+                "in the callback (or call model.jax_state_sync()) before moving or reading it")
+
     def _check_movable(self):
+        """Raises where moving the window would not reach a traced step."""
+        self._check_attached()
         if self._traced and not self.in_optimizer_state:
             raise RuntimeError(
                 f"this TransformerSchedule was traced into a {backend.name()} train step as a "
@@ -95,6 +107,7 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     @property
     def cooldown(self):
         """(cooldown_start, cooldown_end), or None when the rate is eq. 3 throughout."""
+        self._check_attached()
         start, end = (int(value) for value in self._cooldown.numpy())
         return (start, end) if end > 0 else None
 
@@ -109,6 +122,7 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     @property
     def peak_step(self):
         """The step_num at which the rate first reaches its peak (warmup_steps: eq. 3's)."""
+        self._check_attached()
         return int(self._peak_step.numpy())
 
     def set_peak_step(self, peak_step):
@@ -166,8 +180,37 @@ def cooldown_window(train_steps, cooldown_fraction):
     return train_steps - max(1, round(cooldown_fraction * train_steps)), train_steps
 
 
+def window_variables(optimizer):
+    """The variables of the `TransformerSchedule` that `optimizer` (or the optimizer a
+    `LossScaleOptimizer` wraps) follows, or []."""
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    schedule = getattr(inner, "_learning_rate", None)
+    return schedule.variables if isinstance(schedule, TransformerSchedule) else []
+
+
+class WindowNotSaved:
+    """Optimizer mixin: its weights-file state leaves out a `TransformerSchedule`'s window (which
+    its state carries under JAX), so files written under either backend load under the other,
+    and a resumed run keeps the window its builder gave it."""
+
+    def _saved_variables(self):
+        window = window_variables(self)
+        return [v for v in self.variables if not any(v is w for w in window)]
+
+    def save_own_variables(self, store):
+        for i, variable in enumerate(self._saved_variables()):
+            store[str(i)] = variable.numpy()
+
+    def load_own_variables(self, store):
+        saved = self._saved_variables()
+        if len(store.keys()) != len(saved):  # as Keras's: a mismatch warns and loads nothing
+            return super().load_own_variables(store)
+        for i, variable in enumerate(saved):
+            variable.assign(store[str(i)])
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class FusedAdam(keras.optimizers.Adam):
+class FusedAdam(WindowNotSaved, keras.optimizers.Adam):
     """`keras.optimizers.Adam` with each variable's update done by TensorFlow's fused kernel
     (on other backends Keras's update, which XLA fuses itself).
 
@@ -189,26 +232,10 @@ class FusedAdam(keras.optimizers.Adam):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        schedule = self.learning_rate_schedule
-        self._schedule_variables = list(getattr(schedule, "variables", ()))
-        if self._schedule_variables and not backend.is_tensorflow():
-            for variable in self._schedule_variables:
+        if not backend.is_tensorflow():  # TensorFlow reads the variables where they are
+            for variable in window_variables(self):
                 self._track_variable(variable)
-            schedule.in_optimizer_state = True
-
-    def _saved_variables(self):
-        return [v for v in self.variables if not any(v is s for s in self._schedule_variables)]
-
-    def save_own_variables(self, store):
-        for i, variable in enumerate(self._saved_variables()):
-            store[str(i)] = variable.numpy()
-
-    def load_own_variables(self, store):
-        saved = self._saved_variables()
-        if len(store.keys()) != len(saved):  # as Keras's: a mismatch warns and loads nothing
-            return super().load_own_variables(store)
-        for i, variable in enumerate(saved):
-            variable.assign(store[str(i)])
+            self.learning_rate_schedule.in_optimizer_state = True
 
     @property
     def learning_rate_schedule(self):

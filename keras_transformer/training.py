@@ -30,8 +30,9 @@ The mixin gives `model.fit` three things Keras 3.15 does not do on its own for t
   (tensorflow/tensorflow#72388); they are returned with shape [1] there.
 
 With `compile(..., report_batch_shape=True)` (kt-train's), the logs of each train step also carry
-`batch_shape`, int32 [3]: the step's sentences, source length and target length (one replica's
-batch, a mean over replicas), so that a failure can name the batch. Off by default: Keras's
+`batch_shape`, int32 [3]: the step's sentences, source length and target length (TensorFlow:
+one replica's batch, a mean over replicas; JAX: the global batch), so that a failure can name
+the batch. Off by default: Keras's
 progress bar and History would show it.
 
 The train and test steps are the backend's: keras_transformer/training_tf.py (tf.distribute,
@@ -84,7 +85,7 @@ class TokenLevelTraining(_BackendSteps):
             raise ValueError(f"accumulate_steps must be an integer >= 1, got "
                              f"{accumulate_steps!r}")
         if self.dtype_policy.name == "mixed_float16" and optimizer is not None and \
-                kwargs.get("auto_scale_loss", True) and backend.is_tensorflow():
+                kwargs.get("auto_scale_loss", True):
             optimizer = agreeing_loss_scale(optimizer)
         super().compile(optimizer, *args, **kwargs)
         if accumulate_steps > 1:

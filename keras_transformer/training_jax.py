@@ -52,6 +52,9 @@ class JaxSteps:
                         for value, old in zip(new_values, metrics_variables)]
 
     def _accumulating_train_step(self, state, data):
+        """Keras's JAX train step over `accumulate_steps` micro-batches of the batch's rows
+        (module doc). `data`: ((source [rows, S], target input [rows, T]), target [rows, T][,
+        sample weight]); each micro-batch [ceil(rows / K), ...]. Returns (logs, new state)."""
         trainable, non_trainable, optimizer_variables, metrics_variables = state
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         steps = self.accumulate_steps

@@ -117,7 +117,15 @@ def cooldown_moves(work, reference, arrays, facts):
             if len(weights) == 2:
                 schedule.set_cooldown(1, 2)
 
-    fit(model, batch(reference), 3, [Cooldown()])
+    class Unsynced(keras.callbacks.Callback):  # runs first, before `self.model` syncs the state
+        def on_train_batch_end(self, batch, logs=None):
+            try:
+                schedule.set_cooldown(0, 9)
+                facts["unsynced_refused"] = None
+            except RuntimeError as error:
+                facts["unsynced_refused"] = str(error)
+
+    fit(model, batch(reference), 3, [Unsynced(), Cooldown()])
     facts["movement_per_update"] = [float(np.abs(b - a).max())
                                     for a, b in zip(weights, weights[1:])]
     # Another optimizer cannot carry the window: moving it after tracing is refused.

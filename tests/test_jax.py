@@ -89,6 +89,9 @@ def test_a_cooldown_moves_under_a_traced_step(both):
     first, second = facts["movement_per_update"]
     assert first > 1e-4 and second == 0.0  # the rate fell to zero from the third update
     assert "traced into a jax train step as a constant" in facts["plain_adam_refused"]
+    # Between two steps JAX's fit holds the window outside its variables: moving it then would
+    # be lost, so it is refused until the callback reads `self.model`.
+    assert "read `self.model` in the callback" in facts["unsynced_refused"]
 
 
 def test_weights_and_optimizer_state_cross_between_backends(both):

@@ -102,9 +102,8 @@ class Evaluation(keras.callbacks.Callback):
     moment, e.g. the end of training; it does nothing twice at one step). A periodic evaluation
     within a quarter of `every` before the step the run will end at (`ends_at`) is skipped:
     the final one follows it, and a short timed run's last minute is better spent training.
-    With a moving average
-    of the weights (--ema_decay), of the averaged weights; a best checkpoint (`keep_best`) holds
-    both.
+    With a moving average of the weights (--ema_decay), of the averaged weights; a best
+    checkpoint (`keep_best`) holds both.
 
     Args:
         dev_batches: the dev split's pipeline (one pass), or None.
