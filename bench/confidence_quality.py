@@ -107,8 +107,7 @@ def main(argv=None):
     parser.add_argument("--splits", type=int, default=5, help="random halvings of dev")
     args = parser.parse_args(argv)
     loaded = model_dir.load(args.model_dir)
-    translator = Translator(loaded.model, loaded.vocabulary, alpha=loaded.hparams.decode_alpha,
-                            max_input_length=loaded.run.data.max_length)  # kt-translate's
+    translator = Translator.from_loaded(loaded)  # kt-translate's settings
     source = data.get_source(args.data, args.source_lang, args.target_lang)
     peaks, measures = [matmul_peak("float32") / 1e9], {}
     for split in ("dev", args.test_split):

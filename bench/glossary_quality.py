@@ -51,8 +51,7 @@ def main(argv=None):
     sources, references = zip(*pairs)
     terms = glossary.Glossary.load(args.glossary)
     required = [terms.targets_in(source) for source in sources]
-    translator = Translator(loaded.model, loaded.vocabulary,
-                            alpha=loaded.hparams.decode_alpha)  # kt-translate's
+    translator = Translator.from_loaded(loaded)  # kt-translate's settings
     peaks, rows = [matmul_peak("float32") / 1e9], []
     for name, terms_of_lines in (("without", None), ("with the glossary", required)):
         start = time.perf_counter()

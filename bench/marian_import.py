@@ -27,7 +27,7 @@ import tensorflow as tf
 from bench import marian_checkpoint
 from bench.common import append_results, markdown_table, peaks_sentence, summary
 from bench.train_step import matmul_peak
-from keras_transformer.export import flags, translate
+from keras_transformer.export import DecodingConfig
 from keras_transformer.export.translator import Translator
 from keras_transformer.model_dir import loading, marian
 from keras_transformer.token_ids import EOS_ID
@@ -60,8 +60,7 @@ def exactness(model_dir, checkpoint):
     difference = float(np.abs(logits[real] - arrays["logits"][:, :, order][real]).max())
     equal = []
     for name, beam in (("greedy", "1"), ("beam4", "4")):
-        args = translate.parse_args(["--model_dir", str(model_dir), "--beam_size", beam])
-        translator, _ = flags.translator_from_flags(args, 64)
+        translator = Translator.from_model_dir(model_dir, DecodingConfig(beam_size=int(beam)))
         ids = translator.translate_ids(translator.tokenize(
             tf.constant(reference["sources"]))["source_ids"])["ids"].numpy()
         equal.append(sum([int(i) for i in row if i] == [int(ours[i]) for i in theirs if i != pad]

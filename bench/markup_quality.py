@@ -40,7 +40,7 @@ from bench.common import append_results, markdown_table, peaks_sentence
 from bench.train_step import matmul_peak
 from keras_transformer import model_dir
 from keras_transformer.data import markup
-from keras_transformer.export import Translator
+from keras_transformer.export import DecodingConfig, Translator
 from keras_transformer.export.lines import Sampling, n_best_lines
 from keras_transformer.export.markup_lines import markup_n_best_lines
 
@@ -106,8 +106,8 @@ def translations(loaded, lines, search, masked=None, passes=2):
     placed in the untagged line's translation), or 1 (every item where the search puts it)."""
     settings = dict(SEARCHES[search])
     sampling = settings.pop("sampling", None)
-    translator = Translator(loaded.model, loaded.vocabulary, alpha=loaded.hparams.decode_alpha,
-                            **settings)  # kt-translate's alpha
+    translator = Translator.from_loaded(loaded, DecodingConfig(**settings))  # kt-translate's
+    # other settings
     if masked is not None and passes == 2:
         best = markup_n_best_lines(translator, masked, 1, 32, sampling=sampling)
     else:

@@ -75,8 +75,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     peaks = [matmul_peak("float32") / 1e9]
     loaded = model_dir.load(args.model_dir)
-    translator = Translator(loaded.model, loaded.vocabulary, alpha=loaded.hparams.decode_alpha,
-                            max_batch_size=args.batch_size)
+    translator = Translator.from_loaded(loaded, max_batch_size=args.batch_size)  # kt-translate's
     source = data.get_source(args.data, args.source_lang, args.target_lang)
     inputs = generated_inputs([(s.decode(), t.decode()) for s, t in
                                source.pairs("test").as_numpy_iterator()], args.inputs)

@@ -25,7 +25,7 @@ from bench.common import append_results, markdown_table
 from bench.train_step import matmul_peak
 from keras_transformer import data, model_dir
 from keras_transformer.data import evalb, trees
-from keras_transformer.export import flags
+from keras_transformer.export.decoding_config import DECODE_PRESETS
 from keras_transformer.export.translator import Translator
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "tests"))
@@ -57,7 +57,7 @@ def parser_flags(steps, seed, label_smoothing):
 def decode(run_dir, gold, beam_size, tree_leaves):
     """(F1, outputs that did not read back as themselves) of the test trees."""
     loaded = model_dir.load(run_dir)
-    preset = flags.DECODE_PRESETS["parsing"]
+    preset = DECODE_PRESETS["parsing"]
     translator = Translator(loaded.model, loaded.vocabulary, beam_size=beam_size,
                             alpha=preset["alpha"], extra_length=preset["extra_length"],
                             max_input_length=loaded.run.data.max_length, max_batch_size=400,

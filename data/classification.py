@@ -15,6 +15,8 @@ evaluation label the training split never had is refused, naming the file and li
 import gzip
 import pathlib
 
+from keras_transformer.errors import UserError
+
 CORPORA = pathlib.Path(__file__).parent / "corpora"
 TASKS = {
     # name: (bundled directory, evaluation split, fields a line, label from the fields)
@@ -24,7 +26,7 @@ TASKS = {
 }
 
 
-class ClassificationError(ValueError):
+class ClassificationError(UserError):
     """A task spec or labelled file that cannot be used; the message names the file and line."""
 
 

@@ -16,12 +16,14 @@ import pathlib
 
 import tensorflow as tf
 
+from keras_transformer.errors import UserError
+
 # RE2: a character that can be part of a word; a term's ends must not touch one.
 _WORD_CHARACTER = r"\pL\pN_"
 _BLANK = "\x01"  # what a found term is overwritten with, so that no shorter term is found in it
 
 
-class GlossaryError(ValueError):
+class GlossaryError(UserError):
     """A glossary that cannot be used; the message names the file and line."""
 
 

@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.data.vocab import normalize_texts
+from keras_transformer.errors import UserError
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 
 UNK_ID = 2
@@ -29,7 +30,7 @@ FIRST_WORD_ID = 3
 WORDS_FILE = "words.txt"
 
 
-class GloveError(ValueError):
+class GloveError(UserError):
     """A vectors file or words file that cannot be read; the message names the file and line."""
 
 

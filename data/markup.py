@@ -24,6 +24,8 @@ import re
 
 import numpy as np
 
+from keras_transformer.errors import UserError
+
 MAX_ITEMS = 50  # of each kind (tag pairs, other items) in one text
 TOKENS = tuple([f"｟{n}｠" for n in range(1, MAX_ITEMS + 1)] +
                [f"｟t{n}｠" for n in range(1, MAX_ITEMS + 1)] +
@@ -82,7 +84,7 @@ _TOKEN = re.compile(r"｟(/?)(t?)([0-9]+)(/?)｠")
 _TAG_NAME = re.compile(r"</?([A-Za-z][0-9A-Za-z_:.-]*)")
 
 
-class MarkupError(ValueError):
+class MarkupError(UserError):
     """A translation that does not hold its source's items exactly once, well nested; or a text
     with more items than `MAX_ITEMS`."""
 

@@ -31,12 +31,13 @@ import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the token
 
 from keras_transformer import cli
 from keras_transformer.data import markup, sources, treebank
+from keras_transformer.errors import UserError
 from keras_transformer.token_ids import EOS_ID, PAD_ID, UNK_ID
 
 MODEL_TYPES = ("bpe", "unigram")
 
 
-class VocabularyError(ValueError):
+class VocabularyError(UserError):
     """A vocabulary file that cannot serve; the message names the file."""
 
 

@@ -179,8 +179,7 @@ def demo(args, train_flags):
     train_phase(args, train_flags)
     loaded = model_dir.load(directory)
     step = model_dir.step_in_name(loaded.checkpoint)
-    translator = Translator(loaded.model, loaded.vocabulary, alpha=loaded.hparams.decode_alpha,
-                            max_input_length=loaded.run.data.max_length)
+    translator = Translator.from_loaded(loaded)  # decodes as kt-translate --model_dir does
     bleu, sources, references, hypotheses = bleu_phase(loaded, translator, args.bleu_sentences)
 
     phase(3, "translations of dev sentences")

@@ -2,16 +2,17 @@
 Serving whose signature takes raw strings), `kt-attention` (figures 3-5), `kt-score` and
 `kt-parse` (trees from a model trained on a treebank, scored as EVALB scores them).
 
-    from keras_transformer.export import Translator, load
-    loaded = load("runs/demo")
-    translator = Translator(loaded.model, loaded.vocabulary)
+    from keras_transformer.export import DecodingConfig, Translator
+    translator = Translator.from_model_dir("runs/demo")  # decodes as kt-translate does
     translator.translate(tf.constant(["In the beginning God created the heaven and the earth."]))
+    greedy = Translator.from_model_dir("runs/demo", DecodingConfig(beam_size=1))
 """
 
 from keras_transformer._layout import require_installed_name
 
 require_installed_name(__name__, "export")
 
+from keras_transformer.export.decoding_config import DecodingConfig
 from keras_transformer.export.lines import translate_lines
 from keras_transformer.export.saved_model import ExportError, export, next_version
 from keras_transformer.export.translator import Translator
@@ -19,5 +20,5 @@ from keras_transformer.export.translator import Translator
 # Loading a model_dir belongs to keras_transformer.model_dir; kept here for `export.load`.
 from keras_transformer.model_dir.loading import Loaded, ModelDirError, load
 
-__all__ = ["ExportError", "Loaded", "ModelDirError", "Translator", "export", "load",
-           "next_version", "translate_lines"]
+__all__ = ["DecodingConfig", "ExportError", "Loaded", "ModelDirError", "Translator", "export",
+           "load", "next_version", "translate_lines"]

@@ -20,8 +20,8 @@ from matplotlib.figure import Figure
 from matplotlib.textpath import TextPath
 
 from keras_transformer.cli import at_least, check_output, replace_atomically
+from keras_transformer.errors import UserError
 from keras_transformer.export.flags import add_decoding_flags, translator_from_flags
-from keras_transformer.model_dir import ConfigError, ModelDirError
 from keras_transformer.token_ids import PAD_ID
 
 PANELS = (("encoder_self_attention", "encoder self-attention"),
@@ -38,7 +38,7 @@ MARGIN = 0.15  # around the figure
 COLORBAR_WIDTH = 0.15
 
 
-class AttentionError(ValueError):
+class AttentionError(UserError):
     """A sentence, layer or head that cannot be drawn, naming the flag."""
 
 
@@ -243,7 +243,7 @@ def main(argv=None):
         maps = attention_maps(translator, args.text, args.target)
         fig = figure(maps, args.layer or loaded.model.num_layers, args.head)
         write_png(fig, args.output)
-    except (ModelDirError, ConfigError, AttentionError, OSError) as error:
+    except (UserError, OSError) as error:
         print(f"kt-attention: error: {error}", file=sys.stderr)
         return 2
     print(f"source:      {' '.join(maps.source_tokens)}\n"

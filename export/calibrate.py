@@ -21,6 +21,7 @@ import sacrebleu
 
 from keras_transformer import cli, data
 from keras_transformer.confidence import Calibration, spearman
+from keras_transformer.errors import UserError
 from keras_transformer.export.checks import check_lines
 from keras_transformer.export.flags import (
     add_batch_size_flag,
@@ -30,7 +31,7 @@ from keras_transformer.export.flags import (
     with_batch_size,
 )
 from keras_transformer.export.lines import InputError, n_best_lines, read_lines
-from keras_transformer.model_dir import CALIBRATION_FILE, ConfigError, ModelDirError
+from keras_transformer.model_dir import CALIBRATION_FILE, ConfigError
 
 PROG = "kt-calibrate"
 MIN_SENTENCES = 50  # fewer cannot tell a score's scale from noise
@@ -102,7 +103,7 @@ def main(argv=None):
             raise ConfigError("a calibration belongs to one model_dir and checkpoint; drop "
                               "--ensemble and repeated --checkpoint")
         lines, references = read_pairs(args, members[0].run)
-    except (InputError, ModelDirError, ConfigError, data.CorpusError, OSError) as error:
+    except (UserError, OSError) as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
     inputs, chrf, _ = measured(translator, lines, references, args.batch_size)

@@ -42,7 +42,9 @@ import tensorflow as tf
 
 from keras_transformer.beam_search import length_penalty
 from keras_transformer.data import load_vocabulary, vocabulary_file
-from keras_transformer.decoding import EXTRA_LENGTH
+from keras_transformer.decoding import EXTRA_LENGTH, output_limits
+from keras_transformer.errors import UserError
+from keras_transformer.export.decoding_config import DecodingConfig
 from keras_transformer.export.translator import source_ids_of
 from keras_transformer.token_ids import EOS_ID, PAD_ID, UNK_ID
 
@@ -51,7 +53,7 @@ POSITIONS = 2048  # sinusoid rows written; inputs and outputs are limited to thi
 MODEL_FILE = "model.bin"
 
 
-class Ctranslate2Error(ValueError):
+class Ctranslate2Error(UserError):
     """A model CTranslate2 cannot represent, or a directory that is not a CTranslate2 export."""
 
 
@@ -287,9 +289,9 @@ class Ctranslate2Translator:
         # The export's limit unless the caller changed what it came from.
         recorded = (self.settings.get("max_output_length")
                     if max_input_length is None and extra_length is None else None)
-        self.max_output_length = min(
-            max_output_length or recorded or self.max_input_length + self.extra_length,
-            POSITIONS)
+        self.max_output_length = min(POSITIONS, output_limits(
+            self.max_input_length, extra_length=self.extra_length,
+            max_output_length=max_output_length or recorded))
         self.max_input_bytes = 16 * self.max_input_length
         self.patience = PATIENCE if patience is None else patience
         if not 1 <= self.patience < float("inf"):
@@ -297,6 +299,16 @@ class Ctranslate2Translator:
         self.engine = ctranslate2.Translator(str(self.directory), device="cpu",
                                              compute_type=compute_type,
                                              intra_threads=intra_threads)
+
+    @classmethod
+    def from_decoding(cls, directory, decoding=None, **engine_settings):
+        """The export `directory` decoded as `decoding` (a `DecodingConfig`; its None fields:
+        what the export recorded, the settings of the model it came from); `engine_settings`:
+        compute_type, intra_threads, patience."""
+        decoding = decoding or DecodingConfig()
+        return cls(directory, decoding.beam_size, decoding.alpha, decoding.extra_length,
+                   decoding.max_input_length, decoding.max_output_length,
+                   length_normalization=decoding.length_normalization, **engine_settings)
 
     def tokenize(self, texts):
         """As `Translator.tokenize`: {"source_ids": int32 [batch, length]}."""
@@ -334,8 +346,9 @@ class Ctranslate2Translator:
         source_ids = np.asarray(source_ids)[:, :self.max_input_length]
         batch = len(source_ids)
         rows = [[self.pieces[i] for i in row if i != PAD_ID] for row in source_ids]
-        limits = np.minimum(np.count_nonzero(source_ids, axis=1) + self.extra_length,
-                            self.max_output_length)
+        limits = output_limits(np.count_nonzero(source_ids, axis=1),
+                               extra_length=self.extra_length,
+                               max_output_length=self.max_output_length)
         found = [[] for _ in range(batch)]
         # One call per output limit: CTranslate2 takes one limit a batch.
         for limit in np.unique(limits[[bool(row) for row in rows]]):

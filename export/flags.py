@@ -6,14 +6,10 @@ from keras_transformer import cli, devices, model_dir
 from keras_transformer.cli import at_least
 from keras_transformer.data import treebank
 from keras_transformer.decoding import EXTRA_LENGTH
+from keras_transformer.export.decoding_config import DECODE_PRESETS, DecodingConfig, load_members
 from keras_transformer.export.translator import Translator
 from keras_transformer.hparams import LENGTH_NORMALIZATIONS
 
-# Section 6.1's translation settings and section 6.3's parsing ones; beam_size and alpha None:
-# the model's hparams decode_beam_size and decode_alpha (4 and 0.6, the paper's, unless the run
-# overrode them or the model was imported with its own).
-DECODE_PRESETS = {"translation": dict(beam_size=None, alpha=None, extra_length=EXTRA_LENGTH),
-                  "parsing": dict(beam_size=21, alpha=0.3, extra_length=treebank.EXTRA_LENGTH)}
 MODELS_PRESET = "parsing for a model trained on a treebank, else translation"
 
 
@@ -24,7 +20,8 @@ def add_batch_size_flag(parser, what):
 
 
 def with_batch_size(args):
-    """`args` with --batch_size set: the user's, or `devices.decode_batch_size()`."""
+    """`args` with --batch_size set: the user's, or `devices.decode_batch_size()` (as
+    `DecodingConfig.resolved` sets it)."""
     if args.batch_size is None:
         args.batch_size = devices.decode_batch_size()
     return args
@@ -34,7 +31,7 @@ def add_decoding_flags(parser, beam=True, preset=None, model_dir_required=True):
     """The model_dir, beam search and request-bound flags of kt-translate, kt-export,
     kt-attention, kt-parse and (without --beam_size and --tree_constraint: `beam` False)
     kt-score, and --verbose; `preset` is the default --decode_preset (None: the model's, see
-    `preset_of`)."""
+    `decoding_config.preset_of`)."""
     cli.add_verbose_flag(parser)
     parser.add_argument("--model_dir", required=model_dir_required,
                         help="a kt-train model_dir")
@@ -100,97 +97,28 @@ def add_decoding_flags(parser, beam=True, preset=None, model_dir_required=True):
                              "does)")
 
 
-def preset_of(run_data):
-    """The decode preset of a model trained on --data `run_data`: parsing for a treebank."""
-    return "parsing" if treebank.is_treebank(run_data) else "translation"
-
-
-def apply_decode_preset(args, run_data):
-    """Fills the decoding flags the user left unset from --decode_preset, or where that is unset
-    from the preset of the model's training data (alpha stays None where the preset takes the
-    model's); calling it again changes nothing."""
-    args.decode_preset = args.decode_preset or preset_of(run_data)
-    for name, value in DECODE_PRESETS[args.decode_preset].items():
-        if hasattr(args, name) and getattr(args, name) is None:
-            setattr(args, name, value)
-
-
-def apply_model_decoding(args, hparams):
-    """Fills --length_normalization from the model's hparams; and for a model with a fixed
-    output limit (hparams decode_max_output_length, an imported one's) unless --extra_length
-    is given, --max_output_length (the user's, else the model's) and --extra_length alike, so
-    the limit applies whatever the input's length, as where the model came from."""
-    if args.length_normalization is None:
-        args.length_normalization = hparams.decode_length_normalization
-    if hparams.decode_max_output_length is not None and args.extra_length is None:
-        args.max_output_length = args.max_output_length or hparams.decode_max_output_length
-        args.extra_length = args.max_output_length
-
-
-def load_members(args):
-    """[model_dir.Loaded]: --model_dir with each --checkpoint (or its default one), then each
-    --ensemble model_dir; more than one is an ensemble.
-
-    Raises:
-        ModelDirError: as `model_dir.load`, or members whose vocabularies differ (naming both
-            files).
-    """
-    members = [model_dir.load(args.model_dir, checkpoint, args.dtype, args.ema)
-               for checkpoint in args.checkpoint or [None]]
-    for other in (args.ensemble or "").split(","):
-        if other.strip():
-            members.append(model_dir.load(other.strip(), None, args.dtype, args.ema))
-    first = members[0].vocabulary
-    for member in members[1:]:
-        if member.vocabulary.serialized != first.serialized:
-            raise model_dir.ModelDirError(
-                f"{member.vocabulary.path} and {first.path} are different vocabularies; the "
-                f"members of an ensemble must share one")
-    return members
-
-
-def tree_leaves_of(args, run_data):
-    """The Translator's tree_leaves for --tree_constraint and a model trained on --data
-    `run_data`: its trees' leaves for a parser unless --no-tree_constraint, else None.
-
-    Raises:
-        ConfigError: --tree_constraint for a translation model.
-    """
-    if not hasattr(args, "tree_constraint"):  # kt-score: it never decodes
-        return None
-    leaves = treebank.leaves_of(run_data) if treebank.is_treebank(run_data) else None
-    wanted = args.tree_constraint
-    if wanted and leaves is None:
-        raise model_dir.ConfigError(
-            f"--tree_constraint: {args.model_dir} was trained on --data {run_data}, a "
-            f"translation corpus; only a parser (trained on ptb: data) writes trees")
-    return None if wanted is False else leaves
+def decoding_from_flags(args):
+    """The `DecodingConfig` the decoding flags say (unset ones None: the model's defaults)."""
+    return DecodingConfig(
+        preset=args.decode_preset, beam_size=getattr(args, "beam_size", 1), alpha=args.alpha,
+        length_normalization=args.length_normalization, extra_length=args.extra_length,
+        max_input_length=args.max_input_length, max_output_length=args.max_output_length,
+        tree_constraint=getattr(args, "tree_constraint", False),
+        jit_compile=getattr(args, "jit_compile", False),
+        batch_size=getattr(args, "batch_size", None),
+        dtype=args.dtype, ema=args.ema)
 
 
 def translator_from_flags(args, max_batch_size):
     """(a `Translator` of the model or ensemble the flags name, the list of its members'
-    `model_dir.Loaded`); the first member's run decides the defaults (the decode preset, alpha,
-    input length, the tree constraint)."""
-    members = load_members(args)
-    loaded = members[0]
-    apply_model_decoding(args, loaded.hparams)
-    apply_decode_preset(args, loaded.run.data.corpus)
-    if args.alpha is None:
-        args.alpha = loaded.hparams.decode_alpha
-    if getattr(args, "beam_size", 1) is None:
-        args.beam_size = loaded.hparams.decode_beam_size
-    models = [member.model for member in members]
-    translator = Translator(
-        models if len(models) > 1 else models[0], loaded.vocabulary,
-        beam_size=getattr(args, "beam_size", 1), alpha=args.alpha,
-        length_normalization=args.length_normalization,
-        extra_length=args.extra_length,
-        max_input_length=args.max_input_length or loaded.run.data.max_length,
-        max_output_length=args.max_output_length, max_batch_size=max_batch_size,
-        tree_leaves=tree_leaves_of(args, loaded.run.data.corpus),
-        jit_compile=getattr(args, "jit_compile", False),
-        calibration=model_dir.load_calibration(args.model_dir) if len(models) == 1 else None)
-    return translator, members
+    `model_dir.Loaded`): `Translator.from_model_dir` with the flags' `DecodingConfig`."""
+    decoding = decoding_from_flags(args)
+    members = load_members(args.model_dir, decoding, checkpoints=args.checkpoint,
+                           ensemble=[path.strip() for path in (args.ensemble or "").split(",")
+                                     if path.strip()])
+    calibration = model_dir.load_calibration(args.model_dir) if len(members) == 1 else None
+    return Translator.from_loaded(members, decoding, max_batch_size=max_batch_size,
+                                  calibration=calibration), members
 
 
 def beam_description(translator):

@@ -12,9 +12,11 @@ import tensorflow as tf
 
 from keras_transformer import data
 from keras_transformer.data import glossary, markup
+from keras_transformer.decoding import output_limits
+from keras_transformer.errors import UserError
 
 
-class InputError(ValueError):
+class InputError(UserError):
     """Input or reference text that cannot be used, naming the file."""
 
 
@@ -93,7 +95,7 @@ class Sampling(typing.NamedTuple):
     seed: int = 0  # batch i of a call draws with the seed (seed, i)
 
 
-class PrefixError(ValueError):
+class PrefixError(UserError):
     """A target prefix that leaves a translation no room, naming its line."""
 
 
@@ -171,8 +173,9 @@ def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, pre
 def check_prefixes(translator, source_ids, prefix_ids):
     """Raises PrefixError for the first prefix (int [n, width]) with no room left after it in
     its line's translation (source tokens + extra_length, at most max_output_length)."""
-    limits = np.minimum(np.count_nonzero(source_ids, axis=1) + translator.extra_length,
-                        translator.max_output_length)
+    limits = output_limits(np.count_nonzero(source_ids, axis=1),
+                           extra_length=translator.extra_length,
+                           max_output_length=translator.max_output_length)
     lengths = np.count_nonzero(prefix_ids, axis=1)
     for row in np.flatnonzero((lengths >= limits) & (np.count_nonzero(source_ids, axis=1) > 0)):
         raise PrefixError(f"line {row + 1}: the prefix has {lengths[row]} tokens, but a "
@@ -197,21 +200,22 @@ def glossary_phrases(translator, source_ids, terms_of_lines, batch_size):
     """Each line's required terms as subword id lists (a list per line).
 
     Raises:
-        ValueError: a line whose terms need more tokens than its translation may have (source
+        InputError: a line whose terms need more tokens than its translation may have (source
             tokens + extra_length, at most max_output_length, less the end of sentence).
     """
     terms = sorted({term for terms in terms_of_lines for term in terms})
     ids = token_ids(translator.tokenize_prefixes, terms, batch_size,
                     max(1, translator.max_output_length))
     subwords = {term: [int(i) for i in row if i] for term, row in zip(terms, ids)}
-    limits = np.minimum(np.count_nonzero(source_ids, axis=1) + translator.extra_length,
-                        translator.max_output_length)
+    limits = output_limits(np.count_nonzero(source_ids, axis=1),
+                           extra_length=translator.extra_length,
+                           max_output_length=translator.max_output_length)
     phrases = []
     for number, line_terms in enumerate(terms_of_lines, 1):
         phrases.append([subwords[term] for term in line_terms])
         needed = sum(map(len, phrases[-1]))
         if needed >= limits[number - 1] and needed:
-            raise ValueError(f"line {number}: its glossary terms need {needed} tokens but its "
+            raise InputError(f"line {number}: its glossary terms need {needed} tokens but its "
                              f"translation may have at most {limits[number - 1]} with the end "
                              f"of sentence (--extra_length, --max_output_length)")
     return phrases

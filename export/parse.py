@@ -24,6 +24,7 @@ import time
 
 from keras_transformer import cli, data
 from keras_transformer.data import evalb, trees
+from keras_transformer.errors import UserError
 from keras_transformer.export.flags import (
     add_batch_size_flag,
     add_decoding_flags,
@@ -32,7 +33,7 @@ from keras_transformer.export.flags import (
     with_batch_size,
 )
 from keras_transformer.export.lines import InputError, read_lines, translate_lines
-from keras_transformer.model_dir import ConfigError, ModelDirError
+from keras_transformer.model_dir import ConfigError
 
 
 def parse_args(argv=None):
@@ -120,7 +121,7 @@ def main(argv=None):
                 f"kt-translate translates with this one")
         sentences = sentences_from_flags(args)
         check_lengths(translator, sentences)
-    except (InputError, ModelDirError, ConfigError, data.CorpusError) as error:
+    except (UserError, OSError) as error:
         print(f"kt-parse: error: {error}", file=sys.stderr)
         return 2
     start = time.perf_counter()
@@ -133,8 +134,8 @@ def main(argv=None):
     cli.write_text(args.output, "".join(
         f"{tree}\n" if sentence.words else "\n" for sentence, tree in zip(sentences, parsed)))
     print(f"parsed {len(sentences)} sentence(s) in {seconds:.1f} s with {checkpoints(members)}, "
-          f"beam {args.beam_size}, alpha {args.alpha}, output up to input + "
-          f"{args.extra_length} tokens, "
+          f"beam {translator.beam_size}, alpha {translator.alpha}, output up to input + "
+          f"{translator.extra_length} tokens, "
           f"{'trees only' if translator.tree_leaves else 'unconstrained'}", file=sys.stderr)
     if sentences and sentences[0].gold:
         every, short, _ = evalb.evaluate([s.gold for s in sentences], parsed)

@@ -55,6 +55,7 @@ import time
 import tensorflow as tf
 
 from keras_transformer.cli import at_least
+from keras_transformer.errors import UserError
 from keras_transformer.export.ctranslate2 import QUANTIZATIONS, export_ctranslate2
 from keras_transformer.export.documents import DOCUMENTS, DocumentTranslator
 from keras_transformer.export.flags import (
@@ -72,12 +73,11 @@ from keras_transformer.export.markup_translator import MarkupTranslator
 from keras_transformer.export.translator import IDS, TARGETS, TEXTS
 from keras_transformer.model_dir import config
 from keras_transformer.model_dir.checkpoints import step_in_name
-from keras_transformer.model_dir.loading import ModelDirError
 
 SETTINGS_FILE = "export.json"
 
 
-class ExportError(ValueError):
+class ExportError(UserError):
     """The output directory cannot take a new version."""
 
 
@@ -247,7 +247,7 @@ def main(argv=None):
             path = export(translator, args.output, args.version, provenance(*members),
                           documents=args.documents, glossaries=args.glossaries,
                           markup=args.markup)
-    except (ExportError, ModelDirError, config.ConfigError, ValueError) as error:
+    except (UserError, OSError) as error:
         print(f"kt-export: error: {error}", file=sys.stderr)
         return 2
     seconds = time.perf_counter() - start

@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer import cli
+from keras_transformer.errors import UserError
 from keras_transformer.export.flags import (
     add_batch_size_flag,
     add_decoding_flags,
@@ -30,7 +31,6 @@ from keras_transformer.export.flags import (
     with_batch_size,
 )
 from keras_transformer.export.lines import InputError, read_lines, sorted_batches, token_ids
-from keras_transformer.model_dir import ConfigError, ModelDirError
 
 PROG = "kt-score"
 # A cut pair is named on stderr; past this many, only counted.
@@ -43,7 +43,7 @@ def score_lines(translator, sources, targets, batch_size):
     "log_probs", "lengths", "truncated" [pairs] and "token_log_probs", a list of float32
     arrays, one per pair, of its `lengths` tokens' log-probabilities."""
     if len(sources) != len(targets):
-        raise ValueError(f"{len(sources)} sources but {len(targets)} targets")
+        raise InputError(f"{len(sources)} sources but {len(targets)} targets")
     results = {"scores": np.zeros(len(sources), np.float32),
                "log_probs": np.zeros(len(sources), np.float32),
                "lengths": np.zeros(len(sources), np.int32),
@@ -103,7 +103,7 @@ def main(argv=None):
             raise InputError(f"--source {args.source} has {len(sources)} lines but --target "
                              f"{args.target} has {len(targets)}")
         translator, members = translator_from_flags(args, args.batch_size)
-    except (InputError, ModelDirError, ConfigError, ValueError) as error:
+    except (UserError, OSError) as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
     start = time.perf_counter()
@@ -120,7 +120,7 @@ def main(argv=None):
     if len(cut) > NAMED_CUTS:
         print(f"{PROG}: warning: {len(cut) - NAMED_CUTS} more pair(s) cut", file=sys.stderr)
     print(f"scored {len(sources)} pair(s) in {seconds:.1f} s with {checkpoints(members)}, alpha "
-          f"{args.alpha}", file=sys.stderr)
+          f"{translator.alpha}", file=sys.stderr)
     return 0
 
 

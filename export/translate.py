@@ -29,15 +29,16 @@ import time
 from keras_transformer import cli, data
 from keras_transformer.cli import at_least
 from keras_transformer.data import markup
+from keras_transformer.errors import UserError
 from keras_transformer.export import checks
 from keras_transformer.export.ctranslate2 import PATIENCE, Ctranslate2Translator
 from keras_transformer.export.documents import translate_document
 from keras_transformer.export.flags import (
     add_batch_size_flag,
     add_decoding_flags,
-    apply_decode_preset,
     beam_description,
     checkpoints,
+    decoding_from_flags,
     translator_from_flags,
     with_batch_size,
 )
@@ -51,7 +52,7 @@ from keras_transformer.export.lines import (
     read_lines,
 )
 from keras_transformer.export.markup_lines import markup_n_best_lines, masked_lines, unmasked
-from keras_transformer.model_dir import ConfigError, ModelDirError, RunConfig
+from keras_transformer.model_dir import ConfigError, RunConfig
 
 
 def split_lines(source, split):
@@ -239,13 +240,10 @@ def engine_from_flags(args):
     or a `Ctranslate2Translator` over an export (its run and, where neither flags nor
     --decode_preset say otherwise, its decoding settings from its export.json)."""
     if args.engine == "ctranslate2":
-        if args.decode_preset:
-            apply_decode_preset(args, None)
-        translator = Ctranslate2Translator(
-            args.ctranslate2_dir, args.beam_size, args.alpha, args.extra_length,
-            args.max_input_length, args.max_output_length, patience=args.ctranslate2_patience,
-            length_normalization=args.length_normalization)
-        args.alpha, args.beam_size = translator.alpha, translator.beam_size
+        decoding = decoding_from_flags(args)
+        translator = Ctranslate2Translator.from_decoding(
+            args.ctranslate2_dir, decoding.with_preset() if decoding.preset else decoding,
+            patience=args.ctranslate2_patience)
         return (translator, RunConfig.from_dict(translator.settings["run"],
                                                 f"{translator.directory}'s export.json"),
                 f"CTranslate2 {translator.directory} ({translator.settings['quantization']})")
@@ -255,9 +253,10 @@ def engine_from_flags(args):
 
 def check_engine(args, translator, run):
     """Refuses flags the engine's beam or vocabulary cannot honour."""
-    if args.n_best and args.n_best > args.beam_size and not args.sampling_temperature:
-        raise ConfigError(f"--n_best {args.n_best} is more than --beam_size {args.beam_size}: "
-                          f"the beam holds only {args.beam_size} hypotheses")
+    beam_size = translator.beam_size
+    if args.n_best and args.n_best > beam_size and not args.sampling_temperature:
+        raise ConfigError(f"--n_best {args.n_best} is more than --beam_size {beam_size}: "
+                          f"the beam holds only {beam_size} hypotheses")
     if args.sampling_top_k > run.model.vocab_size:
         raise ConfigError(f"--sampling_top_k {args.sampling_top_k} is more than the "
                           f"vocabulary's {run.model.vocab_size} ids")
@@ -346,8 +345,7 @@ def main(argv=None):
         masked = (masked_lines(lines, input_name(args)) if args.markup and not args.documents
                   else None)
         terms = glossary_terms(args.glossary, lines) if args.glossary else None
-    except (InputError, ModelDirError, ConfigError, data.CorpusError, ValueError,
-            OSError) as error:
+    except (UserError, OSError) as error:
         print(f"kt-translate: error: {error}", file=sys.stderr)
         return 2
     if args.documents:
@@ -368,8 +366,8 @@ def main(argv=None):
         print(f"kt-translate: error: --target_prefix {args.target_prefix}: {error}",
               file=sys.stderr)
         return 2
-    except ValueError as error:  # e.g. --sampling_top_k beyond the vocabulary
-        print(f"kt-translate: error: {error}", file=sys.stderr)
+    except UserError as error:  # e.g. glossary terms too long for a line's translation
+        print(f"kt-translate: error: {input_name(args)}: {error}", file=sys.stderr)
         return 2
     translations = [one_line(best[0].text) for best in hypotheses]
     if args.checks or args.alignments or args.min_confidence is not None:

@@ -8,18 +8,20 @@ import json
 
 import tensorflow as tf
 
-from keras_transformer import confidence, scoring
+from keras_transformer import confidence, model_dir, scoring
 from keras_transformer.beam_search import length_penalty
 from keras_transformer.data import batching, treebank
 from keras_transformer.decoding import (
     EXTRA_LENGTH,
     beam_decode,
-    decode_lengths,
     graph_function,
     members,
+    output_limits,
     sample_decode,
+    source_lengths,
 )
 from keras_transformer.export.constrained import IDS, ConstrainedSearches
+from keras_transformer.export.decoding_config import DecodingConfig, load_members
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 
 TEXTS = tf.TensorSpec([None], tf.string, name="inputs")
@@ -82,12 +84,13 @@ class Translator(ConstrainedSearches, tf.Module):
                  max_input_bytes=None, tree_leaves=None, jit_compile=False, processors=(),
                  calibration=None, length_normalization="gnmt", name="translator"):
         super().__init__(name=name)
-        max_output_length = max_output_length or max_input_length + extra_length
         for member in members(model):
             vocabulary.check_size(member.vocab_size)
             if member.position_encoding == "learned":  # no position beyond the table
                 max_input_length = min(max_input_length, member.max_length)
-                max_output_length = min(max_output_length, member.max_length)
+        # The longest any translation may be: the limit of the longest input.
+        max_output_length = output_limits(max_input_length, extra_length=extra_length,
+                                          max_output_length=max_output_length, model=model)
         for field, value, minimum in (("beam_size", beam_size, 1), ("max_batch_size",
                                        max_batch_size, 1), ("max_input_length", max_input_length,
                                        2)):  # room for a token and the end of sentence
@@ -116,6 +119,41 @@ class Translator(ConstrainedSearches, tf.Module):
             max_input_length, step=batching.XLA_BUCKET_GROWTH)) if jit_compile else None
         self.xla_rows = sorted({min(2 ** k, max_batch_size) for k in range(
             max_batch_size.bit_length() + 1)}) if jit_compile else None
+
+    @classmethod
+    def from_model_dir(cls, path, decoding=None, *, checkpoints=None, ensemble=(),
+                       max_batch_size=64, processors=()):
+        """The model_dir `path`'s model decoded as `decoding` (a `DecodingConfig`; None: every
+        setting the model's own, as kt-translate --model_dir `path` decodes), with its
+        calibration if it has one.
+
+        Args:
+            checkpoints: checkpoint directories of `path` (None: its default one, as
+                kt-translate picks it); several are an ensemble.
+            ensemble: more model_dirs, each with its default checkpoint, ensembled with it.
+            max_batch_size, processors: as for `Translator`.
+
+        Raises:
+            ModelDirError, ConfigError: what `model_dir.load` and `DecodingConfig.resolved`
+                raise.
+        """
+        loaded = load_members(path, decoding, checkpoints=checkpoints, ensemble=ensemble)
+        calibration = model_dir.load_calibration(path) if len(loaded) == 1 else None
+        return cls.from_loaded(loaded, decoding, max_batch_size=max_batch_size,
+                               processors=processors, calibration=calibration)
+
+    @classmethod
+    def from_loaded(cls, loaded, decoding=None, *, max_batch_size=64, processors=(),
+                    calibration=None):
+        """`from_model_dir` for models already loaded: a `model_dir.Loaded`, or a list of them
+        (an ensemble; the first one's run decides the defaults)."""
+        loaded = list(loaded) if isinstance(loaded, (list, tuple)) and not isinstance(
+            loaded, model_dir.Loaded) else [loaded]
+        models = [member.model for member in loaded]
+        settings = (decoding or DecodingConfig()).translator_settings(loaded[0])
+        return cls(models if len(models) > 1 else models[0], loaded[0].vocabulary,
+                   max_batch_size=max_batch_size, processors=processors,
+                   calibration=calibration, **settings)
 
     def settings(self):
         """The decoding settings and bounds, as a JSON-able dict."""
@@ -164,7 +202,8 @@ class Translator(ConstrainedSearches, tf.Module):
 
     def _output_limits(self, source_ids):
         """int32 [batch]: the most tokens each translation may have."""
-        return tf.minimum(decode_lengths(source_ids, self.extra_length), self.max_output_length)
+        return output_limits(source_lengths(source_ids), extra_length=self.extra_length,
+                             max_output_length=self.max_output_length)
 
     def limits_of(self, source_ids):
         """int32 [batch]: the most tokens (end of sentence included) the searches let each
@@ -225,7 +264,8 @@ class Translator(ConstrainedSearches, tf.Module):
                 ids = tf.pad(source_ids, [[0, missing_rows], [0, padded_length - length]])
                 prefixes = prefix_ids
                 if prefix_ids is not None:  # as wide as the output (no limit lets one be wider)
-                    width = padded_length + self.extra_length
+                    width = output_limits(padded_length, extra_length=self.extra_length,
+                                          model=self.model)
                     prefixes = tf.pad(prefix_ids[:, :width], [
                         [0, missing_rows], [0, width - tf.minimum(tf.shape(prefix_ids)[1], width)]])
                     prefixes = tf.ensure_shape(prefixes, [None, width])

@@ -18,6 +18,7 @@ The searches themselves are in `beam_search.py` and `sampling.py`.
 
 import functools
 
+import numpy as np
 import tensorflow as tf
 
 from keras_transformer.beam_search import beam_search
@@ -39,19 +40,43 @@ graph_function = functools.partial(tf.function, autograph=False)
 EXTRA_LENGTH = 50
 
 
-def decode_lengths(source_ids, extra_length=EXTRA_LENGTH, max_output_length=None):
-    """The paper's output limit for each sentence: its real length + `extra_length` (6.1).
+def source_lengths(source_ids):
+    """int [batch, source_length], 0-padded -> int32 [batch]: each source's real length."""
+    return tf.reduce_sum(tf.cast(padding_mask(source_ids), tf.int32), axis=1)
+
+
+def output_limits(source_lengths, *, extra_length=EXTRA_LENGTH, max_output_length=None,
+                  model=None):
+    """The most tokens (end of sentence included) a translation may have: the paper's input
+    length + `extra_length` (6.1), at most `max_output_length`, and with `model` (one or several,
+    `members`) at most a learned position table. The one place the limit is computed.
 
     Args:
-        source_ids: int [batch, source_length], 0-padded.
-        extra_length: tokens allowed beyond the source length (the paper: 50; parsing: 300).
-        max_output_length: optional cap (int or int32 scalar).
+        source_lengths: real input lengths: a Python int, a numpy array or an int32 tensor.
+        extra_length: tokens allowed beyond the input's (the paper: 50; parsing: 300).
+        max_output_length: None, or a cap of the same kinds.
+        model: None, or the model(s) that decode (their position tables cap the limit).
 
     Returns:
-        int32 [batch].
+        `source_lengths`' kind and shape (a tensor if any argument is one).
     """
-    lengths = tf.reduce_sum(tf.cast(padding_mask(source_ids), tf.int32), axis=1) + extra_length
-    return lengths if max_output_length is None else tf.minimum(lengths, max_output_length)
+    caps = [] if max_output_length is None else [max_output_length]
+    if model is not None:
+        caps += [m.max_length for m in members(model) if m.position_encoding == "learned"]
+    limits = source_lengths + extra_length
+    for cap in caps:
+        if tf.is_tensor(limits) or tf.is_tensor(cap):
+            limits = tf.minimum(limits, tf.cast(cap, tf.int32))
+        else:
+            limits = min(limits, cap) if isinstance(limits, int) else np.minimum(limits, cap)
+    return limits
+
+
+def decode_lengths(source_ids, extra_length=EXTRA_LENGTH, max_output_length=None):
+    """`output_limits` of each sentence of `source_ids` (int [batch, source_length], 0-padded):
+    int32 [batch]."""
+    return output_limits(source_lengths(source_ids), extra_length=extra_length,
+                         max_output_length=max_output_length)
 
 
 def without_padding(logits):
@@ -163,24 +188,22 @@ def _output_limits(model, source_ids, max_output_length, extra_length, *, fixed_
     """Each sentence's limit, int32 [batch] (`beam_decode`'s `max_output_length`), and the
     output length (the searches' buffer_length, and the cache's under XLA): a Python int if
     `fixed_shapes` (XLA), else an int32 scalar. `model` is one or several (`members`)."""
-    position_tables = [m.max_length for m in members(model) if m.position_encoding == "learned"]
     if max_output_length is None:
-        limits = decode_lengths(source_ids, extra_length)
+        limits = output_limits(source_lengths(source_ids), extra_length=extra_length,
+                               model=model)
     else:
-        limits = tf.broadcast_to(tf.cast(max_output_length, tf.int32), tf.shape(source_ids)[:1])
-    if position_tables:  # no learned position beyond the table
-        limits = tf.minimum(limits, min(position_tables))
+        limits = output_limits(  # the caller's limits, under the position tables
+            tf.broadcast_to(tf.cast(max_output_length, tf.int32), tf.shape(source_ids)[:1]),
+            extra_length=0, model=model)
     if not fixed_shapes:
         return limits, longest(limits)
     if isinstance(max_output_length, int):
-        output_length = max_output_length
+        output_length = output_limits(max_output_length, extra_length=0, model=model)
     elif source_ids.shape[1] is None:
         raise ValueError("with jit_compile, source_ids need a static length, or max_output_length "
                          "a Python int (XLA needs the output length when it compiles)")
     else:  # a tensor max_output_length is capped, as the paper's limits are, at the buffer
-        output_length = source_ids.shape[1] + extra_length
-    if position_tables:
-        output_length = min(output_length, min(position_tables))
+        output_length = output_limits(source_ids.shape[1], extra_length=extra_length, model=model)
     return tf.minimum(limits, output_length), output_length
 
 

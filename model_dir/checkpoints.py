@@ -40,6 +40,7 @@ import h5py
 import numpy as np
 from keras.src.saving import saving_lib
 
+from keras_transformer.errors import UserError
 from keras_transformer.model_dir.config import CHECKPOINT_DIR
 
 WEIGHTS_FILE = "model.weights.h5"
@@ -48,7 +49,7 @@ MANIFEST_FILE = "manifest.json"
 _NAME = re.compile(r"^ckpt-(\d+)$")
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(UserError, RuntimeError):
     """A checkpoint could not be written or read; the message names it."""
 
 

@@ -24,6 +24,7 @@ import platform
 from keras_transformer import data
 from keras_transformer.cli import replace_atomically
 from keras_transformer.data import glove
+from keras_transformer.errors import UserError
 
 CONFIG_FILE = "config.json"
 VOCAB_FILE = "vocab.model"
@@ -38,7 +39,7 @@ KEEP_BEST_METRICS = ("bleu", "chrf", "loss", "f1")  # f1: a parser's (EVALB)
 PRECISIONS = ("none", "mixed_float16", "mixed_bfloat16", "auto")
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """A configuration that cannot be used: a bad field, or one a model_dir contradicts."""
 
 

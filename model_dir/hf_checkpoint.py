@@ -17,6 +17,8 @@ import zipfile
 
 import numpy as np
 
+from keras_transformer.errors import UserError
+
 SAFETENSORS_FILE = "model.safetensors"
 PYTORCH_FILE = "pytorch_model.bin"
 
@@ -29,7 +31,7 @@ _STORAGE_DTYPES = {
 }
 
 
-class CheckpointFormatError(ValueError):
+class CheckpointFormatError(UserError):
     """A checkpoint directory without weights, or a weights file that cannot be read (named)."""
 
 

@@ -8,10 +8,11 @@ import h5py
 import keras_transformer as kt
 from keras_transformer import data
 from keras_transformer.confidence import Calibration
+from keras_transformer.errors import UserError
 from keras_transformer.model_dir import checkpoints, config
 
 
-class ModelDirError(ValueError):
+class ModelDirError(UserError):
     """A model_dir (or checkpoint) that cannot be loaded, with the reason and the path."""
 
 

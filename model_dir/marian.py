@@ -38,6 +38,7 @@ import numpy as np
 
 import keras_transformer as kt
 from keras_transformer import cli, data
+from keras_transformer.errors import UserError
 from keras_transformer.model_dir import checkpoints, config
 from keras_transformer.model_dir.hf_checkpoint import (
     PYTORCH_FILE,
@@ -76,7 +77,7 @@ _GENERATION_DEFAULTS = dict(_GENERATION_FOLLOWED, renormalize_logits=False)
 _POSITION_TOLERANCE = 1e-3
 
 
-class MarianImportError(ValueError):
+class MarianImportError(UserError):
     """A checkpoint the import cannot represent or read, naming the file and field."""
 
 

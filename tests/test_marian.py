@@ -24,7 +24,7 @@ from conftest import run_main
 
 import keras_transformer as kt
 from keras_transformer import data
-from keras_transformer.export import flags, saved_model, translate
+from keras_transformer.export import DecodingConfig, Translator, saved_model, translate
 from keras_transformer.model_dir import config, hf_checkpoint, loading, marian
 
 CHECKPOINT = pathlib.Path(__file__).parent / "data" / "marian_tiny"
@@ -85,13 +85,16 @@ def test_teacher_forced_logits_are_marian_mt_models(loaded):
                                atol=1e-4)
 
 
-@pytest.mark.parametrize("name, beam_flags", [("greedy", ["--beam_size", "1"]), ("beam4", [])])
-def test_kt_translate_gives_generates_outputs(imported, loaded, name, beam_flags):
-    """kt-translate's defaults for an imported model (its beam 4, alpha 1.0, Hugging Face's
-    normalization, 63 tokens at most): the same ids and strings as generate on 50 sentences,
-    about a third ending early and the rest at the limit."""
-    args = translate.parse_args(["--model_dir", str(imported), *beam_flags])
-    translator, _ = flags.translator_from_flags(args, 64)
+@pytest.mark.parametrize("name, decoding", [("greedy", DecodingConfig(beam_size=1)),
+                                            ("beam4", None)])
+def test_the_python_api_and_kt_translate_give_generates_outputs(imported, loaded, name, decoding,
+                                                                tmp_path):
+    """An imported model's own decoding settings (its beam 4, alpha 1.0, Hugging Face's
+    normalization, 63 tokens at most), which `Translator.from_model_dir` and kt-translate both
+    take from the model_dir: the same ids and strings as generate on 50 sentences, about a third
+    ending early and the rest at the limit; kt-translate's lines and scores are the Python
+    API's."""
+    translator = Translator.from_model_dir(imported, decoding)
     assert (translator.alpha, translator.length_normalization) == (1.0, "hf")
     assert translator.max_output_length == 63 and translator.beam_size == (4 if name == "beam4"
                                                                            else 1)
@@ -107,8 +110,17 @@ def test_kt_translate_gives_generates_outputs(imported, loaded, name, beam_flags
     # Each output the limit ended (with end of sentence, as generate does) is said to be so.
     signs = translator.check_ids(source_ids, best["ids"], best["scores"])
     assert list(signs["stopped_at_limit"].numpy()) == [len(row) == 63 for row in expected]
-    translations = translator.translate(sources)["translations"].numpy()
-    assert [text.decode("utf-8") for text in translations] == REFERENCE[name]
+    translated = translator.translate(sources)
+    assert [text.decode("utf-8") for text in translated["translations"].numpy()] == (
+        REFERENCE[name])
+    if decoding is None:  # the command with no decoding flags
+        (tmp_path / "in.txt").write_text("\n".join(REFERENCE["sources"]) + "\n")
+        command = run_main(translate.main, "--model_dir", imported, "--input",
+                           tmp_path / "in.txt", "--scores")
+        assert command.returncode == 0, command.stderr
+        assert command.stdout.splitlines() == [
+            f"{score:.4f}\t{text}" for score, text in zip(translated["scores"].numpy(),
+                                                         REFERENCE[name])]
 
 
 # The SavedModel in a process that imports only tensorflow and tensorflow_text.

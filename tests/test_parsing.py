@@ -17,6 +17,7 @@ import keras_transformer as kt
 from keras_transformer import data, model_dir
 from keras_transformer.data import evalb, trees
 from keras_transformer.export import flags, parse, saved_model, translate
+from keras_transformer.export.decoding_config import DECODE_PRESETS
 from keras_transformer.export.translator import Translator
 from keras_transformer.model_dir import config
 from keras_transformer.trainer import task
@@ -91,13 +92,13 @@ def test_transformer_parsing_wsj_is_section_6_3():
     (["--extra_length", "7"], "tatoeba_en_es", (None, None, 7)),
 ])
 def test_decode_presets_fill_only_what_is_not_given(argv, run_data, expected):
-    args = translate.parse_args(["--model_dir", "m", *argv])
-    flags.apply_decode_preset(args, run_data)
-    assert (args.beam_size, args.alpha, args.extra_length) == expected
-    flags.apply_decode_preset(args, run_data)  # again: nothing changes
-    assert (args.beam_size, args.alpha, args.extra_length) == expected
-    parsed = parse.parse_args(["--model_dir", "m"])
-    flags.apply_decode_preset(parsed, "bible_en_es")  # kt-parse's preset is parsing
+    config = flags.decoding_from_flags(translate.parse_args(["--model_dir", "m", *argv]))
+    config = config.with_preset(run_data)
+    assert (config.beam_size, config.alpha, config.extra_length) == expected
+    config = config.with_preset(run_data)  # again: nothing changes
+    assert (config.beam_size, config.alpha, config.extra_length) == expected
+    parsed = flags.decoding_from_flags(parse.parse_args(["--model_dir", "m"]))
+    parsed = parsed.with_preset("bible_en_es")  # kt-parse's preset is parsing
     assert (parsed.beam_size, parsed.alpha, parsed.extra_length) == (21, 0.3, 300)
 
 
@@ -137,7 +138,7 @@ def decode_test_trees(parser_dir, wsj, beam_size, tree_leaves="words", count=Non
     loaded = model_dir.load(parser_dir)
     gold = [tree for _, _, tree in data.get_source(f"ptb:{wsj}").trees("test")][:count]
     sources = tf.constant([" ".join(tree.words()) for tree in gold])
-    preset = flags.DECODE_PRESETS["parsing"]
+    preset = DECODE_PRESETS["parsing"]
     translator = Translator(loaded.model, loaded.vocabulary, beam_size=beam_size,
                             alpha=preset["alpha"], extra_length=preset["extra_length"],
                             max_input_length=loaded.run.data.max_length, max_batch_size=400,
@@ -281,7 +282,7 @@ def test_kt_parse_refuses_bad_input_naming_it(parser_dir, trained_model_dir, tmp
     translated = run_main(translate.main, "--model_dir", trained_model_dir, "--input",
                           sentences, "--tree_constraint")
     assert translated.returncode == 2
-    assert "--tree_constraint: " in translated.stderr
+    assert "tree_constraint: " in translated.stderr
     assert "a translation corpus; only a parser (trained on ptb: data) writes trees" in (
         translated.stderr)
     # A prefix could leave a tree no way to finish; a CTranslate2 export decodes without trees.

@@ -26,7 +26,8 @@ FOLDERS = {"keras_transformer": "keras_transformer", "data": "keras_transformer.
 # the model_dir format above them, trainer and export side by side above it, the demo on top.
 # (cli, _layout, token_ids and tree_constraint, which reads token sequences as trees, are the
 # ground floor's shared, model-free modules.)
-SHARED = {"keras_transformer.cli", "keras_transformer._layout", "keras_transformer.token_ids",
+SHARED = {"keras_transformer.cli", "keras_transformer._layout", "keras_transformer.errors",
+          "keras_transformer.token_ids",
           "keras_transformer.tree_constraint"}
 MAY_IMPORT = {
     "keras_transformer": set(),

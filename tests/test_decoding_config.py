@@ -1,0 +1,135 @@
+"""One decoding configuration: `DecodingConfig` resolved from the model's own settings, the same
+for `Translator.from_model_dir` and kt-translate; the output limit in one function."""
+
+import json
+import shutil
+import types
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import bundled_lines, run_main
+
+import keras_transformer as kt
+from keras_transformer.decoding import output_limits
+from keras_transformer.export import DecodingConfig, Translator, translate
+from keras_transformer.model_dir import ConfigError
+
+
+def run_of(corpus, max_length=64, **hparams):
+    """A stand-in for `model_dir.Loaded`: what `DecodingConfig.resolved` reads of a run."""
+    return types.SimpleNamespace(hparams=kt.HParams(**hparams), run=types.SimpleNamespace(
+        data=types.SimpleNamespace(corpus=corpus, max_length=max_length)))
+
+
+def fields(config, *names):
+    return tuple(getattr(config, name) for name in names)
+
+
+SEARCH = ("preset", "beam_size", "alpha", "length_normalization", "extra_length",
+          "max_input_length", "max_output_length", "tree_constraint")
+
+
+@pytest.mark.parametrize("config, run, expected", [
+    # the model's beam and alpha, the paper's output limit, the run's longest input
+    (DecodingConfig(), run_of("bible_en_es", decode_alpha=1.0, decode_beam_size=3),
+     ("translation", 3, 1.0, "gnmt", 50, 64, None, False)),
+    # a parser: section 6.3's preset, decoded among trees
+    (DecodingConfig(), run_of("ptb:/treebank"), ("parsing", 21, 0.3, "gnmt", 300, 64, None, True)),
+    (DecodingConfig(tree_constraint=False, beam_size=5), run_of("ptb:/treebank"),
+     ("parsing", 5, 0.3, "gnmt", 300, 64, None, False)),
+    # an imported model's fixed limit holds whatever the input's length ...
+    (DecodingConfig(), run_of("tatoeba_en_es", decode_length_normalization="hf",
+                              decode_max_output_length=63),
+     ("translation", 4, 0.6, "hf", 63, 64, 63, False)),
+    (DecodingConfig(max_output_length=20), run_of("tatoeba_en_es", decode_max_output_length=63),
+     ("translation", 4, 0.6, "gnmt", 20, 64, 20, False)),
+    # ... unless extra_length is given
+    (DecodingConfig(extra_length=7, max_input_length=9),
+     run_of("tatoeba_en_es", decode_max_output_length=63),
+     ("translation", 4, 0.6, "gnmt", 7, 9, None, False)),
+])
+def test_unset_fields_take_the_models_settings(config, run, expected):
+    resolved = config.resolved(run)
+    assert fields(resolved, *SEARCH) == expected
+    assert resolved.batch_size >= 1
+    assert fields(resolved.resolved(run), *SEARCH) == expected  # resolving again changes nothing
+
+
+@pytest.mark.parametrize("config, message", [
+    (dict(beam_size=0), "beam_size must be a number >= 1, got 0"),
+    (dict(alpha=float("nan")), "alpha must be a number >= 0, got nan"),
+    (dict(max_input_length=1), "max_input_length must be a number >= 2"),
+    (dict(preset="summaries"), "preset must be one of parsing, translation, got 'summaries'"),
+    (dict(dtype="float16"), "dtype must be one of"),
+])
+def test_bad_settings_are_refused_by_name(config, message):
+    with pytest.raises(ConfigError, match=message):
+        DecodingConfig(**config)
+
+
+def test_a_tree_constraint_needs_a_parser():
+    with pytest.raises(ConfigError, match="trained on --data bible_en_es, a translation corpus"):
+        DecodingConfig(tree_constraint=True).resolved(run_of("bible_en_es"))
+
+
+def test_the_output_limit_is_one_rule_for_ints_arrays_and_tensors():
+    lengths = np.array([3, 20, 0])
+    assert list(output_limits(lengths, extra_length=50, max_output_length=60)) == [53, 60, 50]
+    assert output_limits(10, extra_length=50) == 60 and output_limits(10, extra_length=5,
+                                                                       max_output_length=12) == 12
+    tensor = output_limits(tf.constant(lengths, tf.int32), extra_length=50, max_output_length=60)
+    assert tensor.numpy().tolist() == [53, 60, 50]
+
+
+@pytest.fixture(scope="module")
+def small_settings_run(trained_model_dir, tmp_path_factory):
+    """The trained model_dir with transformer_small's decoding settings in its config (alpha
+    1.0) and a beam of 3, neither the `Translator` constructor's defaults (0.6, 4)."""
+    directory = tmp_path_factory.mktemp("decoding") / "run"
+    directory.mkdir()
+    shutil.copy(trained_model_dir / "vocab.model", directory / "vocab.model")
+    (directory / "checkpoints").symlink_to(trained_model_dir / "checkpoints")
+    config = json.loads((trained_model_dir / "config.json").read_text())
+    config["model"]["hparams"].update(
+        decode_alpha=kt.hparams.get("transformer_small").decode_alpha, decode_beam_size=3)
+    (directory / "config.json").write_text(json.dumps(config))
+    return directory
+
+
+def test_the_python_api_decodes_as_kt_translate(small_settings_run, tmp_path):
+    """`Translator.from_model_dir` with no decoding arguments: kt-translate's lines and scores."""
+    sources = [line.rstrip("\n") for line in bundled_lines("dev", "en", 12)]
+    (tmp_path / "in.txt").write_text("\n".join(sources) + "\n")
+    command = run_main(translate.main, "--model_dir", small_settings_run, "--input",
+                       tmp_path / "in.txt", "--scores")
+    assert command.returncode == 0, command.stderr
+    assert "beam 3, alpha 1.0" in command.stderr
+    translator = Translator.from_model_dir(small_settings_run)
+    assert (translator.beam_size, translator.alpha, translator.max_input_length) == (3, 1.0, 64)
+    result = translator.translate(tf.constant(sources))
+    assert command.stdout.splitlines() == [
+        f"{score:.4f}\t{text.decode('utf-8')}"
+        for score, text in zip(result["scores"].numpy(), result["translations"].numpy())]
+    # Given settings override the model's, as the flags do.
+    greedy = Translator.from_model_dir(small_settings_run, DecodingConfig(beam_size=1, alpha=0.6))
+    assert (greedy.beam_size, greedy.alpha) == (1, 0.6)
+
+
+def test_kt_translate_reports_user_errors_by_input_and_shows_internal_ones(
+        small_settings_run, tmp_path, monkeypatch):
+    (tmp_path / "in.txt").write_text("Jesus wept.\n")
+    (tmp_path / "terms.tsv").write_text("wept\t" + " ".join(["lloró"] * 60) + "\n")
+    refused = run_main(translate.main, "--model_dir", small_settings_run, "--input",
+                       tmp_path / "in.txt", "--glossary", tmp_path / "terms.tsv")
+    assert refused.returncode == 2
+    assert refused.stderr.startswith(f"kt-translate: error: {tmp_path / 'in.txt'}: line 1: its "
+                                     f"glossary terms need")
+
+    def broken(*args, **kwargs):
+        raise ValueError("an internal error")
+
+    monkeypatch.setattr(translate, "n_best_lines", broken)
+    with pytest.raises(ValueError, match="an internal error"):  # not an exit code 2 line
+        translate.main(["--model_dir", str(small_settings_run), "--input",
+                        str(tmp_path / "in.txt")])
