@@ -38,7 +38,7 @@ def workload(dtype):
     source = tf.constant(source)
 
     def decode():
-        ids, scores = kt.beam_decode(model, source, max_length=NEW_TOKENS, beam_size=BEAM,
+        ids, scores = kt.beam_decode(model, source, max_output_length=NEW_TOKENS, beam_size=BEAM,
                                      alpha=0.6, eos_id=-1)
         return ids.numpy(), scores.numpy()
 

@@ -22,9 +22,10 @@ import tensorflow as tf
 
 from keras_transformer import cli, data, model_dir
 from keras_transformer.cli import at_least
+from keras_transformer.errors import UserError
 from keras_transformer.export import attention
 from keras_transformer.export.lines import print_scores, translate_lines
-from keras_transformer.export.saved_model import ExportError, export, provenance
+from keras_transformer.export.saved_model import export, provenance
 from keras_transformer.export.translator import Translator
 from keras_transformer.model_dir import config
 from keras_transformer.trainer import callbacks, flags
@@ -209,8 +210,7 @@ def main(argv=None):
     args, train_flags = parse_args(argv)
     try:
         return demo(args, train_flags)
-    except (model_dir.ModelDirError, config.ConfigError, data.CorpusError,
-            data.VocabularyError, ExportError) as error:
+    except UserError as error:
         print(f"kt-demo: error: {error}", file=sys.stderr)
         return 2
     except DemoError as error:

@@ -29,6 +29,7 @@ from keras_transformer.bcn import BiattentiveClassificationNetwork, Maxout
 from keras_transformer.builders import build_loss, build_model, build_optimizer
 from keras_transformer.dropout import Dropout
 from keras_transformer.embedding import SharedEmbedding
+from keras_transformer.errors import UserError
 from keras_transformer.feed_forward import PositionwiseFeedForward
 from keras_transformer.hparams import HParams, HParamsError
 from keras_transformer.layers import DecoderLayer, EncoderLayer
@@ -79,7 +80,7 @@ __all__ = [
     "LearnedPositionEmbedding", "LossScaleOptimizer", "MTLSTM", "Maxout", "MultiHeadAttention",
     "PAD_ID", "Perplexity", "PositionwiseFeedForward", "SharedEmbedding",
     "SinusoidalPositionEncoding", "TargetTokens", "TokenAccuracy", "Transformer",
-    "TransformerCoVe", "TransformerSchedule", "UNK_ID", "WordDropout", "beam_decode",
+    "TransformerCoVe", "TransformerSchedule", "UNK_ID", "UserError", "WordDropout", "beam_decode",
     "beam_search", "build_loss", "build_model", "build_optimizer", "causal_mask", "greedy_decode",
     "hparams", "length_penalty", "padding_mask", "paper_adam", "sample_decode", "sampling_search",
     "scaled_dot_product_attention", "score",

@@ -213,15 +213,6 @@ def _with_conveniences(processors, prefix_ids, tree_constraint):
         [tree_constraint] if tree_constraint is not None else []) + list(processors)
 
 
-def _older_name(max_output_length, max_length):
-    """`max_output_length`, or `max_length`, the older name the decode functions still take."""
-    if max_length is None:
-        return max_output_length
-    if max_output_length is not None:
-        raise TypeError("give max_output_length or max_length (its older name), not both")
-    return max_length
-
-
 def _beam_decode(model, source_ids, max_output_length, extra_length, beam_size, alpha, eos_id,
                  processors, length_normalization, *, fixed_shapes):
     source_ids = tf.cast(source_ids, tf.int32)
@@ -244,8 +235,7 @@ _beam_decode_xla = graph_function(functools.partial(_beam_decode, fixed_shapes=T
 
 def beam_decode(model, source_ids, *, max_output_length=None, extra_length=EXTRA_LENGTH,
                 beam_size=4, alpha=0.6, eos_id=EOS_ID, jit_compile=False, processors=(),
-                prefix_ids=None, tree_constraint=None, max_length=None,
-                length_normalization="gnmt"):
+                prefix_ids=None, tree_constraint=None, length_normalization="gnmt"):
     """Beam search through the key/value cache, compiled into one TensorFlow graph.
 
     Args:
@@ -269,7 +259,6 @@ def beam_decode(model, source_ids, *, max_output_length=None, extra_length=EXTRA
         tree_constraint: a `tree_constraint.TreeConstraint`: only well-formed trees over each
             sentence's leaves (a parser); None: any output. A convenience for putting it in
             `processors`.
-        max_length: the older name of `max_output_length`, still taken.
         length_normalization: "gnmt" (the paper's) or "hf" (Hugging Face generate's); see
             `beam_search.beam_search`.
 
@@ -278,8 +267,7 @@ def beam_decode(model, source_ids, *, max_output_length=None, extra_length=EXTRA
         scores float32 [batch, beam_size]: log-probability / length penalty).
     """
     decode = _beam_decode_xla if jit_compile else _beam_decode_graph
-    return decode(model, source_ids, _older_name(max_output_length, max_length), extra_length,
-                  beam_size, alpha, eos_id,
+    return decode(model, source_ids, max_output_length, extra_length, beam_size, alpha, eos_id,
                   _with_conveniences(processors, prefix_ids, tree_constraint),
                   length_normalization)
 
@@ -297,28 +285,27 @@ def _sample_decode(model, source_ids, max_output_length, extra_length, temperatu
 
 def sample_decode(model, source_ids, *, max_output_length=None, extra_length=EXTRA_LENGTH,
                   temperature=1.0, top_k=0, seed=None, processors=(), prefix_ids=None,
-                  tree_constraint=None, max_length=None):
+                  tree_constraint=None):
     """Sampling (temperature, top-k) or, at temperature 0, greedy decoding, through the cache.
 
     Args:
         model, source_ids, max_output_length, extra_length: as for `beam_decode`.
         temperature, top_k, seed: see `sampling.sampling_search`.
-        processors, prefix_ids, tree_constraint, max_length: as for `beam_decode` (the last
-            three conveniences and an older name).
+        processors, prefix_ids, tree_constraint: as for `beam_decode` (the last two
+            conveniences).
 
     Returns:
         (ids int32 [batch, length], 0 after each sentence's end of sentence; scores float32
         [batch], the sum of the chosen tokens' log-probabilities).
     """
-    return _sample_decode(model, source_ids, _older_name(max_output_length, max_length),
-                          extra_length, temperature, top_k, seed,
+    return _sample_decode(model, source_ids, max_output_length, extra_length, temperature,
+                          top_k, seed,
                           _with_conveniences(processors, prefix_ids, tree_constraint))
 
 
 def greedy_decode(model, source_ids, *, max_output_length=None, extra_length=EXTRA_LENGTH,
-                  processors=(), prefix_ids=None, tree_constraint=None, max_length=None):
+                  processors=(), prefix_ids=None, tree_constraint=None):
     """The most probable next token at every step: `sample_decode` at temperature 0."""
     return sample_decode(model, source_ids, max_output_length=max_output_length,
                          extra_length=extra_length, temperature=0.0, processors=processors,
-                         prefix_ids=prefix_ids, tree_constraint=tree_constraint,
-                         max_length=max_length)
+                         prefix_ids=prefix_ids, tree_constraint=tree_constraint)

@@ -60,10 +60,10 @@ def test_ended_sentences_produce_padding():
 def test_xla_sizes_its_buffer_from_the_input_shape():
     model = kt.build_model(kt.hparams.get("transformer_tiny"), VOCAB)
     source = np.array([[5, 1, 0]])
-    ids, _ = kt.beam_decode(model, source, max_length=tf.constant([100]), extra_length=4,
+    ids, _ = kt.beam_decode(model, source, max_output_length=tf.constant([100]), extra_length=4,
                             jit_compile=True)
     assert ids.shape == (1, 4, 3 + 4)  # a tensor limit is capped at source_length + extra_length
-    ids, _ = kt.beam_decode(model, source, max_length=9, jit_compile=True)
+    ids, _ = kt.beam_decode(model, source, max_output_length=9, jit_compile=True)
     assert ids.shape == (1, 4, 9)
     unknown = tf.function(lambda ids: kt.beam_decode(model, ids, jit_compile=True),
                           input_signature=[tf.TensorSpec([None, None], tf.int32)])

@@ -25,8 +25,8 @@ def two_models():
 
 def test_an_ensemble_of_a_model_with_itself_is_that_model(two_models):
     model = two_models[0]
-    alone = kt.beam_decode(model, SOURCE, max_length=12, beam_size=3)
-    twice = kt.beam_decode([model, model], SOURCE, max_length=12, beam_size=3)
+    alone = kt.beam_decode(model, SOURCE, max_output_length=12, beam_size=3)
+    twice = kt.beam_decode([model, model], SOURCE, max_output_length=12, beam_size=3)
     np.testing.assert_array_equal(alone[0], twice[0])
     np.testing.assert_allclose(alone[1], twice[1], atol=1e-5)
 
@@ -47,7 +47,7 @@ def test_each_step_averages_the_members_probabilities(two_models):
 
 
 def test_an_ensembles_beams_score_as_its_averaged_probabilities(two_models):
-    ids, scores = kt.beam_decode(two_models, SOURCE, max_length=10, beam_size=3, alpha=0.6)
+    ids, scores = kt.beam_decode(two_models, SOURCE, max_output_length=10, beam_size=3, alpha=0.6)
     batch, beams, length = ids.shape
     rows = (np.repeat(SOURCE, beams, axis=0), tf.reshape(ids, [batch * beams, length]))
     together = kt.score(two_models, *rows, alpha=0.6)
@@ -62,9 +62,9 @@ def test_an_ensembles_beams_score_as_its_averaged_probabilities(two_models):
 
 
 def test_sampling_and_greedy_take_an_ensemble(two_models):
-    greedy = kt.greedy_decode(two_models, SOURCE, max_length=8)
-    beam_one = kt.beam_decode(two_models, SOURCE, max_length=8, beam_size=1, alpha=0.0)
+    greedy = kt.greedy_decode(two_models, SOURCE, max_output_length=8)
+    beam_one = kt.beam_decode(two_models, SOURCE, max_output_length=8, beam_size=1, alpha=0.0)
     np.testing.assert_array_equal(greedy[0], beam_one[0][:, 0])
-    first, again = (kt.sample_decode(two_models, SOURCE, max_length=8, seed=[4, 2])
+    first, again = (kt.sample_decode(two_models, SOURCE, max_output_length=8, seed=[4, 2])
                     for _ in range(2))
     np.testing.assert_array_equal(first[0], again[0])

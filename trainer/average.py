@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from keras_transformer import cli
-from keras_transformer.model_dir import checkpoints, config
+from keras_transformer.errors import UserError
 from keras_transformer.model_dir.averaging import average_last, average_named
 
 
@@ -32,7 +32,7 @@ def main(argv=None):
             output, chosen = average_named(args.model_dir, args.checkpoint, args.overwrite)
         else:
             output, chosen = average_last(args.model_dir, args.last, args.overwrite)
-    except (config.ConfigError, checkpoints.CheckpointError, OSError, ValueError) as error:
+    except (UserError, OSError) as error:
         print(f"kt-average: error: {error}", file=sys.stderr)
         return 2
     print(f"averaged {', '.join(p.name for p in chosen)} into {output}")

@@ -23,6 +23,7 @@ import pathlib
 import sys
 
 from keras_transformer import cli
+from keras_transformer.errors import UserError
 
 INPUTS = ("random", "glove", "glove+cove", "glove+transformer")
 
@@ -165,9 +166,7 @@ def main(argv=None):
 
     from keras_transformer import BiattentiveClassificationNetwork
     from keras_transformer.data import classification, glove
-    from keras_transformer.data.vocab import VocabularyError, normalize_whitespace
-    from keras_transformer.model_dir import loading
-    from keras_transformer.model_dir.config import ConfigError
+    from keras_transformer.data.vocab import normalize_whitespace
 
     try:
         task = classification.ClassificationTask(args.task)
@@ -178,8 +177,7 @@ def main(argv=None):
         eval_texts = [normalize_whitespace(text) for text in eval_texts]
         keras.utils.set_random_seed(args.seed)
         inputs = Inputs(args, train_texts)
-    except (classification.ClassificationError, glove.GloveError, loading.ModelDirError,
-            ConfigError, VocabularyError, OSError) as error:
+    except (UserError, OSError) as error:
         print(f"kt-classify: error: {error}", file=sys.stderr)
         return 2
     bcn = BiattentiveClassificationNetwork(len(task.labels), hidden_size=args.hidden_size,

@@ -12,7 +12,7 @@ import tensorflow as tf
 import keras_transformer as kt
 from keras_transformer import data
 from keras_transformer.data import evalb, trees
-from keras_transformer.decoding import EXTRA_LENGTH, beam_decode, greedy_decode
+from keras_transformer.decoding import EXTRA_LENGTH, beam_decode, greedy_decode, output_limits
 from keras_transformer.model_dir.checkpoints import step_of
 from keras_transformer.trainer.callbacks import inner_optimizer, scalar
 
@@ -29,7 +29,8 @@ def translate_ids(model, source_ids, extra_length=EXTRA_LENGTH, batch_size=64, b
     for rows, batch in data.length_sorted_batches(source_ids, batch_size):
         tree = tree_constraints(tf.constant(batch, tf.int32)) if tree_constraints else None
         if mt_lstm:
-            ids = model.greedy_translate(batch, batch.shape[1] + extra_length)
+            ids = model.greedy_translate(batch, output_limits(batch.shape[1],
+                                                              extra_length=extra_length))
         elif beam_size > 1:
             ids, _ = beam_decode(model, batch, extra_length=extra_length, beam_size=beam_size,
                                  alpha=alpha, tree_constraint=tree)

@@ -8,8 +8,8 @@ import re
 import keras_transformer as kt
 from keras_transformer import cli, data, devices
 from keras_transformer.cli import at_least
-from keras_transformer.data import glove
-from keras_transformer.model_dir import checkpoints, config
+from keras_transformer.errors import UserError
+from keras_transformer.model_dir import config
 from keras_transformer.trainer import callbacks, init_from, runner
 
 # The flags that set no field of the configuration: the Trainer's own arguments, and --verbose.
@@ -212,5 +212,5 @@ def in_flags(message, names):
     return f"{names.get(first, first)} {rest}" if rest else message
 
 
-ERRORS = (config.ConfigError, kt.HParamsError, data.CorpusError, data.VocabularyError,
-          checkpoints.CheckpointError, callbacks.TrainingError, glove.GloveError)
+# What kt-train reports as one error line: what the user gave, and a training that cannot go on.
+ERRORS = (UserError, callbacks.TrainingError)
