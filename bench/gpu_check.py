@@ -96,7 +96,7 @@ def utilization(model_dir, log):
     from keras_transformer.model_dir import config
 
     run = config.load(model_dir)
-    parameters = kt.build_model(kt.HParams(**run.model.hparams),
+    parameters = kt.build_model(run.model.hparams,
                                 run.model.vocab_size).count_params()
     log_text = pathlib.Path(log).read_text(encoding="utf-8")
     rate = steady_tokens_per_second(log_text)

@@ -60,7 +60,11 @@ from keras_transformer.data.vocab import (
     default_vocab_size,
     normalize_whitespace,
 )
-from keras_transformer.data.vocabularies import load_vocabulary, vocabulary_file
+from keras_transformer.data.vocabularies import (
+    VocabularyProtocol,
+    load_vocabulary,
+    vocabulary_file,
+)
 
 __all__ = [
     "BUCKET_GROWTH", "BUNDLED", "CorpusError", "EOS_ID", "LocalSource", "MarianVocabulary",
@@ -68,6 +72,7 @@ __all__ = [
     "PAD_ID", "TfdsSource",
     "Tree",
     "TreeError", "TreebankSource", "UpdateBatches", "Vocabulary", "VocabularyError",
+    "VocabularyProtocol",
     "XLA_BUCKET_GROWTH", "batch_by_length", "batch_shapes",
     "bucket_batch_sizes", "bucket_boundaries", "build_vocabulary", "bundled_source",
     "corpus_texts", "corpus_whole_tokens", "counted", "default_vocab_size", "delinearize",

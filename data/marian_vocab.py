@@ -34,6 +34,7 @@ import tensorflow_text
 from sentencepiece import sentencepiece_model_pb2
 
 from keras_transformer.data.vocab import (
+    SizeChecked,
     VocabularyError,
     encoded,
     ids_to_read,
@@ -50,7 +51,7 @@ SPECIAL_PIECES = {"<pad>": PAD_ID, "</s>": EOS_ID, "<unk>": UNK_ID}
 _LEAST_SHARED = 0.9
 
 
-class MarianVocabulary(tf.Module):
+class MarianVocabulary(SizeChecked, tf.Module):
     """One side of a Marian vocabulary (see the module docstring); `target` is the other.
 
     Args:
@@ -64,6 +65,7 @@ class MarianVocabulary(tf.Module):
     """
 
     FILE_NAME = "vocab.marian"  # its name in a model_dir and a SavedModel's assets
+    MADE_WITH = "imported"
 
     def __init__(self, source_proto, target_proto, pieces, *, path=None, side="source"):
         super().__init__(name=f"marian_{side}_vocabulary")
@@ -178,13 +180,6 @@ class MarianVocabulary(tf.Module):
         raise VocabularyError(f"{self.path} is an imported Marian vocabulary, without markup's "
                               f"placeholder tokens (｟1｠, ｟t1｠, ...); markup needs a model "
                               f"trained with kt-train --markup_rate")
-
-    def check_size(self, vocab_size, what="the model"):
-        """Raises VocabularyError unless this vocabulary has `vocab_size` ids."""
-        if vocab_size != self.vocab_size:
-            raise VocabularyError(
-                f"{self.path} has {self.vocab_size} ids but {what} expects {vocab_size}; "
-                f"use the vocabulary the model was imported with")
 
 
 def _prepend(heads, present, tokens):

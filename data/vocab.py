@@ -74,7 +74,21 @@ def normalize_texts(texts):
     return tf.strings.strip(texts)
 
 
-class Vocabulary(tf.Module):
+class SizeChecked:
+    """`check_size`, for a vocabulary with `path`, `vocab_size` and `MADE_WITH` (how a model
+    came to use it: "trained" or "imported")."""
+
+    MADE_WITH = "trained"
+
+    def check_size(self, vocab_size, what="the model"):
+        """Raises VocabularyError unless this vocabulary has `vocab_size` ids."""
+        if vocab_size != self.vocab_size:
+            raise VocabularyError(
+                f"{self.path} has {self.vocab_size} ids but {what} expects {vocab_size}; "
+                f"use the vocabulary the model was {self.MADE_WITH} with")
+
+
+class Vocabulary(SizeChecked, tf.Module):
     """A SentencePiece model with in-graph tokenization.
 
     Setting a random seed (`keras.utils.set_random_seed`, `tf.random.set_seed`) clears
@@ -207,13 +221,6 @@ class Vocabulary(tf.Module):
               for piece in pieces]
         ok[EOS_ID] = True
         return ok
-
-    def check_size(self, vocab_size, what="the model"):
-        """Raises VocabularyError unless this vocabulary has `vocab_size` ids."""
-        if vocab_size != self.vocab_size:
-            raise VocabularyError(
-                f"{self.path} has {self.vocab_size} ids but {what} expects {vocab_size}; "
-                f"use the vocabulary the model was trained with")
 
 
 def live_tokenizer(tokenizer, make):

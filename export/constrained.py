@@ -17,6 +17,15 @@ TEXT_IDS = tf.TensorSpec([None, None], tf.int32, name="text_ids")
 PHRASE_IDS = tf.TensorSpec([None, None, None], tf.int32, name="phrase_ids")
 
 
+def combination_error(given):
+    """The one rule for which constraints combine, for every caller: a search holds at most one
+    of a target prefix, markup and a glossary (each is a processor of its own, and they do not
+    yet know of each other). `given`: {name as the caller shows it: truthy if given}; returns
+    None, or the message naming those given."""
+    named = [name for name, value in given.items() if value]
+    return f"{' and '.join(named)} cannot be combined (yet)" if len(named) > 1 else None
+
+
 class ConstrainedSearches:
     """`translate_n_best_ids` held to one constraint; results as it gives them."""
 

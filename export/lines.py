@@ -14,6 +14,7 @@ from keras_transformer import data
 from keras_transformer.data import glossary, markup
 from keras_transformer.decoding import output_limits
 from keras_transformer.errors import UserError
+from keras_transformer.export.constrained import combination_error
 
 
 class InputError(UserError):
@@ -122,8 +123,11 @@ def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, pre
         PrefixError: a prefix has as many tokens as its line's translation may have, or more
             (checked before translating anything).
     """
-    if sum(given is not None for given in (prefixes, markup_items, glossary_terms)) > 1:
-        raise ValueError("target prefixes, markup and glossaries cannot be combined (yet)")
+    refusal = combination_error({"target prefixes": prefixes is not None,
+                                 "markup": markup_items is not None,
+                                 "glossaries": glossary_terms is not None})
+    if refusal:
+        raise ValueError(refusal)
     if not 1 <= n_best <= (n_best if sampling else translator.beam_size):
         raise ValueError(f"n_best must be between 1 and the beam size {translator.beam_size}, "
                          f"got {n_best}")

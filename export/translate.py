@@ -31,6 +31,7 @@ from keras_transformer.cli import at_least
 from keras_transformer.data import markup
 from keras_transformer.errors import UserError
 from keras_transformer.export import checks
+from keras_transformer.export.constrained import combination_error
 from keras_transformer.export.ctranslate2 import PATIENCE, Ctranslate2Translator
 from keras_transformer.export.documents import translate_document
 from keras_transformer.export.flags import (
@@ -210,10 +211,10 @@ def check_mode_flags(parser, args):
         parser.error("--seed and --sampling_top_k need --sampling_temperature")
     if args.sampling_temperature and args.seed is None:
         args.seed = random.randrange(2**31)
-    combined = [flag for flag, given in (("--markup", args.markup), ("--glossary", args.glossary),
-                                         ("--target_prefix", args.target_prefix)) if given]
-    if len(combined) > 1:
-        parser.error(f"{' and '.join(combined)} cannot be combined (yet)")
+    refusal = combination_error({"--markup": args.markup, "--glossary": args.glossary,
+                                 "--target_prefix": args.target_prefix})
+    if refusal:
+        parser.error(refusal)
     if args.documents:
         line_flags = [flag for flag, given in (
             ("--n_best", args.n_best), ("--scores", args.scores), ("--reference", args.reference),

@@ -25,6 +25,7 @@ from keras_transformer import data
 from keras_transformer.cli import replace_atomically
 from keras_transformer.data import glove
 from keras_transformer.errors import UserError
+from keras_transformer.hparams import HParams, HParamsError, field_names
 
 CONFIG_FILE = "config.json"
 VOCAB_FILE = "vocab.model"
@@ -89,7 +90,9 @@ class ModelConfig(_Section):
 
     hparams_name: str = "transformer_base"
     hparams_override: str = ""
-    hparams: dict = dataclasses.field(default_factory=dict)  # resolved from the two above
+    # A kt.HParams resolved from the two above (None until it is); a dict (config.json's form)
+    # is read into one, a field newer than the file taking its default.
+    hparams: HParams = None
     vocab_size: int = None  # the vocabulary's, known once it is built or loaded
     glove: str = None  # an mt_lstm run's GloVe file (its source words and their fixed vectors)
     glove_words: int = None  # ... of which it keeps the first (most frequent) N (None: all)
@@ -99,9 +102,10 @@ class ModelConfig(_Section):
     init_optimizer: bool = False  # ... with its optimizer state and step
 
     def __post_init__(self):
+        if isinstance(self.hparams, dict):  # frozen: set once, as it is read
+            object.__setattr__(self, "hparams", _hparams_of(self.hparams) if self.hparams
+                               else None)
         super().__post_init__()
-        if self.hparams:
-            _check_hparams(self.hparams)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -367,15 +371,14 @@ def _sections_of_flat(values, origin):
     return sections
 
 
-def _check_hparams(values):
-    import keras_transformer as kt
-
-    unknown = sorted(set(values) - set(kt.hparams.field_names()))
+def _hparams_of(values):
+    """The HParams of config.json's model.hparams dict, or ConfigError naming what is wrong."""
+    unknown = sorted(set(values) - set(field_names()))
     if unknown:
         raise ConfigError(f"unknown hparams field(s) {unknown}")
     try:
-        kt.HParams(**values)
-    except kt.HParamsError as error:
+        return HParams(**values)
+    except HParamsError as error:
         raise ConfigError(str(error)) from None
 
 
@@ -418,13 +421,11 @@ def save(run, model_dir):
 def conflicts(saved, updated):
     """The FIXED fields `updated` changes from `saved`, one line each."""
     from keras_transformer.builders import ARCHITECTURE_FIELDS
-    from keras_transformer.hparams import HParams
 
     for section, name in FIXED:
         before, after = saved.get(section, name), updated.get(section, name)
         if name == "hparams":
-            # Through HParams: a field newer than the saved run takes its default.
-            before_hp, after_hp = HParams(**before), HParams(**after)
+            before_hp, after_hp = before, after
             for field in ARCHITECTURE_FIELDS:
                 if getattr(before_hp, field) != getattr(after_hp, field):
                     yield (f"model.hparams {field}: saved {getattr(before_hp, field)!r}, now "

@@ -27,7 +27,7 @@ class LoadedCoVe(typing.NamedTuple):
     def describe(self):
         """What the vectors come from, for logs and results: kind, model_dir data, step."""
         model = self.run.model
-        return (f"{kt.HParams(**model.hparams).model} {model.hparams_name} trained on "
+        return (f"{model.hparams.model} {model.hparams_name} trained on "
                 f"{self.run.data.corpus} ({self.checkpoint})")
 
 

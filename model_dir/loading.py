@@ -26,7 +26,7 @@ class Loaded(typing.NamedTuple):
     @property
     def hparams(self):
         """The run's `kt.HParams` (e.g. `decode_alpha`, the default length penalty)."""
-        return kt.HParams(**self.run.model.hparams)
+        return self.run.model.hparams
 
 
 # Dtype policies a trained model can be loaded in: float32 (as trained), bfloat16 compute on
@@ -45,7 +45,7 @@ _WHAT_READS = {
 
 def build(run, **kwargs):
     """The untrained model of a run's configuration (`kt.build_model`'s `kwargs`, e.g. dtype)."""
-    return kt.build_model(kt.HParams(**run.model.hparams), run.model.vocab_size,
+    return kt.build_model(run.model.hparams, run.model.vocab_size,
                           run.model.source_vocab_size, run.model.embedding_dim, **kwargs)
 
 
@@ -75,7 +75,7 @@ def has_optimizer_state(checkpoint):
 def moving_averages(run, checkpoint):
     """The moving averages of the weights a checkpoint of an --ema_decay run holds in its
     optimizer's state, as `model.get_weights()` would list them (float32)."""
-    hp = kt.HParams(**run.model.hparams)
+    hp = run.model.hparams
     # Under mixed_float16 the optimizer was a LossScaleOptimizer, whose state differs.
     float16 = run.compute.mixed_precision == "mixed_float16"
     model = build(run, dtype="mixed_float16" if float16 else None)
@@ -139,7 +139,7 @@ def load(model_dir, checkpoint=None, dtype="float32", ema=None, model="transform
     vocabulary.check_size(run.model.vocab_size, f"{model_dir / config.CONFIG_FILE}")
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    kind = kt.HParams(**run.model.hparams).model
+    kind = run.model.hparams.model
     if kind != model:
         raise ModelDirError(f"{model_dir} holds a model of kind {kind!r} "
                             f"({run.model.hparams_name}), "

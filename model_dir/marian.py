@@ -301,7 +301,7 @@ def read_marian(directory):
         if (directory / "tokenizer_config.json").exists() else {}
     run = config.RunConfig(
         model=config.ModelConfig(hparams_name="transformer_base",
-                                 hparams_override=_override_string(hp), hparams=hp.to_dict(),
+                                 hparams_override=_override_string(hp), hparams=hp,
                                  vocab_size=vocabulary.vocab_size),
         data=config.DataConfig(corpus=str(directory.resolve()),
                                source_lang=languages.get("source_lang"),
@@ -377,7 +377,7 @@ def main(argv=None):
         print(f"kt-import: error: {error}", file=sys.stderr)
         return 2
     run = config.load(path)
-    hp = kt.HParams(**run.model.hparams)
+    hp = run.model.hparams
     print(f"imported {args.directory} into {path}: {hp.num_layers}+{hp.num_layers} layers, "
           f"d_model {hp.d_model}, {run.model.vocab_size:,} ids; decoding beam "
           f"{hp.decode_beam_size}, alpha {hp.decode_alpha} (Hugging Face's normalization), "

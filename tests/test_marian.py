@@ -22,7 +22,6 @@ import pytest
 import tensorflow as tf
 from conftest import run_main
 
-import keras_transformer as kt
 from keras_transformer import data
 from keras_transformer.export import DecodingConfig, Translator, saved_model, translate
 from keras_transformer.model_dir import config, hf_checkpoint, loading, marian
@@ -56,6 +55,7 @@ def our_ids(loaded, marian_ids):
 
 
 def test_the_vocabulary_reads_text_as_marian_tokenizer(loaded):
+    assert isinstance(loaded.vocabulary, data.VocabularyProtocol)  # test_vocab: signatures
     vocabulary = loaded.vocabulary
     # Sources by source.spm (nmt_nfkc), one with a >>spa<< code; targets by target.spm.
     assert vocabulary.encode(tf.constant(REFERENCE["sources"])).to_list() == our_ids(
@@ -324,7 +324,7 @@ def test_the_imported_model_fine_tunes_and_resumes(imported, loaded, tmp_path):
     assert "resuming from" in second.stdout and "ckpt-20 at step 20 of 20" in second.stdout
     # The tuned run keeps the import's decoding (beam 4, alpha 1.0, generate's ranking).
     tuned = config.load(tmp_path / "tuned")
-    assert kt.HParams(**tuned.model.hparams) == loaded.hparams.override(
+    assert tuned.model.hparams == loaded.hparams.override(
         learning_rate_multiplier=0.5, warmup_steps=10)
     assert data.vocabulary_file(tmp_path / "tuned").name == "vocab.marian"
 

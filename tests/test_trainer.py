@@ -241,7 +241,7 @@ def test_a_diverging_loss_stops_with_the_step(tmp_path, small_corpus):
 
 def weights_at(model_dir, name, directory="checkpoints"):
     run = config.load(model_dir)
-    model = kt.build_model(kt.HParams(**run.model.hparams), run.model.vocab_size)
+    model = kt.build_model(run.model.hparams, run.model.vocab_size)
     model.load_weights(str(model_dir / directory / name / checkpoints.WEIGHTS_FILE))
     return model.get_weights()
 

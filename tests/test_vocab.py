@@ -1,4 +1,6 @@
 import gzip
+import inspect
+import typing
 
 import numpy as np
 import pytest
@@ -142,3 +144,20 @@ def test_kt_vocab_command(tmp_path):
                            str(tmp_path / "w.model"))
     assert missing.returncode == 2 and "nope.de: no such file" in missing.stderr
     assert "--vocab_size" in run_kt_vocab("--help").stdout
+
+
+@pytest.mark.parametrize("kind", data.vocabularies.KINDS)
+def test_each_vocabulary_keeps_the_written_contract(kind, bible_vocab):
+    """Every member of `data.VocabularyProtocol`, with its signature (a runtime isinstance
+    check sees only names); the instance attributes on a loaded vocabulary (test_marian checks
+    an imported one)."""
+    protocol = data.VocabularyProtocol
+    for name, member in vars(protocol).items():
+        if isinstance(member, property):
+            assert isinstance(getattr(kind, name), property), (kind, name)
+        elif isinstance(member, classmethod) or callable(member) and not name.startswith("_"):
+            assert (inspect.signature(getattr(kind, name)) ==
+                    inspect.signature(getattr(protocol, name))), (kind, name)
+    assert set(typing.get_type_hints(protocol)) == {"FILE_NAME", "path", "vocab_size"}
+    assert isinstance(kind.FILE_NAME, str)
+    assert isinstance(bible_vocab, protocol)

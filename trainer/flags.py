@@ -170,8 +170,8 @@ def run_config(args):
     if base is not None and name == base_name:
         # New overrides apply on top of the run's own (e.g. a lower learning rate to resume).
         if args.hparams_override:
-            given[("model", "hparams")] = kt.HParams(**base.model.hparams).override_from_string(
-                args.hparams_override).to_dict()
+            given[("model", "hparams")] = base.model.hparams.override_from_string(
+                args.hparams_override)
             given[("model", "hparams_override")] = ",".join(
                 filter(None, (base.model.hparams_override, args.hparams_override)))
         elif saved is None:

@@ -16,7 +16,6 @@ hparams and vocabulary size, before `compile` (docs/training.md).
 
 import pathlib
 
-import keras_transformer as kt
 from keras_transformer import data
 from keras_transformer import model_dir as model_dir_lib
 from keras_transformer.builders import ARCHITECTURE_FIELDS
@@ -55,8 +54,7 @@ def source_run(path):
 
 def check_compatible(path, source_hparams, hparams):
     """Refuses hparams whose model differs from the --init_from run's, naming the fields."""
-    # Through HParams: a field newer than the other run takes its default.
-    theirs, ours = (kt.HParams(**h).to_dict() for h in (source_hparams, hparams))
+    theirs, ours = source_hparams.to_dict(), hparams.to_dict()
     differing = [f"{name}: {path} has {theirs[name]!r}, this run {ours[name]!r}"
                  for name in ARCHITECTURE_FIELDS
                  if name not in FREE_FIELDS and theirs[name] != ours[name]]

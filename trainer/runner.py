@@ -86,7 +86,7 @@ def with_hparams(run):
         return run
     hparams = kt.hparams.get(run.model.hparams_name).override_from_string(
         run.model.hparams_override)
-    return run.updated({("model", "hparams"): hparams.to_dict()})
+    return run.updated({("model", "hparams"): hparams})
 
 
 def with_saved_derivations(run, saved):
@@ -188,7 +188,7 @@ class Trainer:
             run = with_saved_derivations(run, saved)
             config.check_against_saved(saved, run, model_dir)
         run.check()
-        hp = kt.HParams(**run.model.hparams)
+        hp = run.model.hparams
         preparation.check_mt_lstm(run, hp)
         vocab = self.vocab
         if run.model.init_from and not checkpoints.CheckpointDirectory(
