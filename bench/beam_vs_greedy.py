@@ -16,7 +16,7 @@ import tensorflow as tf
 
 import keras_transformer as kt
 from bench.common import append_results, markdown_table
-from keras_transformer import export
+from keras_transformer import model_dir
 
 
 def main():
@@ -29,7 +29,7 @@ def main():
     parser.add_argument("--batch_size", type=int, default=50)
     args = parser.parse_args()
 
-    loaded = export.load(args.model_dir)
+    loaded = model_dir.load(args.model_dir)
     source = loaded.run.data.open()
     pairs = list(source.pairs("dev").take(args.sentences).as_numpy_iterator())
     sources = [en.decode("utf-8") for en, _ in pairs]

@@ -17,8 +17,5 @@ from keras_transformer.export.lines import translate_lines
 from keras_transformer.export.saved_model import ExportError, export, next_version
 from keras_transformer.export.translator import Translator
 
-# Loading a model_dir belongs to keras_transformer.model_dir; kept here for `export.load`.
-from keras_transformer.model_dir.loading import Loaded, ModelDirError, load
-
-__all__ = ["DecodingConfig", "ExportError", "Loaded", "ModelDirError", "Translator", "export",
-           "load", "next_version", "translate_lines"]
+__all__ = ["DecodingConfig", "ExportError", "Translator", "export", "next_version",
+           "translate_lines"]

@@ -146,10 +146,10 @@ def trained_model_dir(demo_run):
 
 @pytest.fixture(scope="session")
 def trained(trained_model_dir):
-    """`export.load(trained_model_dir)`: the model, vocabulary, run config and checkpoint."""
-    from keras_transformer import export
+    """`model_dir.load(trained_model_dir)`: the model, vocabulary, run config and checkpoint."""
+    from keras_transformer import model_dir
 
-    return export.load(trained_model_dir)
+    return model_dir.load(trained_model_dir)
 
 
 # The flags of `production_export`, for kt-translate runs that must translate as it does: inputs

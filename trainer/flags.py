@@ -179,7 +179,7 @@ def run_config(args):
             given[("model", "hparams_override")] = base.model.hparams_override
     else:
         given[("model", "hparams")] = kt.hparams.get(name).override_from_string(
-            args.hparams_override or "").to_dict()
+            args.hparams_override or "")
     return config.merge(saved, given, args.model_dir)
 
 

@@ -11,7 +11,7 @@ from keras_transformer import data
 from keras_transformer.decoding import EXTRA_LENGTH
 from keras_transformer.model_dir import averaging, checkpoints, config
 from keras_transformer.trainer import callbacks, distribute, evaluation
-from keras_transformer.trainer.preparation import bucket_growth, update_batches
+from keras_transformer.trainer.preparation import bucket_growth
 
 
 def checksum_of(model):
@@ -57,7 +57,7 @@ class TrainingLoop:
     def train_batches(self, input_context=None):
         if self.run.optimization.deterministic:
             # Exactly the batches an uninterrupted run would see next.
-            per_update = update_batches(self.run, self.distribution).per_update
+            per_update = self.setup.batches.per_update
             return self.pipeline("train", True, input_context).skip(self.step * per_update)
         # A fresh shuffle, cheaper than skipping.
         return self.pipeline("train", True, input_context,

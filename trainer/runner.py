@@ -107,6 +107,7 @@ class _Setup:
     chief: bool
     corpus: object  # a data.sources source
     vocabulary: data.Vocabulary
+    batches: data.UpdateBatches  # how an update's tokens are cut into this worker's batches
     words: glove.WordVocabulary = None
     glove_matrix: np.ndarray = None
     precision: devices.PolicyChoice = None  # the dtype policy, and why
@@ -199,7 +200,7 @@ class Trainer:
             vocab = init_from.check_vocabulary(run.model.init_from, vocab)
         distribution = distribute.strategy()
         preparation.check_workers(run, distribution, model_dir, self.max_minutes)
-        update_batches(run, distribution)
+        batches = update_batches(run, distribution)  # refused here, before anything is built
         preparation.warn_about_devices(distribution, run.compute.jit_compile)
         keras.utils.set_random_seed(run.optimization.seed)
         precision = policy_of(run.compute.mixed_precision, measure_cpu=lambda: cpu_measurement(
@@ -212,7 +213,8 @@ class Trainer:
             model_dir, corpus, vocab=vocab, vocab_size=run.model.vocab_size,
             build_size=self.build_vocab_size or data.default_vocab_size(run.data.corpus),
             write=chief)
-        setup = _Setup(run, hp, distribution, chief, corpus, vocabulary, precision=precision)
+        setup = _Setup(run, hp, distribution, chief, corpus, vocabulary, batches,
+                       precision=precision)
         self._prepare_words(setup)
         setup.run = dataclasses.replace(setup.run.updated({
             ("model", "vocab_size"): vocabulary.vocab_size,
@@ -260,7 +262,7 @@ class Trainer:
               f"{keras.mixed_precision.global_policy().name}{chosen}"
               f"{', XLA' if run.compute.jit_compile else ''}, model_dir {self.model_dir}",
               flush=True)
-        share = update_batches(run, distribution)
+        share = setup.batches
         batching = run.batching
         print(f"each update: {batching.accumulate_steps} micro-batch(es) x "
               f"{batching.batch_tokens:,} padded tokens a side over {replicas} replica(s) = "
