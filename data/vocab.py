@@ -375,7 +375,7 @@ def main(argv=None):
                                       args.model_type, args.max_sentences, args.num_threads,
                                       args.overwrite, (*corpus_whole_tokens(source),
                                                        *(markup.TOKENS if args.markup else ())))
-    except (sources.CorpusError, VocabularyError) as error:
+    except UserError as error:
         print(f"kt-vocab: error: {error}", file=sys.stderr)
         return 2
     print(f"wrote {args.output}: {vocabulary.vocab_size} ids ({args.model_type}) from "

@@ -275,7 +275,11 @@ class Ctranslate2Translator:
                  intra_threads=0, patience=None, length_normalization=None):
         ctranslate2 = _ctranslate2()
         self.directory = resolve(directory)
-        self.settings = json.loads((self.directory / "export.json").read_text())
+        try:
+            self.settings = json.loads((self.directory / "export.json").read_text())
+        except ValueError as error:  # not JSON, or not UTF-8
+            raise Ctranslate2Error(f"{self.directory / 'export.json'}: not a kt-export "
+                                   f"settings file ({error})") from None
         self.vocabulary = load_vocabulary(vocabulary_file(self.directory))
         self.pieces = self.vocabulary.pieces(list(range(self.vocabulary.vocab_size)))
         self.ids = {piece: index for index, piece in enumerate(self.pieces)}
@@ -289,9 +293,8 @@ class Ctranslate2Translator:
         # The export's limit unless the caller changed what it came from.
         recorded = (self.settings.get("max_output_length")
                     if max_input_length is None and extra_length is None else None)
-        self.max_output_length = min(POSITIONS, output_limits(
-            self.max_input_length, extra_length=self.extra_length,
-            max_output_length=max_output_length or recorded))
+        self.max_output_length = min(POSITIONS, max_output_length or recorded or output_limits(
+            self.max_input_length, extra_length=self.extra_length))
         self.max_input_bytes = 16 * self.max_input_length
         self.patience = PATIENCE if patience is None else patience
         if not 1 <= self.patience < float("inf"):
@@ -303,9 +306,13 @@ class Ctranslate2Translator:
     @classmethod
     def from_decoding(cls, directory, decoding=None, **engine_settings):
         """The export `directory` decoded as `decoding` (a `DecodingConfig`; its None fields:
-        what the export recorded, the settings of the model it came from); `engine_settings`:
-        compute_type, intra_threads, patience."""
+        what the export recorded, the settings of the model it came from; a preset fills what
+        it says); `engine_settings`: compute_type, intra_threads, patience. A CTranslate2
+        export decodes with beam search alone, in its own weights' type: tree_constraint,
+        jit_compile, dtype and ema are kt-translate's to refuse (`check_engine_flags`)."""
         decoding = decoding or DecodingConfig()
+        if decoding.preset:
+            decoding = decoding.with_preset()
         return cls(directory, decoding.beam_size, decoding.alpha, decoding.extra_length,
                    decoding.max_input_length, decoding.max_output_length,
                    length_normalization=decoding.length_normalization, **engine_settings)

@@ -127,14 +127,14 @@ def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, pre
                                  "markup": markup_items is not None,
                                  "glossaries": glossary_terms is not None})
     if refusal:
-        raise ValueError(refusal)
+        raise InputError(refusal)
     if not 1 <= n_best <= (n_best if sampling else translator.beam_size):
-        raise ValueError(f"n_best must be between 1 and the beam size {translator.beam_size}, "
+        raise InputError(f"n_best must be between 1 and the beam size {translator.beam_size}, "
                          f"got {n_best}")
     source_ids = token_ids(translator.tokenize, lines, batch_size, translator.max_input_length)
     if prefixes is not None:
         if len(prefixes) != len(lines):
-            raise ValueError(f"{len(prefixes)} prefixes for {len(lines)} lines")
+            raise InputError(f"{len(prefixes)} prefixes for {len(lines)} lines")
         prefix_ids = token_ids(translator.tokenize_prefixes, prefixes, batch_size,
                                max(1, translator.max_output_length))
         check_prefixes(translator, source_ids, prefix_ids)

@@ -243,8 +243,7 @@ def engine_from_flags(args):
     if args.engine == "ctranslate2":
         decoding = decoding_from_flags(args)
         translator = Ctranslate2Translator.from_decoding(
-            args.ctranslate2_dir, decoding.with_preset() if decoding.preset else decoding,
-            patience=args.ctranslate2_patience)
+            args.ctranslate2_dir, decoding, patience=args.ctranslate2_patience)
         return (translator, RunConfig.from_dict(translator.settings["run"],
                                                 f"{translator.directory}'s export.json"),
                 f"CTranslate2 {translator.directory} ({translator.settings['quantization']})")

@@ -59,7 +59,7 @@ class Translator(ConstrainedSearches, tf.Module):
             (the paper's) or "hf" (Hugging Face generate's, for an imported model).
         max_input_length: longest source in tokens; longer ones are truncated.
         max_output_length: longest translation in tokens; default max_input_length +
-            extra_length.
+            extra_length (each translation's limit: `decoding.output_limits`).
         max_batch_size: most sentences a call may carry.
         max_input_bytes: bytes of a text read at most; default 16 per input token, far more
             than real text needs, so tokenizing a huge string costs no more than a long one.
@@ -88,9 +88,11 @@ class Translator(ConstrainedSearches, tf.Module):
             vocabulary.check_size(member.vocab_size)
             if member.position_encoding == "learned":  # no position beyond the table
                 max_input_length = min(max_input_length, member.max_length)
-        # The longest any translation may be: the limit of the longest input.
-        max_output_length = output_limits(max_input_length, extra_length=extra_length,
-                                          max_output_length=max_output_length, model=model)
+        # The longest any translation may be: the given cap, else the longest input's limit.
+        max_output_length = (
+            output_limits(max_input_length, extra_length=extra_length, model=model)
+            if max_output_length is None
+            else output_limits(max_output_length, extra_length=0, model=model))
         for field, value, minimum in (("beam_size", beam_size, 1), ("max_batch_size",
                                        max_batch_size, 1), ("max_input_length", max_input_length,
                                        2)):  # room for a token and the end of sentence
@@ -122,7 +124,7 @@ class Translator(ConstrainedSearches, tf.Module):
 
     @classmethod
     def from_model_dir(cls, path, decoding=None, *, checkpoints=None, ensemble=(),
-                       max_batch_size=64, processors=()):
+                       max_batch_size=None, processors=()):
         """The model_dir `path`'s model decoded as `decoding` (a `DecodingConfig`; None: every
         setting the model's own, as kt-translate --model_dir `path` decodes), with its
         calibration if it has one.
@@ -131,11 +133,13 @@ class Translator(ConstrainedSearches, tf.Module):
             checkpoints: checkpoint directories of `path` (None: its default one, as
                 kt-translate picks it); several are an ensemble.
             ensemble: more model_dirs, each with its default checkpoint, ensembled with it.
-            max_batch_size, processors: as for `Translator`.
+            max_batch_size: as for `Translator`; None: `decoding.batch_size` if it says one,
+                else 64.
+            processors: as for `Translator`.
 
         Raises:
-            ModelDirError, ConfigError: what `model_dir.load` and `DecodingConfig.resolved`
-                raise.
+            ModelDirError, ConfigError, VocabularyError: what `model_dir.load` and
+                `DecodingConfig.resolved` raise (all `kt.UserError`s).
         """
         loaded = load_members(path, decoding, checkpoints=checkpoints, ensemble=ensemble)
         calibration = model_dir.load_calibration(path) if len(loaded) == 1 else None
@@ -143,16 +147,18 @@ class Translator(ConstrainedSearches, tf.Module):
                                processors=processors, calibration=calibration)
 
     @classmethod
-    def from_loaded(cls, loaded, decoding=None, *, max_batch_size=64, processors=(),
+    def from_loaded(cls, loaded, decoding=None, *, max_batch_size=None, processors=(),
                     calibration=None):
         """`from_model_dir` for models already loaded: a `model_dir.Loaded`, or a list of them
         (an ensemble; the first one's run decides the defaults)."""
         loaded = list(loaded) if isinstance(loaded, (list, tuple)) and not isinstance(
             loaded, model_dir.Loaded) else [loaded]
         models = [member.model for member in loaded]
-        settings = (decoding or DecodingConfig()).translator_settings(loaded[0])
+        decoding = decoding or DecodingConfig()
+        settings = decoding.translator_settings(loaded[0])
         return cls(models if len(models) > 1 else models[0], loaded[0].vocabulary,
-                   max_batch_size=max_batch_size, processors=processors,
+                   max_batch_size=max_batch_size or decoding.batch_size or 64,
+                   processors=processors,
                    calibration=calibration, **settings)
 
     def settings(self):

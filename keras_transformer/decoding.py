@@ -45,38 +45,32 @@ def source_lengths(source_ids):
     return tf.reduce_sum(tf.cast(padding_mask(source_ids), tf.int32), axis=1)
 
 
-def output_limits(source_lengths, *, extra_length=EXTRA_LENGTH, max_output_length=None,
+def output_limits(input_lengths, *, extra_length=EXTRA_LENGTH, max_output_length=None,
                   model=None):
     """The most tokens (end of sentence included) a translation may have: the paper's input
     length + `extra_length` (6.1), at most `max_output_length`, and with `model` (one or several,
     `members`) at most a learned position table. The one place the limit is computed.
 
     Args:
-        source_lengths: real input lengths: a Python int, a numpy array or an int32 tensor.
+        input_lengths: real input lengths: an int, a numpy array or an int32 tensor.
         extra_length: tokens allowed beyond the input's (the paper: 50; parsing: 300).
         max_output_length: None, or a cap of the same kinds.
         model: None, or the model(s) that decode (their position tables cap the limit).
 
     Returns:
-        `source_lengths`' kind and shape (a tensor if any argument is one).
+        `input_lengths`' kind and shape (a tensor if any argument is one; a Python int for
+        ints).
     """
     caps = [] if max_output_length is None else [max_output_length]
     if model is not None:
         caps += [m.max_length for m in members(model) if m.position_encoding == "learned"]
-    limits = source_lengths + extra_length
+    limits = input_lengths + extra_length
     for cap in caps:
         if tf.is_tensor(limits) or tf.is_tensor(cap):
             limits = tf.minimum(limits, tf.cast(cap, tf.int32))
         else:
-            limits = min(limits, cap) if isinstance(limits, int) else np.minimum(limits, cap)
-    return limits
-
-
-def decode_lengths(source_ids, extra_length=EXTRA_LENGTH, max_output_length=None):
-    """`output_limits` of each sentence of `source_ids` (int [batch, source_length], 0-padded):
-    int32 [batch]."""
-    return output_limits(source_lengths(source_ids), extra_length=extra_length,
-                         max_output_length=max_output_length)
+            limits = np.minimum(limits, cap)
+    return int(limits) if np.ndim(limits) == 0 and not tf.is_tensor(limits) else limits
 
 
 def without_padding(logits):

@@ -23,7 +23,10 @@ def average(model, paths):
     total = None
     for path in paths:
         checkpoints.verify(path)
-        checkpoints.load_weights(model, pathlib.Path(path) / checkpoints.WEIGHTS_FILE)
+        try:
+            checkpoints.load_weights(model, pathlib.Path(path) / checkpoints.WEIGHTS_FILE)
+        except (ValueError, KeyError) as error:  # another model's weights
+            raise checkpoints.CheckpointError(f"{path}: {error}") from None
         weights = [np.asarray(w, dtype=np.float64) for w in model.get_weights()]
         total = weights if total is None else [t + w for t, w in zip(total, weights)]
     model.set_weights([t / len(paths) for t in total])

@@ -26,6 +26,7 @@ from keras_transformer.cli import replace_atomically
 from keras_transformer.data import glove
 from keras_transformer.errors import UserError
 from keras_transformer.hparams import HParams, HParamsError, field_names
+from keras_transformer.hparams import get as get_hparams
 
 CONFIG_FILE = "config.json"
 VOCAB_FILE = "vocab.model"
@@ -408,7 +409,21 @@ def load(model_dir):
     path = pathlib.Path(model_dir) / CONFIG_FILE
     if not path.exists():
         return None
-    return RunConfig.from_json(path.read_bytes(), str(path))
+    return with_hparams(RunConfig.from_json(path.read_bytes(), str(path)))
+
+
+def with_hparams(run):
+    """`run` with model.hparams resolved from its hparams_name and hparams_override where it
+    has none (a new run's configuration; a format-1 config.json may have none either).
+
+    Raises:
+        HParamsError: an unknown hparams set or override.
+    """
+    if run.model.hparams is not None:
+        return run
+    resolved = get_hparams(run.model.hparams_name).override_from_string(
+        run.model.hparams_override)
+    return run.updated({("model", "hparams"): resolved})
 
 
 def save(run, model_dir):
@@ -425,11 +440,10 @@ def conflicts(saved, updated):
     for section, name in FIXED:
         before, after = saved.get(section, name), updated.get(section, name)
         if name == "hparams":
-            before_hp, after_hp = before, after
             for field in ARCHITECTURE_FIELDS:
-                if getattr(before_hp, field) != getattr(after_hp, field):
-                    yield (f"model.hparams {field}: saved {getattr(before_hp, field)!r}, now "
-                           f"{getattr(after_hp, field)!r}")
+                if getattr(before, field) != getattr(after, field):
+                    yield (f"model.hparams {field}: saved {getattr(before, field)!r}, now "
+                           f"{getattr(after, field)!r}")
         elif before != after:
             yield f"{section}.{name}: saved {before!r}, now {after!r}"
 

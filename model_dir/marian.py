@@ -43,7 +43,6 @@ from keras_transformer.model_dir import checkpoints, config
 from keras_transformer.model_dir.hf_checkpoint import (
     PYTORCH_FILE,
     SAFETENSORS_FILE,
-    CheckpointFormatError,
     read_json,
     read_weights,
 )
@@ -373,7 +372,7 @@ def main(argv=None):
     args = parse_args(argv)
     try:
         path = import_marian(args.directory, args.model_dir)
-    except (MarianImportError, CheckpointFormatError, data.VocabularyError, OSError) as error:
+    except (UserError, OSError) as error:
         print(f"kt-import: error: {error}", file=sys.stderr)
         return 2
     run = config.load(path)

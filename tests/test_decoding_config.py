@@ -133,3 +133,12 @@ def test_kt_translate_reports_user_errors_by_input_and_shows_internal_ones(
     with pytest.raises(ValueError, match="an internal error"):  # not an exit code 2 line
         translate.main(["--model_dir", str(small_settings_run), "--input",
                         str(tmp_path / "in.txt")])
+
+
+def test_the_translators_longest_output_is_the_cap_given_or_the_longest_inputs_limit(
+        bible_vocab):
+    model = kt.build_model(kt.hparams.get("transformer_tiny"), bible_vocab.vocab_size)
+    given = Translator(model, bible_vocab, max_input_length=256, max_output_length=400)
+    paper = Translator(model, bible_vocab, max_input_length=256, extra_length=50)
+    assert (given.max_output_length, paper.max_output_length) == (400, 306)
+    assert json.dumps(given.settings())  # Python ints: export.json is written from them

@@ -155,7 +155,7 @@ def test_each_vocabulary_keeps_the_written_contract(kind, bible_vocab):
     for name, member in vars(protocol).items():
         if isinstance(member, property):
             assert isinstance(getattr(kind, name), property), (kind, name)
-        elif isinstance(member, classmethod) or callable(member) and not name.startswith("_"):
+        elif not name.startswith("_") and (isinstance(member, classmethod) or callable(member)):
             assert (inspect.signature(getattr(kind, name)) ==
                     inspect.signature(getattr(protocol, name))), (kind, name)
     assert set(typing.get_type_hints(protocol)) == {"FILE_NAME", "path", "vocab_size"}

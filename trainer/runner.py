@@ -28,6 +28,7 @@ import keras_transformer as kt
 from keras_transformer import data, devices
 from keras_transformer.data import glove
 from keras_transformer.model_dir import checkpoints, config
+from keras_transformer.model_dir.config import with_hparams
 from keras_transformer.trainer import distribute, init_from, keep_best, preparation
 from keras_transformer.trainer.loop import TrainingLoop
 from keras_transformer.trainer.preparation import bucket_growth, update_batches
@@ -78,15 +79,6 @@ def cpu_measurement(distribution, hp, batch_tokens):
     gathered = distribute.sum_over_workers(distribution, speeds)
     return measurement._replace(float32_gflops=float(min(gathered[0::2])),
                                 bfloat16_gflops=float(min(gathered[1::2])), workers=workers)
-
-
-def with_hparams(run):
-    """`run` with model.hparams resolved from its hparams_name and hparams_override, if empty."""
-    if run.model.hparams:
-        return run
-    hparams = kt.hparams.get(run.model.hparams_name).override_from_string(
-        run.model.hparams_override)
-    return run.updated({("model", "hparams"): hparams})
 
 
 def with_saved_derivations(run, saved):
