@@ -166,9 +166,12 @@ def test_a_config_names_its_bad_field_and_reads_the_flat_format(tmp_path):
     assert (run.model.hparams_name, run.data.corpus, run.data.max_length, run.evaluation.every,
             run.checkpoints.keep, run.compute.jit_compile, run.model.vocab_size) == \
         ("transformer_tiny", "tatoeba_en_es", 100, 50, 3, True, 600)
+    assert run.model.hparams is None  # format 1 may not hold them ...
     config.save(run, tmp_path)
-    assert config.load(tmp_path) == run and \
-        json.loads((tmp_path / "config.json").read_text())["format_version"] == 2
+    loaded = config.load(tmp_path)  # ... and a loaded run gets its set's
+    assert loaded == config.with_hparams(run) and json.loads(
+        (tmp_path / "config.json").read_text())["format_version"] == 2
+    assert loaded.model.hparams == kt.hparams.get("transformer_tiny")
     with pytest.raises(config.ConfigError, match=r"unknown fields \['batching\.size'\]"):
         config.RunConfig.from_dict({"format_version": 2, "batching": {"size": 3}})
 
