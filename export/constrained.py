@@ -1,6 +1,7 @@
 """The `Translator`'s searches held to a constraint: a target prefix, markup, a text to place
 tags in, a glossary (decoding processors, keras_transformer/processors.py), each an exported
-graph function over its inputs. A mixin: `Translator` supplies `_n_best`, `processors` and
+graph function over its inputs, made into processor objects once, at the top, and passed
+down the search as they are. A mixin: `Translator` supplies `_n_best`, `processors` and
 `vocabulary`."""
 
 import tensorflow as tf
@@ -8,6 +9,7 @@ import tensorflow as tf
 from keras_transformer.decoding import graph_function
 from keras_transformer.glossary_constraint import GlossaryConstraint
 from keras_transformer.markup_constraint import MarkupConstraint, NoMarkup, TextKept
+from keras_transformer.processors import PrefixForcing
 
 IDS = tf.TensorSpec([None, None], tf.int32, name="source_ids")
 PREFIX_IDS = tf.TensorSpec([None, None], tf.int32, name="prefix_ids")
@@ -35,7 +37,7 @@ class ConstrainedSearches:
         prefix, int32 prefix_ids [batch, prefix_length] (subwords, 0-padded; `tokenize_prefixes`
         makes them from text). The prefix's tokens count in the scores. A prefix as long as
         the output limit leaves nothing to search: check first (`lines.check_prefixes`)."""
-        return self._n_best(source_ids, prefix_ids)
+        return self._n_best(source_ids, self.constraints(prefix_ids=prefix_ids))
 
     @graph_function(input_signature=[IDS, ITEM_IDS, OPENING])
     def translate_n_best_ids_with_markup(self, source_ids, item_ids, opening):
@@ -44,7 +46,7 @@ class ConstrainedSearches:
         (`MarkupConstraint`): item_ids and opening int32 [batch, items] as
         `data.markup.constraint_inputs` makes them. The vocabulary must hold the tokens whole
         (`Vocabulary.markup_ids`)."""
-        return self._n_best(source_ids, markup=(item_ids, opening))
+        return self._n_best(source_ids, self.constraints(markup=(item_ids, opening)))
 
     @graph_function(input_signature=[IDS, ITEM_IDS, OPENING, TEXT_IDS])
     def place_markup_ids(self, source_ids, item_ids, opening, text_ids):
@@ -53,33 +55,51 @@ class ConstrainedSearches:
         ending with end of sentence, 0-padded) with the sentence's tag tokens inserted where
         the model puts them, before a word, punctuation or the end (`TextKept`). The output
         limit grows to fit the text and the tags."""
-        return self._n_best(source_ids, markup=(item_ids, opening, text_ids))
+        room = (tf.reduce_sum(tf.cast(text_ids != 0, tf.int32), 1) +
+                tf.reduce_sum(tf.cast(item_ids != 0, tf.int32), 1))
+        return self._n_best(source_ids, self.constraints(markup=(item_ids, opening, text_ids)),
+                            room=room)
 
     @graph_function(input_signature=[IDS, PHRASE_IDS])
     def translate_n_best_ids_with_glossary(self, source_ids, phrase_ids):
         """`translate_n_best_ids` with every hypothesis holding each of its sentence's required
         target phrases (`GlossaryConstraint`): phrase_ids int32 [batch, phrases, length], the
         phrases' subwords (`tokenize_prefixes`), 0-padded."""
-        return self._n_best(source_ids, glossary=phrase_ids)
+        return self._n_best(source_ids, self.constraints(glossary=phrase_ids))
 
-    def _processors(self, markup=None, glossary=None):
-        """The translator's processors, then for markup's (item_ids, opening[, text_ids]) a
-        `TextKept` of the text's tags (with a text) and a `MarkupConstraint` (without markup,
-        `NoMarkup` if the vocabulary holds its tokens), and a `GlossaryConstraint` of glossary's
-        phrase ids, where given."""
-        processors = list(self.processors)
+    def constraints(self, *, prefix_ids=None, markup=None, glossary=None):
+        """The processors that hold a search to what is given: a `PrefixForcing` of prefix_ids;
+        for markup's (item_ids, opening[, text_ids]) a `TextKept` of the text's tags (with a
+        text) and a `MarkupConstraint`; a `GlossaryConstraint` of glossary's phrase ids. Each
+        holds one row per sentence (`processors.rows_added`). At most one of the three (see
+        `combination_error`)."""
+        constraints = []
+        if prefix_ids is not None:
+            constraints.append(PrefixForcing(prefix_ids))
         if markup is not None:
             marker_ids = tf.constant(self.vocabulary.markup_ids(), tf.int32)
             word_start = tf.constant(self.vocabulary.before_tag_ok())
             if len(markup) == 3:
                 item_ids, _, text_ids = markup
                 in_text = tf.reduce_any(item_ids[:, :, None] == text_ids[:, None, :], axis=2)
-                processors.append(TextKept(text_ids, tf.where(in_text, 0, item_ids), word_start))
+                constraints.append(TextKept(text_ids, tf.where(in_text, 0, item_ids),
+                                            word_start))
             # With a kept text, TextKept already decides what follows each token.
-            processors.append(MarkupConstraint(*markup[:2], marker_ids,
-                                               word_start if len(markup) == 2 else None))
-        elif self.vocabulary.holds_markup:
-            processors.append(NoMarkup(tf.constant(self.vocabulary.markup_ids(), tf.int32)))
+            constraints.append(MarkupConstraint(*markup[:2], marker_ids,
+                                                word_start if len(markup) == 2 else None))
         if glossary is not None:
-            processors.append(GlossaryConstraint(glossary))
-        return processors
+            constraints.append(GlossaryConstraint(glossary))
+        return constraints
+
+    def _processors(self, constraints=()):
+        """The processors of a search held to `constraints`: a target prefix first (its tokens
+        scored by the model's own log-probabilities), the translator's processors, `NoMarkup`
+        where no markup is given and the vocabulary holds its tokens, then the other
+        constraints (which give an owed token the end's probability, after every ban)."""
+        forcing = [c for c in constraints if isinstance(c, PrefixForcing)]
+        others = [c for c in constraints if not isinstance(c, PrefixForcing)]
+        no_markup = []
+        if self.vocabulary.holds_markup and not any(isinstance(c, MarkupConstraint)
+                                                    for c in others):
+            no_markup = [NoMarkup(tf.constant(self.vocabulary.markup_ids(), tf.int32))]
+        return forcing + list(self.processors) + no_markup + others

@@ -22,6 +22,7 @@ from keras_transformer.decoding import (
 )
 from keras_transformer.export.constrained import IDS, ConstrainedSearches
 from keras_transformer.export.decoding_config import DecodingConfig, load_members
+from keras_transformer.processors import PrefixForcing, rows_added, rows_repeated
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 
 TEXTS = tf.TensorSpec([None], tf.string, name="inputs")
@@ -226,16 +227,18 @@ class Translator(ConstrainedSearches, tf.Module):
         """
         return self._n_best(source_ids)
 
-    def _n_best(self, source_ids, prefix_ids=None, markup=None, glossary=None):
+    def _n_best(self, source_ids, constraints=(), *, room=None):
+        """`translate_n_best_ids` held to `constraints` (processors from `constraints`); room:
+        int32 [batch], the output length each sentence needs at least (a kept text and its
+        tags), or None."""
         source_ids, empty, _ = self._cut_sources(source_ids)
         limits = tf.where(empty, 1, self._output_limits(source_ids))
-        if markup is not None and len(markup) == 3:  # room for the text and its tags
-            limits = tf.maximum(limits, tf.reduce_sum(tf.cast(markup[2] != 0, tf.int32), 1) +
-                                tf.reduce_sum(tf.cast(markup[0] != 0, tf.int32), 1))
+        if room is not None:
+            limits = tf.maximum(limits, room)
         if self.jit_compile:
-            ids, scores = self._beam_decode_xla(source_ids, limits, prefix_ids, markup, glossary)
+            ids, scores = self._beam_decode_xla(source_ids, limits, constraints)
         else:
-            ids, scores = self._beam_decode(source_ids, limits, prefix_ids, markup, glossary)
+            ids, scores = self._beam_decode(source_ids, limits, constraints)
         first = tf.range(self.beam_size) == 0
         ids = tf.where(empty[:, None, None], PAD_ID, ids)
         scores = tf.where(empty[:, None], tf.where(first, 0.0, float("-inf")), scores)
@@ -243,40 +246,34 @@ class Translator(ConstrainedSearches, tf.Module):
         return {"ids": ids, "scores": scores,
                 "log_probs": scores * self._length_penalty(lengths)}
 
-    def _beam_decode(self, source_ids, limits, prefix_ids, markup=None, glossary=None, *,
-                     jit_compile=False):
+    def _beam_decode(self, source_ids, limits, constraints, *, jit_compile=False):
         # Under XLA, extra_length sizes the output buffer (source length + extra_length).
         return beam_decode(self.model, source_ids, max_output_length=limits,
                            extra_length=self.extra_length, beam_size=self.beam_size,
                            alpha=self.alpha, jit_compile=jit_compile,
                            length_normalization=self.length_normalization,
-                           processors=self._processors(markup, glossary),
-                           prefix_ids=prefix_ids, tree_constraint=self._tree_constraint(source_ids))
+                           processors=self._processors(constraints),
+                           tree_constraint=self._tree_constraint(source_ids))
 
-    def _beam_decode_xla(self, source_ids, limits, prefix_ids, markup=None, glossary=None):
+    def _beam_decode_xla(self, source_ids, limits, constraints):
         """`_beam_decode` under XLA on the inputs padded to one of its few shapes (see the class
-        docstring): added rows are all padding, limit 1 (empty translations), cut off again."""
+        docstring): added rows are all padding, limit 1 (empty translations), held to nothing,
+        and cut off again."""
         rows, length = tf.shape(source_ids)[0], tf.shape(source_ids)[1]
         missing_rows = tf.gather(self.xla_rows, tf.searchsorted(self.xla_rows, [rows])[0]) - rows
         limits = tf.pad(limits, [[0, missing_rows]], constant_values=1)
-        if markup is not None:  # added rows have no items
-            markup = tuple(tf.pad(values, [[0, missing_rows], [0, 0]], constant_values=padding)
-                           for values, padding in zip(markup, (0, -1, 0)))
-        if glossary is not None:  # ... and no phrases
-            glossary = tf.pad(glossary, [[0, missing_rows], [0, 0], [0, 0]])
+        constraints = [rows_added(constraint, missing_rows) for constraint in constraints]
 
         def decode_at(padded_length):
             def decode():
                 ids = tf.pad(source_ids, [[0, missing_rows], [0, padded_length - length]])
-                prefixes = prefix_ids
-                if prefix_ids is not None:  # as wide as the output (no limit lets one be wider)
-                    width = output_limits(padded_length, extra_length=self.extra_length,
-                                          model=self.model)
-                    prefixes = tf.pad(prefix_ids[:, :width], [
-                        [0, missing_rows], [0, width - tf.minimum(tf.shape(prefix_ids)[1], width)]])
-                    prefixes = tf.ensure_shape(prefixes, [None, width])
+                # A prefix as wide as the output (no limit lets one be wider).
+                width = output_limits(padded_length, extra_length=self.extra_length,
+                                      model=self.model)
+                held = [constraint.with_width(width) if isinstance(constraint, PrefixForcing)
+                        else constraint for constraint in constraints]
                 return self._beam_decode(tf.ensure_shape(ids, [None, padded_length]), limits,
-                                         prefixes, markup, glossary, jit_compile=True)
+                                         held, jit_compile=True)
             return decode
 
         ids, scores = tf.switch_case(tf.searchsorted(self.xla_lengths, [length])[0],
@@ -302,19 +299,18 @@ class Translator(ConstrainedSearches, tf.Module):
                              f"{vocab_size}, got {top_k}")
         source_ids, empty, _ = self._cut_sources(tf.constant(source_ids))
         source_ids, empty = tf.repeat(source_ids, n, axis=0), tf.repeat(empty, n)
-        if prefix_ids is not None:
-            prefix_ids = tf.repeat(tf.constant(prefix_ids), n, axis=0)
-        if markup is not None:
-            markup = tuple(tf.repeat(tf.constant(values), n, axis=0) for values in markup)
-        if glossary is not None:
-            glossary = tf.repeat(tf.constant(glossary), n, axis=0)
+        constraints = self.constraints(
+            prefix_ids=None if prefix_ids is None else tf.constant(prefix_ids),
+            markup=None if markup is None else tuple(tf.constant(values) for values in markup),
+            glossary=None if glossary is None else tf.constant(glossary))
         ids, log_probs = sample_decode(
             self.model, source_ids,
             max_output_length=tf.where(empty, 1, self._output_limits(source_ids)),
             temperature=temperature, top_k=top_k,
             seed=tf.constant(seed, tf.int32),  # a tensor: a new seed must not retrace the search
-            processors=self._processors(markup, glossary),
-            prefix_ids=prefix_ids, tree_constraint=self._tree_constraint(source_ids))
+            processors=self._processors([rows_repeated(constraint, n)
+                                         for constraint in constraints]),
+            tree_constraint=self._tree_constraint(source_ids))
         ids = tf.where(empty[:, None], PAD_ID, ids)
         log_probs = tf.where(empty, 0.0, log_probs)
         lengths = tf.reduce_sum(tf.cast(scoring.target_mask(ids), tf.int32), axis=-1)

@@ -39,6 +39,7 @@ class GlossaryConstraint(NamedTuple):
     """
 
     phrase_ids: tf.Tensor
+    ROW_PADDING = {"phrase_ids": 0}  # processors.rows_added: no phrases
 
     def start(self, layout):
         phrases = layout.rows(self.phrase_ids)

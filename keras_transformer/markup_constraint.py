@@ -50,6 +50,7 @@ class MarkupConstraint(NamedTuple):
     opening: tf.Tensor
     marker_ids: tf.Tensor
     after_item_ok: tf.Tensor = None
+    ROW_PADDING = {"item_ids": 0, "opening": -1}  # processors.rows_added: no items
 
     def start(self, layout):
         item_ids = layout.rows(self.item_ids)
@@ -132,6 +133,7 @@ class TextKept(NamedTuple):
     text_ids: tf.Tensor
     tag_ids: tf.Tensor
     before_tag_ok: tf.Tensor
+    ROW_PADDING = {"text_ids": 0, "tag_ids": 0}  # processors.rows_added: an empty text
 
     def start(self, layout):
         text = layout.rows(self.text_ids)

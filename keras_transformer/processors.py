@@ -104,6 +104,14 @@ class PrefixForcing(NamedTuple):
             0-padded (a row of 0s: no prefix).
     """
     prefix_ids: tf.Tensor
+    ROW_PADDING = {"prefix_ids": PAD_ID}
+
+    def with_width(self, width):
+        """The prefixes cut or 0-padded to `width` columns, a static width: under XLA, one
+        program for prefixes of every length."""
+        prefix_ids = tf.convert_to_tensor(self.prefix_ids)[:, :width]
+        prefix_ids = tf.pad(prefix_ids, [[0, 0], [0, width - tf.shape(prefix_ids)[1]]])
+        return PrefixForcing(tf.ensure_shape(prefix_ids, [None, width]))
 
     def start(self, layout):
         prefix_ids = tf.cast(self.prefix_ids, tf.int32)
@@ -122,6 +130,29 @@ class PrefixForcing(NamedTuple):
             return tf.where((forced != PAD_ID)[:, None] & other, NEG_INF, logits), state
 
         return adjust, ()
+
+
+def rows_added(processor, count):
+    """`processor` for its batch with `count` more sentences at the end, each held to nothing
+    (the `Translator` pads batches to a few shapes under XLA). A processor that holds each
+    sentence to its own inputs is a NamedTuple naming them in its class's ROW_PADDING,
+    {field: the value that constrains nothing}; those fields (int [batch, ...]) are padded with
+    it. Any other processor is returned as it is."""
+    return _per_sentence(processor, lambda value, padding: tf.pad(
+        value, [[0, count]] + [[0, 0]] * (value.shape.rank - 1), constant_values=padding))
+
+
+def rows_repeated(processor, times):
+    """`processor` for its batch with each sentence `times` times in a row (sampling draws
+    `times` translations of each); as `rows_added` for which processors change."""
+    return _per_sentence(processor, lambda value, _: tf.repeat(value, times, axis=0))
+
+
+def _per_sentence(processor, change):
+    fields = getattr(type(processor), "ROW_PADDING", {})
+    return processor._replace(**{
+        field: change(tf.convert_to_tensor(getattr(processor, field)), padding)
+        for field, padding in fields.items()}) if fields else processor
 
 
 def give_the_end_to(owed, logits):

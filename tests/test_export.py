@@ -354,8 +354,18 @@ def test_under_xla_the_translator_pads_to_a_few_shapes_and_translates_the_same(
     expected = graph.translate_n_best_ids_with_prefix(ids, prefixes)["ids"]
     got = xla.translate_n_best_ids_with_prefix(ids, prefixes)["ids"]
     np.testing.assert_array_equal(got[..., :expected.shape[-1]], expected)
-    # One trace a padded length for each of the two functions; XLA compiles each at a row count.
-    assert decoding._beam_decode_xla.experimental_get_tracing_count() - traced == 2 * 4
+    # A glossary's rows padded as the sources are (processors.rows_added): 3 sentences run as 4,
+    # the one without a phrase and the added one held to nothing.
+    terms = graph.tokenize_prefixes(tf.constant(["Dios", "tierra"]))["prefix_ids"]
+    phrase_ids = tf.stack([terms[0], tf.zeros_like(terms[0]), terms[1]])[:, None, :]
+    ids = graph.tokenize(tf.constant(english[6:9]))["source_ids"]
+    expected = graph.translate_n_best_ids_with_glossary(ids, phrase_ids)
+    got = xla.translate_n_best_ids_with_glossary(ids, phrase_ids)
+    np.testing.assert_array_equal(got["ids"][..., :expected["ids"].shape[-1]], expected["ids"])
+    np.testing.assert_allclose(got["scores"], expected["scores"], atol=1e-4)
+    # One trace a padded length for each of the three functions; XLA compiles each at a row
+    # count.
+    assert decoding._beam_decode_xla.experimental_get_tracing_count() - traced == 3 * 4
 
 
 def test_kt_export_refuses_xla_for_ctranslate2(trained_model_dir, tmp_path, capsys):
