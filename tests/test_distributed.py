@@ -15,8 +15,9 @@ from test_trainer import kt_train, small_corpus  # noqa: F401  (a fixture)
 
 from keras_transformer import devices, precision_probe
 
-# The replica report's process (~270 s alone on a 2-core Cascade Lake Xeon, 2026-11-28) ran past
-# the suite's 600 s a test beside the other worker's load there.
+# The replica report's process (288 s alone on a 2-core Cascade Lake Xeon, one thread, before one
+# device trained once a precision; 147 s after, 2026-11-28) ran past the suite's 600 s a test
+# beside the other worker's load there.
 pytestmark = pytest.mark.timeout(1200)
 
 
