@@ -1,8 +1,8 @@
 """The `Translator`'s searches held to a constraint: a target prefix, markup, a text to place
 tags in, a glossary (decoding processors, keras_transformer/processors.py), each an exported
-graph function over its inputs, made into processor objects once, at the top, and passed
-down the search as they are. A mixin: `Translator` supplies `_n_best`, `processors` and
-`vocabulary`."""
+graph function over its inputs, made into processor objects at the top and passed down the
+search as objects (padded or repeated by `processors.rows_added`/`rows_repeated`). A mixin:
+`Translator` supplies `_n_best`, `processors` and `vocabulary`."""
 
 import tensorflow as tf
 
@@ -71,8 +71,8 @@ class ConstrainedSearches:
         """The processors that hold a search to what is given: a `PrefixForcing` of prefix_ids;
         for markup's (item_ids, opening[, text_ids]) a `TextKept` of the text's tags (with a
         text) and a `MarkupConstraint`; a `GlossaryConstraint` of glossary's phrase ids. Each
-        holds one row per sentence (`processors.rows_added`). At most one of the three (see
-        `combination_error`)."""
+        holds one row per sentence (`processors.rows_added`). The callers hold a search to at
+        most one of the three (`combination_error`)."""
         constraints = []
         if prefix_ids is not None:
             constraints.append(PrefixForcing(prefix_ids))
@@ -91,15 +91,17 @@ class ConstrainedSearches:
             constraints.append(GlossaryConstraint(glossary))
         return constraints
 
-    def _processors(self, constraints=()):
-        """The processors of a search held to `constraints`: a target prefix first (its tokens
-        scored by the model's own log-probabilities), the translator's processors, `NoMarkup`
-        where no markup is given and the vocabulary holds its tokens, then the other
-        constraints (which give an owed token the end's probability, after every ban)."""
+    def _processors(self, constraints=(), tree_constraint=None):
+        """The processors of a search held to `constraints`, in order: a target prefix (its
+        tokens scored by the model's own log-probabilities), the tree constraint (where given),
+        the translator's processors, `NoMarkup` where no markup is given and the vocabulary
+        holds its tokens, then the other constraints (which give an owed token the end's
+        probability, after every ban)."""
         forcing = [c for c in constraints if isinstance(c, PrefixForcing)]
         others = [c for c in constraints if not isinstance(c, PrefixForcing)]
+        tree = [] if tree_constraint is None else [tree_constraint]
         no_markup = []
         if self.vocabulary.holds_markup and not any(isinstance(c, MarkupConstraint)
                                                     for c in others):
             no_markup = [NoMarkup(tf.constant(self.vocabulary.markup_ids(), tf.int32))]
-        return forcing + list(self.processors) + no_markup + others
+        return forcing + tree + list(self.processors) + no_markup + others

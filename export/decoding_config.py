@@ -113,8 +113,8 @@ class DecodingConfig:
             limit = config.max_output_length or fixed
             config = dataclasses.replace(config, max_output_length=limit, extra_length=limit)
         config = config.with_preset(run_data.corpus)
-        leaves = treebank.leaves_of(run_data.corpus) if treebank.is_treebank(run_data.corpus) \
-            else None
+        leaves = (treebank.leaves_of(run_data.corpus) if treebank.is_treebank(run_data.corpus)
+                  else None)
         if config.tree_constraint and leaves is None:
             raise model_dir.ConfigError(
                 f"tree_constraint: the model was trained on --data {run_data.corpus}, a "

@@ -252,8 +252,8 @@ class Translator(ConstrainedSearches, tf.Module):
                            extra_length=self.extra_length, beam_size=self.beam_size,
                            alpha=self.alpha, jit_compile=jit_compile,
                            length_normalization=self.length_normalization,
-                           processors=self._processors(constraints),
-                           tree_constraint=self._tree_constraint(source_ids))
+                           processors=self._processors(constraints,
+                                                       self._tree_constraint(source_ids)))
 
     def _beam_decode_xla(self, source_ids, limits, constraints):
         """`_beam_decode` under XLA on the inputs padded to one of its few shapes (see the class
@@ -309,8 +309,8 @@ class Translator(ConstrainedSearches, tf.Module):
             temperature=temperature, top_k=top_k,
             seed=tf.constant(seed, tf.int32),  # a tensor: a new seed must not retrace the search
             processors=self._processors([rows_repeated(constraint, n)
-                                         for constraint in constraints]),
-            tree_constraint=self._tree_constraint(source_ids))
+                                         for constraint in constraints],
+                                        self._tree_constraint(source_ids)))
         ids = tf.where(empty[:, None], PAD_ID, ids)
         log_probs = tf.where(empty, 0.0, log_probs)
         lengths = tf.reduce_sum(tf.cast(scoring.target_mask(ids), tf.int32), axis=-1)

@@ -111,7 +111,7 @@ class PrefixForcing(NamedTuple):
         program for prefixes of every length."""
         prefix_ids = tf.convert_to_tensor(self.prefix_ids)[:, :width]
         prefix_ids = tf.pad(prefix_ids, [[0, 0], [0, width - tf.shape(prefix_ids)[1]]])
-        return PrefixForcing(tf.ensure_shape(prefix_ids, [None, width]))
+        return self._replace(prefix_ids=tf.ensure_shape(prefix_ids, [None, width]))
 
     def start(self, layout):
         prefix_ids = tf.cast(self.prefix_ids, tf.int32)
