@@ -26,14 +26,15 @@ def smoothed_cross_entropy(labels, logits, label_smoothing):
 
     This is the smoothing of Szegedy et al. (2016), which the paper cites: the uniform share eps/V
     goes to every class, the true one included. No one-hot tensor is built:
-    -sum_k q_k log p_k = logsumexp(z) - (1 - eps) z_label - (eps / V) sum_k z_k
-                       = CE(z, label) + eps z_label - (eps / V) sum_k z_k,
-    where CE is TensorFlow's fused sparse softmax cross-entropy, whose kernel also returns its
-    gradient softmax(z) - one_hot(label) in the same pass; the gradient of the smoothed loss is
-    that plus eps at the label and minus eps/V everywhere. Written out (rather than left to
-    autodiff) because the logits are the largest tensor of a training step ([tokens, vocab]):
-    autodiff of the label gather scattered into a dense copy of them, about a tenth of a
-    transformer_base step (bench/RESULTS.md).
+    -sum_k q_k log p_k = logsumexp(z) - (1 - eps) z_label - (eps / V) sum_k z_k,
+    whose gradient is softmax(z) - (1 - eps) one_hot(label) - eps/V. Written out (rather than
+    left to autodiff) because the logits are the largest tensor of a training step ([tokens,
+    vocab]): autodiff of the label gather scattered into a dense copy of them, about a tenth of a
+    transformer_base step (bench/RESULTS.md). One softmax gives both: its largest probability is
+    exp(max_k z_k - logsumexp(z)) >= 1/V, so logsumexp(z) = max_k z_k - log(max_k p_k) without a
+    second pass of exp. TensorFlow's softmax (oneDNN's on a CPU) took 32 ms where its fused
+    SparseSoftmaxCrossEntropyWithLogits took 72 (2,944 tokens x 2,000 ids, loss and gradient, one
+    thread; 177 against 421 at 4,000 x 8,000; Cascade Lake Xeon, 2026-11-28, bench/loss_kernel.py).
 
     Off TensorFlow (JAX) the first line is written in keras.ops and differentiated by autodiff
     (XLA fuses the label gather's scatter there).
@@ -63,19 +64,19 @@ def smoothed_cross_entropy(labels, logits, label_smoothing):
     def loss_and_gradient(logits):
         flat_logits = tf.reshape(logits, [-1, vocab_size])
         flat_labels = tf.reshape(labels, [-1])
-        loss, softmax_minus_one_hot = tf.raw_ops.SparseSoftmaxCrossEntropyWithLogits(
-            features=flat_logits, labels=flat_labels)
+        probabilities = tf.nn.softmax(flat_logits)
+        log_sum_exp = (tf.reduce_max(flat_logits, axis=-1)
+                       - tf.math.log(tf.reduce_max(probabilities, axis=-1)))
+        loss = log_sum_exp - (1.0 - label_smoothing) * tf.gather(flat_logits, flat_labels,
+                                                                  batch_dims=1)
         if label_smoothing:
-            loss += (label_smoothing * tf.gather(flat_logits, flat_labels, batch_dims=1)
-                     - label_smoothing / vocab_size * tf.reduce_sum(flat_logits, axis=-1))
+            loss -= label_smoothing / vocab_size * tf.reduce_sum(flat_logits, axis=-1)
 
         def gradient(upstream):
-            grad = softmax_minus_one_hot
-            if label_smoothing:
-                at_labels = tf.stack([tf.range(tf.shape(flat_labels)[0]), flat_labels], axis=1)
-                grad = tf.tensor_scatter_nd_add(
-                    grad - label_smoothing / vocab_size, at_labels,
-                    tf.fill(tf.shape(flat_labels), label_smoothing))
+            at_labels = tf.stack([tf.range(tf.shape(flat_labels)[0]), flat_labels], axis=1)
+            grad = tf.tensor_scatter_nd_add(
+                probabilities - label_smoothing / vocab_size if label_smoothing else
+                probabilities, at_labels, tf.fill(tf.shape(flat_labels), label_smoothing - 1.0))
             return tf.reshape(grad * tf.reshape(upstream, [-1, 1]), tf.shape(logits))
 
         return tf.reshape(loss, tf.shape(labels)), gradient
