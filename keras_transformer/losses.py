@@ -32,9 +32,9 @@ def smoothed_cross_entropy(labels, logits, label_smoothing):
     vocab]): autodiff of the label gather scattered into a dense copy of them, about a tenth of a
     transformer_base step (bench/RESULTS.md). One softmax gives both: its largest probability is
     exp(max_k z_k - logsumexp(z)) >= 1/V, so logsumexp(z) = max_k z_k - log(max_k p_k) without a
-    second pass of exp. TensorFlow's softmax (oneDNN's on a CPU) took 32 ms where its fused
-    SparseSoftmaxCrossEntropyWithLogits took 72 (2,944 tokens x 2,000 ids, loss and gradient, one
-    thread; 177 against 421 at 4,000 x 8,000; Cascade Lake Xeon, 2026-11-28, bench/loss_kernel.py).
+    second pass of exp. TensorFlow's softmax (oneDNN's on a CPU) took 34 ms where its fused
+    SparseSoftmaxCrossEntropyWithLogits took 109 (2,944 tokens x 2,000 ids, loss and gradient, one
+    thread; 220 against 638 at 4,000 x 8,000; Cascade Lake Xeon, 2026-11-28, bench/loss_kernel.py).
 
     Off TensorFlow (JAX) the first line is written in keras.ops and differentiated by autodiff
     (XLA fuses the label gather's scatter there).
