@@ -41,17 +41,14 @@ settings.load_profile("ci")
 
 # The order xdist (--dist loadfile --no-loadscope-reorder in pyproject.toml) hands out whole
 # modules in (each worker gets the next when two or fewer of its tests are left); the suite's
-# wall time is its busiest worker's. First the module
-# whose first test trains the demo model (`demo_run`), which a dozen modules need and would
-# otherwise wait for while another worker trains it; then the longest, longest first (seconds of
-# test time, local run of 2026-11-26 with --durations), so the many short ones even out the end.
-_FIRST = ("test_ctranslate2",  # 94, of which the demo model's training 80
-          "test_trainer",  # 221
-          "test_parsing",  # 166, of which the parser's training 77
-          "test_jax",  # 70-100 (2026-11-28), the JAX half in one subprocess
-          "test_translation_tools", "test_distributed", "test_export", "test_cove_from_runs",
-          "test_training", "test_fine_tuning", "test_input_pipeline", "test_docs",
-          "test_notebook")  # 75 ... 40
+# wall time is its busiest worker's. The longest first (seconds of test time, a run of
+# 2026-11-28 on a Cascade Lake Xeon with --durations), so the many short ones even out the end.
+_FIRST = ("test_distributed",  # 250, of which the replica report 205
+          "test_trainer",  # 330-400
+          "test_parsing",  # 200, of which the parser's training 86
+          "test_docs", "test_markup_translation", "test_cove_from_runs",  # 130 ... 100
+          "test_notebook", "test_jax", "test_translation_tools", "test_export",  # 90 ... 70
+          "test_demo", "test_training", "test_fine_tuning", "test_input_pipeline")  # 60 ... 40
 
 
 def pytest_collection_modifyitems(items):
@@ -81,17 +78,16 @@ def made_once(tmp_path_factory, name):
         (directory / ".done").touch()
 
 
-@pytest.fixture(scope="session")
-def bible_vocab_path(tmp_path_factory):
-    """A 2,000-id vocabulary built from the bundled corpus, once per test session."""
-    from keras_transformer import data
+# transformer_tiny trained 300 steps on the bundled corpus, with its 2,000-id vocabulary: made
+# by tests/make_trained_tiny.py and committed (training it took the suite's first 90 s).
+TRAINED_TINY = pathlib.Path(__file__).with_name("data") / "trained_tiny"
+TRAINED_STEPS = 300
 
-    with made_once(tmp_path_factory, "vocab") as (directory, done):
-        path = directory / "bible2k.model"
-        if not done:
-            data.build_vocabulary(data.corpus_texts(data.get_source("bible_en_es")), 2000,
-                                  path)
-    return path
+
+@pytest.fixture(scope="session")
+def bible_vocab_path():
+    """A 2,000-id vocabulary built from the bundled corpus (trained_tiny's; do not write it)."""
+    return TRAINED_TINY / "vocab.model"
 
 
 @pytest.fixture
@@ -102,46 +98,15 @@ def bible_vocab(bible_vocab_path, _seeded):
     return data.Vocabulary.load(bible_vocab_path)
 
 
-TRAINED_STEPS = 300
-
-
 @pytest.fixture(scope="session")
-def demo_run(tmp_path_factory, bible_vocab_path):
-    """kt-demo on transformer_tiny for 300 steps: (model_dir, the command's stdout); its stderr
-    is in model_dir's parent, stderr.txt.
-
-    The README's demo command with test-sized kt-train flags: it trains (~45 s), computes dev
-    BLEU with beam search, translates, exports, reloads the export and draws attention. Trained
-    enough that its distributions are a translation model's, not uniform: beam search and
-    greedy decoding disagree on it, which is what the decoding tests need.
-    """
+def trained_model_dir(tmp_path_factory):
+    """A kt-train model_dir: transformer_tiny trained 300 steps on the bundled corpus (a copy of
+    tests/data/trained_tiny, once for all workers, which tests may write beside)."""
     with made_once(tmp_path_factory, "trained") as (directory, done):
         model_dir = directory / "run"
         if not done:
-            command = [
-                sys.executable, "-m", "keras_transformer.demo", "--model_dir", str(model_dir),
-                "--minutes", "10", "--bleu_sentences", "12", "--data", "bible_en_es",
-                "--hparams", "transformer_tiny", "--hparams_override", "warmup_steps=100",
-                "--vocab", str(bible_vocab_path), "--batch_tokens", "3000", "--max_length", "64",
-                "--train_steps", str(TRAINED_STEPS), "--eval_every", "100000",
-                "--eval_sentences", "4", "--log_every", "100", "--deterministic",
-                # float32, not the demo's auto (bfloat16 here): on a model this small the casts
-                # cost more than bfloat16 saves (kt-train alone: 54 s against 104 s).
-                "--mixed_precision", "none"]
-            # Warnings shown (the suite's level 2 hides them), so test_demo can see there are
-            # none of tf.data's.
-            result = subprocess.run(command, capture_output=True, text=True, timeout=600,
-                                    env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "1"})
-            assert result.returncode == 0, result.stdout + result.stderr
-            (directory / "stdout.txt").write_text(result.stdout, encoding="utf-8")
-            (directory / "stderr.txt").write_text(result.stderr, encoding="utf-8")
-    return model_dir, (directory / "stdout.txt").read_text(encoding="utf-8")
-
-
-@pytest.fixture(scope="session")
-def trained_model_dir(demo_run):
-    """A kt-train model_dir: transformer_tiny trained 300 steps on the bundled corpus."""
-    return demo_run[0]
+            shutil.copytree(TRAINED_TINY, model_dir)
+    return model_dir
 
 
 @pytest.fixture(scope="session")
