@@ -23,6 +23,23 @@ _ABBREVIATION = (r"(?is).*(?:^|[^\pL])(?:mr|mrs|ms|dr|prof|st|sr|sra|srta|jr|vs|
 _NOT_A_START = r"(?s)(?:[\p{Ll}”’»)\]}]|[\"'](?:\s|$)).*"  # a lower-case word, a closing quote
 
 
+def substrings(texts, rows, starts, ends):
+    """texts[rows[i]][starts[i]:ends[i]] for each i (byte offsets, clipped to the text): tf.string
+    [pieces], at a cost linear in the texts' and the pieces' bytes.
+
+    Not `tf.strings.substr(tf.gather(texts, rows), ...)`: the gather copies a whole text once per
+    piece, so a one-line document of 64 KiB cut into its ~10,000 words took ~2 GB.
+    """
+    rows = tf.cast(rows, tf.int32)
+    characters = tf.strings.bytes_split(texts).with_row_splits_dtype(tf.int32)  # [n, (bytes)]
+    length = tf.gather(characters.row_lengths(), rows)
+    first = tf.gather(characters.row_starts(), rows)
+    starts, ends = (tf.clip_by_value(tf.cast(offsets, tf.int32), 0, length)
+                    for offsets in (starts, ends))
+    indices = tf.ragged.range(first + starts, first + tf.maximum(ends, starts))
+    return tf.strings.reduce_join(tf.gather(characters.flat_values, indices), axis=1)
+
+
 def _sentence_spans(lines):
     """(starts, ends) int32 RaggedTensors [lines, (sentences)]: each line's sentences' byte
     spans, the breaker's fragments joined where a break is no sentence's end."""
@@ -31,8 +48,7 @@ def _sentence_spans(lines):
     # int32: oneDNN logs an error line for int64 arithmetic on this machine.
     starts, ends = (tf.cast(offsets, tf.int32).with_row_splits_dtype(tf.int32)
                     for offsets in (starts, ends))
-    fragments = tf.strings.substr(tf.gather(lines, starts.value_rowids()), starts.flat_values,
-                                  ends.flat_values - starts.flat_values)
+    fragments = substrings(lines, starts.value_rowids(), starts.flat_values, ends.flat_values)
     # For each fragment: is the next one in its line a continuation?
     has_next = tf.concat([starts.value_rowids()[1:] == starts.value_rowids()[:-1],
                           tf.zeros([tf.minimum(tf.size(fragments), 1)], tf.bool)], axis=0)
@@ -52,8 +68,7 @@ def _sentence_spans(lines):
     sentence_ends = tf.math.unsorted_segment_max(ends.flat_values, sentence_of, count)
     line_of = tf.boolean_mask(starts.value_rowids(), begins)
     # The breaker leaves the spaces after a sentence in it: they are the gap's.
-    texts = tf.strings.substr(tf.gather(lines, line_of), sentence_starts,
-                              sentence_ends - sentence_starts)
+    texts = substrings(lines, line_of, sentence_starts, sentence_ends)
     length = tf.strings.length(texts)
     sentence_starts += length - tf.strings.length(tf.strings.regex_replace(texts, r"^\s+", ""))
     sentence_ends -= length - tf.strings.length(tf.strings.regex_replace(texts, r"\s+$", ""))
@@ -81,9 +96,8 @@ def _interleave(texts, starts, ends):
     gap_starts = tf.where(first, 0, tf.gather(padded_ends, tf.maximum(span - 1, 0)))
     gap_ends = tf.where(last, tf.gather(tf.strings.length(texts), text_of_gap),
                         tf.gather(padded_starts, span))
-    gaps = tf.strings.substr(tf.gather(texts, text_of_gap), gap_starts, gap_ends - gap_starts)
-    span_texts = tf.strings.substr(tf.gather(texts, starts.value_rowids()), starts.flat_values,
-                                   ends.flat_values - starts.flat_values)
+    gaps = substrings(texts, text_of_gap, gap_starts, gap_ends)
+    span_texts = substrings(texts, starts.value_rowids(), starts.flat_values, ends.flat_values)
     # Written with positions: a ragged concatenation transposes integers, which makes oneDNN
     # log an E line.
     gap_position = tf.gather(tf.cumsum(2 * spans + 1, exclusive=True), text_of_gap) + \
@@ -146,8 +160,7 @@ def clause_spans(texts):
     _, starts, ends = tensorflow_text.regex_split_with_offsets(texts, r"[,;:]\s+")
     starts, ends = (tf.cast(offsets, tf.int32).with_row_splits_dtype(tf.int32)
                     for offsets in (starts, ends))
-    mark = tf.strings.substr(tf.gather(texts, ends.value_rowids()), ends.flat_values,
-                             tf.ones_like(ends.flat_values))
+    mark = substrings(texts, ends.value_rowids(), ends.flat_values, ends.flat_values + 1)
     return starts, ends.with_flat_values(ends.flat_values + tf.cast(
         tf.strings.regex_full_match(mark, "[,;:]"), tf.int32))
 
@@ -160,8 +173,7 @@ def word_windows(texts, count_tokens, limit):
     _, starts, ends = tensorflow_text.regex_split_with_offsets(texts, r"\s+")
     starts, ends = (tf.cast(offsets, tf.int32).with_row_splits_dtype(tf.int32)
                     for offsets in (starts, ends))
-    words = tf.strings.substr(tf.gather(texts, starts.value_rowids()), starts.flat_values,
-                              ends.flat_values - starts.flat_values)
+    words = substrings(texts, starts.value_rowids(), starts.flat_values, ends.flat_values)
     first = tf.range(tf.size(words)) == tf.gather(starts.row_splits, starts.value_rowids())
 
     def pack(state, word):

@@ -13,6 +13,7 @@ The search for terms is TensorFlow ops (RE2 patterns; `required_terms`), so kt-t
 """
 
 import pathlib
+import re
 
 import tensorflow as tf
 
@@ -20,7 +21,11 @@ from keras_transformer.errors import UserError
 
 # RE2: a character that can be part of a word; a term's ends must not touch one.
 _WORD_CHARACTER = r"\pL\pN_"
-_BLANK = "\x01"  # what a found term is overwritten with, so that no shorter term is found in it
+# What a found term is overwritten with, so that no shorter term is found in it: a control
+# character, which no term may hold (`CONTROL`), so no term can match where one was found.
+_BLANK = "\x01"
+CONTROL = r"[\x00-\x1f\x7f]"  # RE2's and re's: C0 controls and DEL, refused in terms
+_CONTROL = re.compile(CONTROL)
 
 
 class GlossaryError(UserError):
@@ -38,6 +43,9 @@ class Glossary:
     def __init__(self, pairs):
         self.targets = {}
         for source, target in pairs:
+            for term in (source, target):
+                if _CONTROL.search(term):
+                    raise GlossaryError(f"{term!r}: a glossary term holds a control character")
             if self.targets.setdefault(source, target) != target:
                 raise GlossaryError(f"{source!r} has two target terms: "
                                     f"{self.targets[source]!r} and {target!r}")
@@ -61,6 +69,9 @@ class Glossary:
             if len(fields) != 2 or not all(field.strip() for field in fields):
                 raise GlossaryError(f"{path}:{number}: expected 'source term<TAB>target term', "
                                     f"got {line!r}")
+            if any(_CONTROL.search(field) for field in fields):
+                raise GlossaryError(f"{path}:{number}: a glossary term holds a control "
+                                    f"character: {line!r}")
             pairs.append(tuple(field.strip() for field in fields))
         try:
             return cls(pairs)

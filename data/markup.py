@@ -55,13 +55,19 @@ def _class_of(test):
 SPACE = _class_of(str.isspace)
 WORD = _class_of(str.isalnum)  # letters and digits of every script
 DIGIT = _class_of(str.isdecimal)
+_QUOTED = """"[^"]*"|'[^']*'"""  # an attribute's quoted value, which may hold < and >
 # One alternation, tried in this order at each position: the longest-lived patterns first, so a
 # URL's digits are not numbers and an e-mail's domain is not a URL. A number that touches a word
 # ("v1.2", "3rd", "abc123") or follows a "." is none: `mask` leaves it as text (RE2 has no
 # lookbehind to say so in the pattern).
-_PATTERNS = tuple((kind, pattern.replace("SPACE", SPACE).replace("WORD", WORD)
-                   .replace("DIGIT", DIGIT)) for kind, pattern in (
-    ("tag", r"</?[A-Za-z][0-9A-Za-z_:.-]*(?:[SPACE]+[^<>]*?)?[SPACE]*/?>"),
+_PATTERNS = tuple((kind, pattern.replace("QUOTED", _QUOTED).replace("SPACE", SPACE)
+                   .replace("WORD", WORD).replace("DIGIT", DIGIT)) for kind, pattern in (
+    # A comment, a CDATA section, a <!DOCTYPE> or <?processing instruction?> (each an opaque
+    # lone tag), or an element's tag whose quoted attribute values may hold < and >; failing
+    # that, a tag whose attributes are read up to the first > (unbalanced quotes, as before).
+    ("tag", r"<!--(?s:.)*?-->|<!\[CDATA\[(?s:.)*?\]\]>|<[!?][A-Za-z](?:QUOTED|[^<>\"'])*>"
+            r"|</?[A-Za-z][0-9A-Za-z_:.-]*(?:[SPACE]+(?:QUOTED|[^<>\"'])*?)?[SPACE]*/?>"
+            r"|</?[A-Za-z][0-9A-Za-z_:.-]*(?:[SPACE]+[^<>]*?)?[SPACE]*/?>"),
     ("email", r"[WORD_.+-]+@[WORD_-]+(?:\.[WORD_-]+)+"),
     ("url", r"(?:https?://|www\.)[^SPACE<>\"']+[^SPACE<>\"'.,;:!?)\]}]"),
     # {{name}}, {0}, {name}, {0:.2f}; printf's %s, %1$d, %-5.2f (no space flag: "50% sure").
@@ -122,7 +128,10 @@ def _tag_tokens(tags):
     tags and tags left unpaired become `｟tN/｠`, numbered after the pairs."""
     pairs, open_tags = [], []  # (opening start, closing start); (start, name)
     for start, text in tags:
-        name = _TAG_NAME.match(text).group(1).lower()
+        element = _TAG_NAME.match(text)
+        if element is None:  # a comment, CDATA, <!DOCTYPE> or <?...?>: alone
+            continue
+        name = element.group(1).lower()
         if text.startswith("</"):
             match = next((i for i in range(len(open_tags) - 1, -1, -1)
                           if open_tags[i][1] == name), None)
@@ -196,10 +205,12 @@ _VOID = frozenset("area base br col embed hr img input link meta source track wb
 def unbalanced(masked):
     """The tags of a `Masked` text left unpaired that should have had a pair: not
     self-closing (`/>`), not an HTML void element (`<br>`), e.g. `<b>` never closed or a
-    stray `</i>`. They are kept, each once, as lone tags."""
-    return [item.text for item in masked.items if item.kind == "tag" and
-            item.token.endswith("/｠") and not item.text.endswith("/>") and
-            _TAG_NAME.match(item.text).group(1).lower() not in _VOID]
+    stray `</i>`. They are kept, each once, as lone tags. Comments, CDATA sections,
+    `<!DOCTYPE>` and `<?...?>` are lone by nature, so never unbalanced."""
+    elements = ((item, _TAG_NAME.match(item.text)) for item in masked.items
+                if item.kind == "tag" and item.token.endswith("/｠"))
+    return [item.text for item, element in elements if element is not None and
+            not item.text.endswith("/>") and element.group(1).lower() not in _VOID]
 
 
 def without_tags(masked):

@@ -116,7 +116,8 @@ def _tag_tokens(tags):
     names = tf.strings.lower(tf.strings.regex_replace(
         tags, r"(?s)^</?([A-Za-z][0-9A-Za-z_:.-]*).*$", r"\1")).to_tensor("")
     closing = tf.strings.regex_full_match(tags, "(?s)</.*").to_tensor(False)
-    single = tf.strings.regex_full_match(tags, "(?s).*/>").to_tensor(True) & ~closing
+    # Self-closing; or a comment, CDATA, <!DOCTYPE> or <?...?>, alone by nature; or padding.
+    single = tf.strings.regex_full_match(tags, "(?s)(<[!?].*|.*/>)").to_tensor(True) & ~closing
     partner = _pair_tags(names, closing, single)
     opens_pair = (partner >= 0) & ~closing
     pairs = tf.cumsum(tf.cast(opens_pair, tf.int32), axis=1)

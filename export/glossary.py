@@ -6,7 +6,7 @@ translation to their target terms, as kt-translate --glossary does with a file
 
 import tensorflow as tf
 
-from keras_transformer.data.glossary import required_terms
+from keras_transformer.data.glossary import CONTROL, required_terms
 from keras_transformer.decoding import graph_function
 from keras_transformer.export.translator import TEXTS
 
@@ -18,7 +18,7 @@ class GlossaryTranslator(tf.Module):
     """`translate_with_glossary`, a graph function over a `Translator`'s.
 
     Bounds, besides the translator's: at most `max_terms` term pairs a request, each term at
-    most `max_term_bytes` bytes and not empty.
+    most `max_term_bytes` bytes, UTF-8, not empty and without control characters.
     """
 
     def __init__(self, translator, *, max_terms=256, max_term_bytes=256,
@@ -29,8 +29,16 @@ class GlossaryTranslator(tf.Module):
         self.max_term_bytes = max_term_bytes
 
     def _checked_terms(self, sources, targets):
-        lengths = tf.strings.length(tf.concat([sources, targets], 0))
+        terms = tf.concat([sources, targets], 0)
+        lengths = tf.strings.length(terms)
+        utf8 = tf.strings.unicode_transcode(terms, "UTF-8", "UTF-8", errors="replace") == terms
         checks = [
+            tf.debugging.assert_equal(tf.reduce_all(utf8), True, message=(
+                "a glossary term is not UTF-8")),
+            # No term may hold what found terms are overwritten with (data.glossary).
+            tf.debugging.assert_equal(tf.reduce_any(tf.strings.regex_full_match(
+                terms, f"(?s).*{CONTROL}.*")), False, message=(
+                "a glossary term holds a control character")),
             tf.debugging.assert_equal(tf.size(sources), tf.size(targets), message=(
                 "glossary_sources and glossary_targets must pair up: as many of each")),
             tf.debugging.assert_less_equal(tf.size(sources), self.max_terms, message=(
@@ -78,7 +86,8 @@ class GlossaryTranslator(tf.Module):
         too_many = (needed >= limits) & (needed > 0)
         with tf.control_dependencies([tf.debugging.Assert(~tf.reduce_any(too_many), [
                 "the glossary terms of the sentence at this index need more tokens than its "
-                "translation may have:", tf.argmax(tf.cast(too_many, tf.int32))])]):
+                "translation may have:",
+                tf.argmax(tf.concat([tf.cast(too_many, tf.int32), [0]], 0))])]):  # any rows
             phrase_ids = tf.identity(phrase_ids)
         best = translator.translate_n_best_ids_with_glossary(source_ids, phrase_ids)
         return {"translations": translator.detokenize(best["ids"][:, 0]),

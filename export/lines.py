@@ -21,9 +21,10 @@ class InputError(UserError):
     """Input or reference text that cannot be used, naming the file."""
 
 
-def read_lines(path, what, prog):
-    """Lines of a file (or stdin for None) as bytes without their newline, warning on stderr
-    about lines that are not UTF-8 (their bad bytes are translated as U+FFFD)."""
+def read_lines(path, what, prog, *, keep_returns=False):
+    """Lines of a file (or stdin for None) as bytes without their newline ("\n", and the
+    "\r" of a "\r\n" unless `keep_returns`), warning on stderr about lines that are not UTF-8
+    (their bad bytes are translated as U+FFFD)."""
     name = "<stdin>" if path is None else str(path)
     try:
         raw = sys.stdin.buffer.read() if path is None else pathlib.Path(path).read_bytes()
@@ -32,7 +33,8 @@ def read_lines(path, what, prog):
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
-    lines = [line[:-1] if line.endswith(b"\r") else line for line in lines]
+    if not keep_returns:
+        lines = [line[:-1] if line.endswith(b"\r") else line for line in lines]
     for number, line in enumerate(lines, 1):
         try:
             line.decode("utf-8")

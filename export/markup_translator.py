@@ -28,13 +28,22 @@ def _widened(ids, width):
     return tf.pad(ids, [[0, 0], [0, width - tf.shape(ids)[1]]])
 
 
+# The most bytes of one tagged text: it is masked whole before tokenizing cuts it (its tags
+# may hold long attributes), so this bounds what masking one request costs.
+MAX_TEXT_BYTES = 64 * 1024
+
+
 class MarkupTranslator(tf.Module):
     """`translate_with_markup`, a graph function over a `Translator`'s, whose vocabulary must
-    hold markup's tokens (`Vocabulary.markup_ids`; a model trained with --markup_rate)."""
+    hold markup's tokens (`Vocabulary.markup_ids`; a model trained with --markup_rate).
 
-    def __init__(self, translator, name="markup_translator"):
+    Bounds, besides the translator's: each text at most `max_text_bytes` bytes, checked before
+    any of the request is masked."""
+
+    def __init__(self, translator, *, max_text_bytes=MAX_TEXT_BYTES, name="markup_translator"):
         super().__init__(name=name)
         self.translator = translator
+        self.max_text_bytes = max_text_bytes
         self.token_ids = tf.constant(translator.vocabulary.markup_ids(), tf.int32)
 
     def _constraint(self, masked, keep):
@@ -62,14 +71,20 @@ class MarkupTranslator(tf.Module):
         """Tagged texts -> {"translations": tf.string [batch], "scores": float32 [batch]}: each
         translation holds its text's tags (attributes as they were), placeholders, URLs,
         e-mail addresses and numbers exactly once, tags well nested, as kt-translate --markup
-        gives it. A text with more than 50 tag pairs and lone tags or 50 other items, or one
-        holding a placeholder token (｟1｠) already, is an INVALID_ARGUMENT error.
+        gives it. A text longer than max_text_bytes, with more than 50 tag pairs and lone
+        tags or 50 other items, or holding a placeholder token (｟1｠) already, is an
+        INVALID_ARGUMENT error.
 
         The text without its tags is translated first (its other items held to); then, for a
         text with tags, its tags are placed in that translation, whose words stay as they are.
         """
         translator = self.translator
-        with tf.control_dependencies([translator._check_batch(tf.size(texts))]):
+        longest = tf.reduce_max(tf.concat([tf.strings.length(texts), [0]], 0))
+        with tf.control_dependencies([
+                translator._check_batch(tf.size(texts)),
+                tf.debugging.assert_less_equal(longest, self.max_text_bytes, message=(
+                    f"a text is longer than {self.max_text_bytes} bytes (the limit of "
+                    f"translate_with_markup); split it"))]):
             # The whole text, as kt-translate masks a line: items past the cut that tokenizing
             # makes are still placed, not lost.
             masked = markup_graph.mask(tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8",

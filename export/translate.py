@@ -23,7 +23,9 @@ to stderr.
 import argparse
 import json
 import random
+import signal
 import sys
+import threading
 import time
 
 from keras_transformer import cli, data
@@ -288,7 +290,8 @@ def read_inputs(args, run):
             args.invalid_utf8)
         lines, references = split_lines(source, args.split or "test")
     else:
-        lines = read_lines(args.input, "--input", "kt-translate")
+        # A document keeps its line ends as they are, "\r\n" too, as translate_document does.
+        lines = read_lines(args.input, "--input", "kt-translate", keep_returns=args.documents)
     if args.reference:
         references = [line.decode("utf-8", errors="replace")
                       for line in read_lines(args.reference, "--reference", "kt-translate")]
@@ -315,6 +318,17 @@ def summary(args, translator, used, count, seconds):
             f"({count / max(seconds, 1e-9):.1f}/s) with {used}, {search}")
 
 
+def written(args, text):
+    """Whether `text` went to --output (or stdout); if not, why is said on stderr."""
+    try:
+        cli.write_text(args.output, text)
+        return True
+    except OSError as error:  # a full disk, a directory given as --output, a closed pipe
+        print(f"kt-translate: error: cannot write --output {args.output or '<stdout>'}: "
+              f"{error.strerror or error}; nothing was written", file=sys.stderr)
+        return False
+
+
 def translate_whole_document(args, translator, used, lines):
     """--documents: the input `lines` (bytes) as one document, its translation to --output, a
     summary line with the sentence counts to stderr; returns the exit code."""
@@ -328,7 +342,8 @@ def translate_whole_document(args, translator, used, lines):
     except markup.MarkupError as error:
         print(f"kt-translate: error: {input_name(args)}: {error}", file=sys.stderr)
         return 2
-    cli.write_text(args.output, translated + "\n" if text else "")
+    if not written(args, translated + "\n" if text else ""):
+        return 2
     count = int(split.sentences[0])
     print(summary(args, translator, used, count, time.perf_counter() - start) +
           f"; of them {int(split.split_at_clauses[0])} split after clause marks, "
@@ -337,7 +352,28 @@ def translate_whole_document(args, translator, used, lines):
 
 
 def main(argv=None):
+    """kt-translate; Ctrl-C or SIGTERM stop it with exit code 130 and a line saying that no
+    output was written (it is written once every line is translated), not a traceback."""
     args = parse_args(argv)
+    handled = threading.current_thread() is threading.main_thread()  # signals reach only it
+    previous = signal.signal(signal.SIGTERM, _interrupt) if handled else None
+    try:
+        return _main(args)
+    except KeyboardInterrupt:
+        print(f"kt-translate: interrupted; nothing was written to "
+              f"{args.output or '<stdout>'} (the translations are written once every line is "
+              f"translated)", file=sys.stderr)
+        return 130
+    finally:
+        if handled:
+            signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _main(args):
     try:
         translator, run, used = engine_from_flags(args)
         check_engine(args, translator, run)
@@ -385,7 +421,8 @@ def main(argv=None):
         text = "".join(f"{best[0].score:.4f}\t{line}\n" if args.scores else f"{line}\n"
                        for line, best in zip(translations, hypotheses))
     seconds = time.perf_counter() - start
-    cli.write_text(args.output, text)
+    if not written(args, text):
+        return 2
     print(summary(args, translator, used, len(lines), seconds), file=sys.stderr)
     if references is not None:
         print_scores(translations, references, sys.stderr)

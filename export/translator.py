@@ -431,16 +431,21 @@ class Translator(ConstrainedSearches, tf.Module):
         score of -inf: no such hypothesis)."""
         result = self.translate_n_best_ids(self.tokenize(texts)["source_ids"])
         ids = result["ids"]
-        texts = self.detokenize(tf.reshape(ids, [-1, tf.shape(ids)[2]]))
-        return {"translations": tf.reshape(texts, tf.shape(ids)[:2]),
+        shape = tf.shape(ids)
+        # Not [-1, length]: an empty batch's ids are [0, beam, 0], which -1 cannot divide.
+        texts = self.detokenize(tf.reshape(ids, [shape[0] * shape[1], shape[2]]))
+        return {"translations": tf.reshape(texts, shape[:2]),
                 "scores": result["scores"], "log_probs": result["log_probs"]}
 
     @graph_function(input_signature=[TEXTS, TARGETS])
     def score(self, texts, targets):
         """Sources and their translations, tf.string [batch] each -> `score_ids`' results
         without the per-token ones: {"scores", "log_probs", "lengths", "truncated"} [batch]."""
-        tf.debugging.assert_equal(tf.size(texts), tf.size(targets), message=(
-            "score needs as many targets as inputs"))
+        # A control dependency, so that no op reading both fails first with its own message.
+        with tf.control_dependencies([tf.debugging.assert_equal(
+                tf.size(texts), tf.size(targets),
+                message="score needs as many targets as inputs")]):
+            texts, targets = tf.identity(texts), tf.identity(targets)
         result = self.score_ids(self.tokenize(texts)["source_ids"],
                                 self.tokenize_targets(targets)["target_ids"])
         return {name: result[name] for name in ("scores", "log_probs", "lengths", "truncated")}

@@ -37,7 +37,11 @@ def check_output(parser, output, overwrite):
     """Refuses (as a usage error) an --output that exists without --overwrite, or that cannot
     be written."""
     output = pathlib.Path(output)
-    if output.exists() and not overwrite:
+    try:
+        exists = output.exists()
+    except OSError as error:  # a name too long for the file system, say
+        parser.error(f"--output {output}: {error.strerror}")
+    if exists and not overwrite:
         parser.error(f"--output {output} exists; pass --overwrite to replace it")
     if not output.parent.is_dir() or not os.access(output.parent, os.W_OK):
         parser.error(f"--output {output}: {output.parent} is not a writable directory")

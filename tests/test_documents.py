@@ -2,6 +2,7 @@
 and kt-translate --documents translating as the graph function an export saves
 (export/documents.py)."""
 
+import json
 import re
 import subprocess
 import sys
@@ -59,13 +60,53 @@ def test_long_sentences_are_split_at_clauses_then_words_and_never_cut():
             int(result.split_into_windows[0])) == (3, 1, 1)
 
 
+# A fresh process (its peak memory its own): one 64 KiB line of ~12,000 words split as the
+# document signature splits it, in a graph.
+SPLIT_MEMORY = r"""
+import json, resource, sys
+import tensorflow as tf
+from keras_transformer import data
+from keras_transformer.data import documents
+from keras_transformer.export.documents import parts
+
+vocabulary = data.Vocabulary.load(sys.argv[1])
+split = tf.function(lambda texts: parts(vocabulary, texts, 64).pieces)
+line = " ".join(["In", "the", "beginning", "God", "created", "the", "heaven"] * 2000)[:65536]
+split(tf.constant(["Warm up."]))  # traced before measuring
+
+
+def rss_mb():
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * resource.getpagesize() / 2**20
+
+
+before = rss_mb()
+pieces = split(tf.constant([line]))
+print(json.dumps({"growth": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before,
+                  "whole": documents.join(pieces).numpy()[0].decode() == line,
+                  "pieces": int(pieces.row_lengths()[0])}))
+"""
+
+
+def test_a_long_line_splits_in_memory_linear_in_its_size(bible_vocab_path):
+    """Each word of a line once cost a copy of the whole line (tf.gather before substr): +724
+    MB for this 64 KiB line, 64 such documents past 7 GB; now +16 MB (one thread, a 2-core
+    Cascade Lake Xeon, 2026-11-28)."""
+    result = subprocess.run([sys.executable, "-c", SPLIT_MEMORY, str(bible_vocab_path)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    reply = json.loads(result.stdout)
+    assert reply["whole"] and reply["pieces"] > 400  # windows of words and the gaps between
+    assert reply["growth"] < 200, reply
+
+
 def test_kt_translate_documents_translates_as_the_exported_signature(trained_model_dir, tmp_path,
                                                                     production_export):
     document = ("In the beginning God created the heavens and the earth. The earth was formless "
                 "and empty, and darkness was on the surface of the deep, and God’s Spirit was "
                 "hovering over the surface of the waters.\n\nGod said, “Let there be light,” "
-                "and there was light.\nGod saw the light.\n")
-    (tmp_path / "doc.en").write_text(document, encoding="utf-8")
+                "and there was light.\r\nGod saw the light.\r\n")  # CRLF kept, both ways
+    (tmp_path / "doc.en").write_bytes(document.encode())
     result = run_main(translate.main, "--model_dir", trained_model_dir,
                       "--documents", "--input", tmp_path / "doc.en", "--batch_size", "3",
                       *PRODUCTION_FLAGS)
@@ -75,17 +116,17 @@ def test_kt_translate_documents_translates_as_the_exported_signature(trained_mod
     assert [line == "" for line in result.stdout.split("\n")] == [
         line == "" for line in document.split("\n")]  # every line and paragraph break kept
     # The export's translate_document, in a process with only tensorflow and tensorflow_text.
-    script = ("import sys, tensorflow as tf, tensorflow_text\n"
+    script = ("import json, sys, tensorflow as tf, tensorflow_text\n"
               "serve = tf.saved_model.load(sys.argv[1]).signatures['translate_document']\n"
-              "out = serve(documents=tf.constant([open(sys.argv[2], encoding='utf-8').read()]))\n"
+              "out = serve(documents=tf.constant([open(sys.argv[2], 'rb').read()]))\n"
               "print(*(int(out[name][0]) for name in sys.argv[3:]))\n"
-              "sys.stdout.write(out['translations'].numpy()[0].decode())\n")
+              "print(json.dumps(out['translations'].numpy()[0].decode()))\n")
     loaded = subprocess.run([sys.executable, "-c", script, str(production_export),
                              str(tmp_path / "doc.en"), "sentences", "split_at_clauses",
                              "split_into_windows"], capture_output=True, text=True, timeout=600)
     assert loaded.returncode == 0, loaded.stderr
     counts_line, translation = loaded.stdout.split("\n", 1)
-    assert translation == result.stdout
+    assert json.loads(translation) == result.stdout and result.stdout.count("\r\n") == 2
     # 16 tokens at most: the second sentence is split (2 sentences, 3 clauses, with this model's
     # vocabulary), and both ways count alike.
     assert counts_line.split() == list(counts.groups()) == ["4", "2", "3"]

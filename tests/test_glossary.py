@@ -113,6 +113,11 @@ def test_kt_translate_holds_every_line_to_its_glossary_terms(trained_model_dir, 
                    tmp_path / "bad.tsv", "--input", tmp_path / "input.en")
     assert bad.returncode == 2 and f"{tmp_path / 'bad.tsv'}:2: expected 'source term<TAB>" \
         "target term', got 'Lord'" in bad.stderr
+    (tmp_path / "control.tsv").write_text("God\tDios\nhome\x01\tcasa\n", encoding="utf-8")
+    control = run_main(translate.main, "--model_dir", trained_model_dir, "--glossary",
+                       tmp_path / "control.tsv", "--input", tmp_path / "input.en")
+    assert control.returncode == 2 and f"{tmp_path / 'control.tsv'}:2: a glossary term holds " \
+        "a control character" in control.stderr
     (tmp_path / "long.tsv").write_text("God\t" + " ".join(["Creador"] * 80) + "\n")
     no_room = run_main(translate.main, "--model_dir", trained_model_dir, "--glossary",
                        tmp_path / "long.tsv", "--input", tmp_path / "input.en")
@@ -133,9 +138,12 @@ request = json.loads(sys.stdin.read())
 replies = []
 for glossary in request["glossaries"]:
     try:
-        out = serve(inputs=tf.constant(request["lines"]),
-                    glossary_sources=tf.constant(glossary[0], tf.string),
-                    glossary_targets=tf.constant(glossary[1], tf.string))
+        # Lone surrogates in the JSON stand for bytes that are not UTF-8.
+        sources, targets = ([term.encode("utf-8", "surrogateescape") for term in terms]
+                            for terms in glossary[:2])
+        out = serve(inputs=tf.constant(request["lines"][:glossary[2]], tf.string),
+                    glossary_sources=tf.constant(sources, tf.string),
+                    glossary_targets=tf.constant(targets, tf.string))
         replies.append({"translations": [t.decode() for t in out["translations"].numpy()],
                         "terms_required": out["terms_required"].numpy().tolist()})
     except tf.errors.InvalidArgumentError as error:
@@ -158,12 +166,18 @@ def test_the_saved_model_holds_each_request_to_its_glossary_as_kt_translate_does
     sources, targets = map(list, zip(*pairs))
     glossaries = [(sources[::-1], targets[::-1]),  # any order: the longest source term first
                   ([], []), (["God"], ["Creador " * 30]), (["God"], [""]),
-                  (sources, targets[:3]), (["God"] * 257, ["Dios"] * 257)]
+                  (sources, targets[:3]), (["God"] * 257, ["Dios"] * 257),
+                  (sources, targets, 0),  # an empty batch, answered empty
+                  (["Go\udcffd"], ["Dios"]),  # b"Go\xffd"
+                  # What found terms are overwritten with, in data.glossary
+                  (["God", "\x01"], ["Dios", "Señor"])]
+    glossaries = [(*glossary, 3)[:3] for glossary in glossaries]  # (sources, targets, lines)
     reply = subprocess.run([sys.executable, "-c", GLOSSARY_CLIENT, str(production_export)],
                            input=json.dumps({"lines": lines, "glossaries": glossaries}),
                            capture_output=True, text=True, timeout=600)
     assert reply.returncode == 0, reply.stderr
-    held, free, no_room, empty, unpaired, too_many = json.loads(reply.stdout)
+    held, free, no_room, empty, unpaired, too_many, no_lines, not_utf8, control = json.loads(
+        reply.stdout)
     assert held["translations"] == result.stdout.split("\n")[:-1]
     assert held["terms_required"] == [1, 3, 0]
     assert "Amo" in held["translations"][1] and free["terms_required"] == [0, 0, 0]
@@ -172,3 +186,6 @@ def test_the_saved_model_holds_each_request_to_its_glossary_as_kt_translate_does
     assert "a glossary term is empty" in empty["error"]
     assert "must pair up" in unpaired["error"]
     assert "too many glossary terms in one request: the limit is 256" in too_many["error"]
+    assert no_lines == {"translations": [], "terms_required": []}
+    assert "a glossary term is not UTF-8" in not_utf8["error"]
+    assert "a glossary term holds a control character" in control["error"]

@@ -19,7 +19,11 @@ WORDS = st.sampled_from(["the", "cat", "sat", "on", "mat", "é", "naïve", "(", 
                          "«7»", "x_1", ".5", "日本", "500।", "٥٠", "5😀", "詳細はwww.x.jp"])
 ITEMS = st.sampled_from(["{0}", "{name}", "{{ user }}", "%s", "%1$d", "%-5.2f", "42", "3.14",
                          "1,234.5", "2026-12-01", "https://example.org/a?b=1", "www.x.org",
-                         "me@example.org", "<br/>", "<img src='a.png'/>", "</p>"])
+                         "me@example.org", "<br/>", "<img src='a.png'/>", "</p>",
+                         # Real HTML: > and < inside quoted values, comments (holding tags),
+                         # CDATA, a doctype and a processing instruction, each kept whole.
+                         '<img alt="1 > 0" src="a.png">', "<!-- <b> x > y -->",
+                         "<![CDATA[ a < b ]]>", "<!DOCTYPE html>", '<?xml version="1.0"?>'])
 SPACES = st.sampled_from(["", " ", " ", "  ", "\t", "\u00a0"])
 
 
@@ -36,7 +40,8 @@ def marked_up_texts(draw):
                 out.append(draw(ITEMS))
             else:
                 name = draw(st.sampled_from(["b", "i", "a", "span"]))
-                attributes = draw(st.sampled_from(["", ' href="/x?a=1&b=2"', " class='c'"]))
+                attributes = draw(st.sampled_from(["", ' href="/x?a=1&b=2"', " class='c'",
+                                                   ' title="1 > 0"', " data-x='<i>'"]))
                 out.append(f"<{name}{attributes}>" + draw(SPACES).join(pieces(depth + 1)) +
                            f"</{name}>")
         return out
@@ -65,7 +70,8 @@ def _joined_at_random(text, rng):
 @settings(max_examples=3, deadline=None)
 @given(st.lists(marked_up_texts(), min_size=100, max_size=100))
 def test_the_graph_masks_and_unmasks_as_python_does(texts):
-    texts += ["<b>open <i>x</i> and <br/> stray </p> end", "", " \t", "{0}{1}<b></b>."]
+    texts += ["<b>open <i>x</i> and <br/> stray </p> end", "", " \t", "{0}{1}<b></b>.",
+              '<img alt="1 > 0" src="a.png"> ok', "a <!-- <b> --> b <![CDATA[<i>]]></b>"]
     masked = markup_graph.mask(tf.constant(texts))
     rng = np.random.default_rng(0)
     translations = [_joined_at_random(markup.mask(text).text, rng) for text in texts]
@@ -131,6 +137,12 @@ def test_unpaired_and_self_closing_tags_stand_alone_and_pairs_nest():
     assert markup.unbalanced(markup.mask("<b>open <i>x</i> and <br/> <br> stray </p>")) == [
         "<b>", "</p>"]
     assert markup.unbalanced(markup.mask("<b>x</b> <img src='a.png'>")) == []
+    # Alone by nature: a comment, CDATA, a doctype; a quoted > does not end a tag.
+    masked = markup.mask('<!DOCTYPE html><!-- <b> --><p title="a > b">x</p><![CDATA[<i>]]>')
+    assert [(item.text, item.token) for item in masked.items] == [
+        ("<!DOCTYPE html>", "｟t2/｠"), ("<!-- <b> -->", "｟t3/｠"),
+        ('<p title="a > b">', "｟t1｠"), ("</p>", "｟/t1｠"), ("<![CDATA[<i>]]>", "｟t4/｠")]
+    assert markup.unbalanced(masked) == []
 
 
 @pytest.mark.parametrize("translation, message", [

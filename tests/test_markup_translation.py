@@ -26,12 +26,13 @@ TAG_TOKEN = re.compile(r"｟/?t\d+/?｠")
 TAGGED = [
     'Click <a href="/pay?id=7&amp;x=1">here</a> to pay {amount} before 2026-12-01.',
     "And <b>God</b> said, Let there be light: and there was light.",
-    "<p>In the beginning <i>God</i> created the heaven and the earth.</p><br/>",
+    # Real HTML: a comment (holding a tag) and a quoted > stay whole, each once.
+    "<p>In the beginning <i>God</i> created the heaven and the earth.</p><!-- v1 <i> --><br/>",
     "Write to help@example.com or visit https://example.org/faq for %s more.",
     "<b><i>nested</i> tags</b> and <unclosed> and 42, {{user}}.",
     "No markup at all.",
     "",
-    "<img src='a.png'/>",
+    """<img src='a.png' alt="1 > 0"/>""",
 ]
 
 
@@ -159,6 +160,7 @@ def test_every_search_keeps_each_item_once_and_kt_translate_puts_them_back(marku
         result.stderr) and result.stderr.count("unbalanced") == 1
     assert all(source.count("<") == output.count("<") for source, output in zip(
         TAGGED, expected))
+    assert "<!-- v1 <i> -->" in expected[2] and expected[7] == TAGGED[7]
 
 
 MARKUP_CLIENT = r"""
@@ -188,16 +190,18 @@ def test_the_saved_model_translates_tagged_text_as_kt_translate_does(markup_run,
     result = run_main(translate.main, "--model_dir", markup_run, "--markup", "--input",
                       tmp_path / "tagged.en", "--batch_size", len(TAGGED), *flags)
     assert result.returncode == 0, result.stderr
-    requests = [TAGGED, TAGGED[5:], TAGGED[5:7], ["<br/>" * 51], ["a ｟1｠ b"]]
+    requests = [TAGGED, TAGGED[5:], TAGGED[5:7], ["<br/>" * 51], ["a ｟1｠ b"],
+                ["ok", "<b>" + "1 " * 40_000 + "</b>"]]  # refused before it is masked
     reply = subprocess.run([sys.executable, "-c", MARKUP_CLIENT, str(tmp_path / "export" / "1")],
                            input=json.dumps(requests), capture_output=True, text=True,
                            timeout=600)
     assert reply.returncode == 0, reply.stderr
-    served, untagged, no_items, too_many, holds_token = json.loads(reply.stdout)
+    served, untagged, no_items, too_many, holds_token, too_long = json.loads(reply.stdout)
     assert served == result.stdout.splitlines()
     assert untagged == served[5:] and no_items == served[5:7]  # no placing pass, no items
     assert "a text holds more than 50 tag pairs and lone tags" in too_many
     assert "already holds a placeholder token" in holds_token
+    assert "a text is longer than 65536 bytes (the limit of translate_with_markup)" in too_long
 
 
 def test_markup_needs_a_vocabulary_that_keeps_the_tokens_whole(trained_model_dir, markup_run,

@@ -2,14 +2,20 @@
 (kt-score, the score signature) and target prefixes (kt-translate --target_prefix) on the trained
 test model, against beam search itself."""
 
+import contextlib
+import io
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import run_main
 
 import keras_transformer as kt
 from keras_transformer import export
@@ -283,7 +289,17 @@ model = tf.saved_model.load(sys.argv[1])
 texts, targets = json.loads(sys.stdin.read())
 n_best = model.signatures["translate_n_best"](inputs=tf.constant(texts))
 scores = model.signatures["score"](inputs=tf.constant(texts), targets=tf.constant(targets))
+empty = tf.constant([], tf.string)
+no_lines = model.signatures["translate_n_best"](inputs=empty)
+unpaired = []
+for _ in range(16):  # the size check runs before any op that reads both could fail
+    try:
+        model.signatures["score"](inputs=tf.constant(texts[:3]), targets=tf.constant(targets[:2]))
+    except tf.errors.InvalidArgumentError as error:
+        unpaired.append(error.message.splitlines()[0])
 print(json.dumps({
+    "empty": {name: value.shape.as_list() for name, value in no_lines.items()},
+    "unpaired": unpaired,
     "translations": [[t.decode("utf-8") for t in row] for row in n_best["translations"].numpy()],
     "scores": n_best["scores"].numpy().tolist(), "log_probs": n_best["log_probs"].numpy().tolist(),
     "pair_scores": scores["scores"].numpy().tolist(), "lengths": scores["lengths"].numpy().tolist(),
@@ -315,6 +331,10 @@ def test_the_exported_n_best_and_score_signatures_in_a_fresh_process(
                                    atol=1e-4)
     assert reply["translations"][-1][0] == "" and reply["scores"][-1][0] == 0.0
     assert reply["scores"][-1][1:] == [float("-inf")] * (BEAM - 1)
+    assert reply["empty"] == {name: [0, BEAM] for name in ("translations", "scores",
+                                                           "log_probs")}
+    assert len(reply["unpaired"]) == 16 and all(
+        "score needs as many targets as inputs" in message for message in reply["unpaired"])
     # Scoring each sentence's last hypothesis through its text gives back its score, unless
     # its text segments differently.
     close = [abs(a - h[-1].score) < 1e-4 for a, h in zip(reply["pair_scores"], expected[:-1])]
@@ -330,3 +350,38 @@ def test_an_exported_ensemble_serves_as_its_translator(trained, tmp_path):
     got, expected = served(inputs=texts), translator.translate(texts)
     assert got["translations"].numpy().tolist() == expected["translations"].numpy().tolist()
     np.testing.assert_allclose(got["scores"], expected["scores"], atol=1e-5)
+
+
+def test_kt_translate_says_what_it_did_not_write(trained_model_dir, tmp_path, monkeypatch):
+    """An output it cannot name or write (a full disk) is a `kt-translate: error:` line;
+    SIGTERM (or Ctrl-C) while translating stops it with exit code 130 and one line, no
+    traceback."""
+    (tmp_path / "in.en").write_text("Jesus wept.\n", encoding="utf-8")
+    too_long = tmp_path / ("x" * 300)
+    refused = run_main(translate.main, "--model_dir", trained_model_dir, "--output", too_long)
+    assert refused.returncode == 2 and f"--output {too_long}: File name too long" in (
+        refused.stderr)
+    full, stderr = open("/dev/full", "w", encoding="utf-8"), io.StringIO()  # a full disk
+    with contextlib.redirect_stdout(full), contextlib.redirect_stderr(stderr):
+        code = translate.main(["--model_dir", str(trained_model_dir), "--input",
+                               str(tmp_path / "in.en")])
+    with contextlib.suppress(OSError):  # what the failed write left in its buffer
+        full.close()
+    assert code == 2 and stderr.getvalue().endswith(
+        "kt-translate: error: cannot write --output <stdout>: No space left on device; nothing "
+        "was written\n"), stderr.getvalue()
+
+    def stopped(*args, **kwargs):  # a stop in the middle of translating
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(60)  # the signal's handler ends this
+
+    monkeypatch.setattr(translate, "n_best_lines", stopped)
+    started = time.perf_counter()
+    result = run_main(translate.main, "--model_dir", trained_model_dir, "--input",
+                      tmp_path / "in.en", "--output", tmp_path / "out.es")
+    assert result.returncode == 130 and time.perf_counter() - started < 60
+    assert result.stderr.endswith(f"kt-translate: interrupted; nothing was written to "
+                                  f"{tmp_path / 'out.es'} (the translations are written once "
+                                  f"every line is translated)\n"), result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "out.es").exists()
+    assert signal.getsignal(signal.SIGTERM) is not translate._interrupt  # put back
