@@ -90,6 +90,23 @@ def test_greedy_and_sampled_outputs_hold_the_phrases(rng):
             assert holds(sentence, tokens), (temperature, sentence, tokens)
 
 
+def test_terms_are_looked_for_only_where_their_words_are_and_found_alike():
+    """Glossary.targets_of looks only for terms whose words all occur (the rest cannot): the
+    same targets as looking for every term, overlaps and terms without words included."""
+    pairs = [("New York", "Nueva York"), ("York City", "Ciudad de York"), ("C++", "C++"),
+             ("++", "más más"), ("New", "Nuevo"), ("naïve_x", "ingenuo"), ("City", "Ciudad"),
+             *((f"absent {n}", f"ausente {n}") for n in range(200))]
+    terms = glossary.Glossary(pairs)
+    sentences = ["New York City is big.", "I code in C++ and i ++ .", "naïve_x, New", "",
+                 "absent", b"New \xff York"]
+    every = glossary.required_terms(tf.constant(sentences), tf.constant(terms.sources)).numpy()
+    expected = [list(dict.fromkeys(terms.targets[source] for source, hit in zip(
+        terms.sources, row) if hit)) for row in every]
+    assert terms.targets_of(sentences) == expected
+    assert expected[:4] == [["Ciudad de York", "Nuevo"], ["C++", "más más"],
+                            ["ingenuo", "Nuevo"], []]
+
+
 def test_kt_translate_holds_every_line_to_its_glossary_terms(trained_model_dir, tmp_path):
     (tmp_path / "terms.tsv").write_text(
         "# source<TAB>target\nGod\tel Creador\nthe Lord\tel Señor Dios\nLord\tAmo\n"
