@@ -82,6 +82,13 @@ def _cases():
     }
 
 
+def _reason(message):
+    """The line of a graph's error message that says which check failed."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    said = [line for line in lines if "assertion failed" in line or "limit" in line]
+    return (said or lines)[0].removeprefix("assertion failed: ").split("] [")[0].strip("[]")
+
+
 def _rss_mb():
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
@@ -110,7 +117,7 @@ def run_case(name, vocabulary_path):
         outcome = "answered: " + ", ".join(f"{key} {list(value.shape)}"
                                            for key, value in sorted(reply.items())[:1])
     except tf.errors.InvalidArgumentError as error:
-        outcome = "refused: " + error.message.splitlines()[0][:110]
+        outcome = "refused: " + _reason(error.message)[:110]
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"seconds": seconds, "rss_before": before, "peak": peak, "outcome": outcome}
