@@ -112,12 +112,12 @@ def _word_numbers(vocabulary, ids):
     return np.maximum(np.cumsum(starts) - 1, 0) if len(starts) else np.zeros(0, int)
 
 
-def checked_text(args, lines, translations, hypotheses, checked):
+def checked_text(args, lines, translations, hypotheses, checked, first_line=1):
     """(kt-translate's output for --checks/--alignments/--min_confidence, how many lines were
-    left untranslated)."""
+    left untranslated); `lines[0]` is line `first_line` of the input."""
     out, untranslated = [], 0
     for number, (line, translation, best, check) in enumerate(zip(
-            lines, translations, hypotheses, checked), 1):
+            lines, translations, hypotheses, checked), first_line):
         low = (args.min_confidence is not None and check.confidence is not None
                and check.confidence < args.min_confidence)
         untranslated += low

@@ -103,7 +103,8 @@ class PrefixError(UserError):
 
 
 def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, prefixes=None,
-                 sampling=None, markup_items=None, glossary_terms=None, kept_text=None):
+                 sampling=None, markup_items=None, glossary_terms=None, kept_text=None, *,
+                 first_line=1):
     """The `n_best` best hypotheses of the beam for each of `lines` (bytes or str), in input
     order: a list of `Hypothesis` per line, best first (fewer where the beam found fewer).
     With `sampling` (a `Sampling`), `n_best` samples a line instead, in the order drawn.
@@ -120,6 +121,9 @@ def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, pre
 
     `glossary_terms`: each line's required target terms (str; `data.glossary.Glossary.
     targets_in`): every hypothesis holds each (as the target vocabulary's subwords).
+
+    `first_line`: the number of `lines[0]` in its input (a part of a longer one): errors name
+    lines by it, and sampling's batches draw with seeds of their own in each part.
 
     Raises:
         PrefixError: a prefix has as many tokens as its line's translation may have, or more
@@ -139,9 +143,10 @@ def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, pre
             raise InputError(f"{len(prefixes)} prefixes for {len(lines)} lines")
         prefix_ids = token_ids(translator.tokenize_prefixes, prefixes, batch_size,
                                max(1, translator.max_output_length))
-        check_prefixes(translator, source_ids, prefix_ids)
+        check_prefixes(translator, source_ids, prefix_ids, first_line)
     if glossary_terms is not None:
-        phrases = glossary_phrases(translator, source_ids, glossary_terms, batch_size)
+        phrases = glossary_phrases(translator, source_ids, glossary_terms, batch_size,
+                                   first_line)
     hypotheses = [None] * len(lines)
     for number, (rows, batch) in enumerate(sorted_batches(source_ids, batch_size,
                                                           progress_every)):
@@ -158,7 +163,8 @@ def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, pre
             result = translator.place_markup_ids(tf.constant(batch), *items, tf.constant(text))
         elif sampling:
             result = translator.sample_n_best_ids(batch, n_best, sampling.temperature,
-                                                  sampling.top_k, (sampling.seed, number),
+                                                  sampling.top_k,
+                                                  (sampling.seed, first_line - 1 + number),
                                                   prefix, items, glossary)
         else:
             result = _beam_search(translator, batch, prefix, items, glossary)
@@ -176,15 +182,16 @@ def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, pre
     return hypotheses
 
 
-def check_prefixes(translator, source_ids, prefix_ids):
+def check_prefixes(translator, source_ids, prefix_ids, first_line=1):
     """Raises PrefixError for the first prefix (int [n, width]) with no room left after it in
-    its line's translation (source tokens + extra_length, at most max_output_length)."""
+    its line's translation (source tokens + extra_length, at most max_output_length), naming
+    the line (row 0 is line `first_line`)."""
     limits = output_limits(np.count_nonzero(source_ids, axis=1),
                            extra_length=translator.extra_length,
                            max_output_length=translator.max_output_length)
     lengths = np.count_nonzero(prefix_ids, axis=1)
     for row in np.flatnonzero((lengths >= limits) & (np.count_nonzero(source_ids, axis=1) > 0)):
-        raise PrefixError(f"line {row + 1}: the prefix has {lengths[row]} tokens, but a "
+        raise PrefixError(f"line {row + first_line}: the prefix has {lengths[row]} tokens, but a "
                           f"translation of that line may have at most {limits[row]} "
                           f"(--extra_length, --max_output_length); nothing is left to translate")
 
@@ -202,8 +209,9 @@ def _beam_search(translator, batch, prefix, items, glossary):
     return translator.translate_n_best_ids(tf.constant(batch))
 
 
-def glossary_phrases(translator, source_ids, terms_of_lines, batch_size):
-    """Each line's required terms as subword id lists (a list per line).
+def glossary_phrases(translator, source_ids, terms_of_lines, batch_size, first_line=1):
+    """Each line's required terms as subword id lists (a list per line; row 0 is line
+    `first_line`).
 
     Raises:
         InputError: a line whose terms need more tokens than its translation may have (source
@@ -217,13 +225,13 @@ def glossary_phrases(translator, source_ids, terms_of_lines, batch_size):
                            extra_length=translator.extra_length,
                            max_output_length=translator.max_output_length)
     phrases = []
-    for number, line_terms in enumerate(terms_of_lines, 1):
+    for row, line_terms in enumerate(terms_of_lines):
         phrases.append([subwords[term] for term in line_terms])
         needed = sum(map(len, phrases[-1]))
-        if needed >= limits[number - 1] and needed:
-            raise InputError(f"line {number}: its glossary terms need {needed} tokens but its "
-                             f"translation may have at most {limits[number - 1]} with the end "
-                             f"of sentence (--extra_length, --max_output_length)")
+        if needed >= limits[row] and needed:
+            raise InputError(f"line {row + first_line}: its glossary terms need {needed} tokens "
+                             f"but its translation may have at most {limits[row]} with the "
+                             f"end of sentence (--extra_length, --max_output_length)")
     return phrases
 
 

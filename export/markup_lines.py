@@ -12,7 +12,7 @@ from keras_transformer.token_ids import EOS_ID
 
 
 def markup_n_best_lines(translator, masked, n_best, batch_size, progress_every=None,
-                        sampling=None):
+                        sampling=None, *, first_line=1):
     """`n_best_lines` of masked lines (`markup.Masked`), every hypothesis holding each of its
     line's items once, tags well nested, in two passes: the line without its tags is
     translated (`markup.without_tags`; its other items held to by `MarkupConstraint`), then,
@@ -20,12 +20,12 @@ def markup_n_best_lines(translator, masked, n_best, batch_size, progress_every=N
     text stays as it is (`Translator.place_markup_ids`, beam search). So tags change where
     they go, never what the translation says: BLEU of the text is the untagged line's.
     A tagged line's n best are placements of one text; with `sampling`, that text is the
-    first sample.
+    first sample. `first_line` as for `n_best_lines`.
     """
     untagged = [markup.without_tags(line) for line in masked]
     first = n_best_lines(translator, [line.text for line in untagged], n_best, batch_size,
                          progress_every, sampling=sampling,
-                         markup_items=[line.items for line in untagged])
+                         markup_items=[line.items for line in untagged], first_line=first_line)
     tagged = [row for row, (line, plain) in enumerate(zip(masked, untagged))
               if len(line.items) != len(plain.items) and first[row]]
     if not tagged:

@@ -94,15 +94,23 @@ def one_line(text):
     return " ".join(text.splitlines())
 
 
-def format_n_best(hypotheses, form):
-    """The text of n-best lists (a list of `Hypothesis` lists, one per input line) in `form`:
-    "jsonl" or "moses" (see --n_best_format)."""
-    if form == "moses":
+# Lines translated, then written, at a time: the output grows in input order as it is made,
+# and an interrupted run keeps what it translated. Many, so that batches sorted by length stay
+# as full as over the whole input.
+CHUNK_LINES = 4096
+
+
+def format_n_best(hypotheses, form, first_line=1):
+    """The text of n-best lists (a list of `Hypothesis` lists, one per input line, the first
+    being line `first_line`) in `form`: "jsonl" or "moses" (see --n_best_format)."""
+    if form == "moses":  # Moses numbers sentences from 0
         return "".join(f"{index} ||| {one_line(h.text)} ||| LogProb= {h.log_prob:.6f} ||| "
-                       f"{h.score:.6f}\n" for index, best in enumerate(hypotheses) for h in best)
+                       f"{h.score:.6f}\n" for index, best in enumerate(hypotheses, first_line - 1)
+                       for h in best)
     return "".join(json.dumps({"line": number, "hypotheses": [
         {"text": h.text, "score": round(h.score, 6), "log_prob": round(h.log_prob, 6)}
-        for h in best]}, ensure_ascii=False) + "\n" for number, best in enumerate(hypotheses, 1))
+        for h in best]}, ensure_ascii=False) + "\n"
+        for number, best in enumerate(hypotheses, first_line))
 
 
 def parse_args(argv=None):
@@ -352,17 +360,17 @@ def translate_whole_document(args, translator, used, lines):
 
 
 def main(argv=None):
-    """kt-translate; Ctrl-C or SIGTERM stop it with exit code 130 and a line saying that no
-    output was written (it is written once every line is translated), not a traceback."""
+    """kt-translate. Ctrl-C or SIGTERM stop it with exit code 130 and a line saying what was
+    written (the lines translated so far, in input order: the output is written CHUNK_LINES
+    lines at a time), not a traceback."""
     args = parse_args(argv)
     handled = threading.current_thread() is threading.main_thread()  # signals reach only it
     previous = signal.signal(signal.SIGTERM, _interrupt) if handled else None
     try:
         return _main(args)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # before translating (while translating, _main keeps the lines)
         print(f"kt-translate: interrupted; nothing was written to "
-              f"{args.output or '<stdout>'} (the translations are written once every line is "
-              f"translated)", file=sys.stderr)
+              f"{args.output or '<stdout>'}", file=sys.stderr)
         return 130
     finally:
         if handled:
@@ -386,47 +394,107 @@ def _main(args):
         return 2
     if args.documents:
         return translate_whole_document(args, translator, used, lines)
+    if args.checks or args.alignments or args.min_confidence is not None:
+        checks.warn_if_stale(translator, args, used)
     start = time.perf_counter()
     try:
-        sampling = args.sampling_temperature and Sampling(
-            args.sampling_temperature, args.sampling_top_k, args.seed)
-        if masked:
-            hypotheses = unmasked(markup_n_best_lines(
-                translator, masked, args.n_best or 1, args.batch_size, progress_every=10,
-                sampling=sampling), masked)
-        else:
-            hypotheses = n_best_lines(translator, lines, args.n_best or 1, args.batch_size,
-                                      progress_every=10, prefixes=prefixes, sampling=sampling,
-                                      glossary_terms=terms)
+        output = cli.PieceWriter(args.output)
+    except OSError as error:
+        print(f"kt-translate: error: cannot write --output {args.output}: {error.strerror}",
+              file=sys.stderr)
+        return 2
+    translations = []  # each line's, as its part is written
+    try:
+        untranslated = write_in_parts(args, translator, (lines, masked, prefixes, terms),
+                                      output, translations)
+        output.finish()
     except PrefixError as error:
+        output.discard()
         print(f"kt-translate: error: --target_prefix {args.target_prefix}: {error}",
               file=sys.stderr)
         return 2
     except UserError as error:  # e.g. glossary terms too long for a line's translation
+        output.discard()
         print(f"kt-translate: error: {input_name(args)}: {error}", file=sys.stderr)
         return 2
-    translations = [one_line(best[0].text) for best in hypotheses]
-    if args.checks or args.alignments or args.min_confidence is not None:
-        checks.warn_if_stale(translator, args, used)
-        checked = checks.check_lines(translator, [line.text for line in masked] if masked
-                                     else lines, [best[0] for best in hypotheses],
-                                     args.batch_size)
-        text, untranslated = checks.checked_text(args, lines, translations, hypotheses, checked)
-        if args.min_confidence is not None:
-            print(f"kt-translate: {untranslated} of {len(lines)} line(s) left untranslated "
-                  f"(confidence below {args.min_confidence})", file=sys.stderr)
-    elif args.n_best:
-        text = format_n_best(hypotheses, args.n_best_format)
-    else:
-        text = "".join(f"{best[0].score:.4f}\t{line}\n" if args.scores else f"{line}\n"
-                       for line, best in zip(translations, hypotheses))
-    seconds = time.perf_counter() - start
-    if not written(args, text):
+    except KeyboardInterrupt:  # SIGTERM too (main): what is translated is kept
+        (output.finish if translations else output.discard)()
+        print("kt-translate: interrupted; " + (
+            f"the first {len(translations)} of {len(lines)} line(s) are translated in "
+            if translations else "nothing was written to ") + (args.output or "<stdout>"),
+            file=sys.stderr)
+        return 130
+    except OSError as error:  # a full disk, a closed pipe
+        output.discard()
+        print(f"kt-translate: error: cannot write --output {args.output or '<stdout>'}: "
+              f"{error.strerror or error}; " + (
+                  f"the first {len(translations)} line(s) went out before it"
+                  if translations and not args.output else "nothing was written"),
+              file=sys.stderr)
         return 2
-    print(summary(args, translator, used, len(lines), seconds), file=sys.stderr)
+    if args.min_confidence is not None:
+        print(f"kt-translate: {untranslated} of {len(lines)} line(s) left untranslated "
+              f"(confidence below {args.min_confidence})", file=sys.stderr)
+    print(summary(args, translator, used, len(lines), time.perf_counter() - start),
+          file=sys.stderr)
     if references is not None:
         print_scores(translations, references, sys.stderr)
     return 0
+
+
+def write_in_parts(args, translator, inputs, output, translations):
+    """Translates the input CHUNK_LINES lines at a time, writing each part's output to
+    `output` (a `cli.PieceWriter`) and appending its lines' translations to `translations`;
+    returns how many lines --min_confidence left untranslated.
+
+    Args:
+        inputs: (the lines, their `markup.Masked` or None, their target prefixes or None,
+            their glossary terms or None).
+    """
+    lines, masked, prefixes, terms = inputs
+    untranslated = 0
+    for first in range(0, len(lines), CHUNK_LINES):
+        part = slice(first, first + CHUNK_LINES)
+        hypotheses = chunk_hypotheses(args, translator, lines[part], masked and masked[part],
+                                      prefixes and prefixes[part], terms and terms[part],
+                                      first + 1)
+        text, done, left = chunk_output(args, translator, lines[part],
+                                        masked and masked[part], hypotheses, first + 1)
+        output.write(text)
+        translations += done
+        untranslated += left
+    return untranslated
+
+
+def chunk_hypotheses(args, translator, lines, masked, prefixes, terms, first_line):
+    """Each of `lines`' hypotheses (a list, best first): one part of the input, whose first
+    line is line `first_line`, with its part of the markup, prefixes or glossary terms."""
+    sampling = args.sampling_temperature and Sampling(
+        args.sampling_temperature, args.sampling_top_k, args.seed)
+    if masked:
+        return unmasked(markup_n_best_lines(
+            translator, masked, args.n_best or 1, args.batch_size, progress_every=10,
+            sampling=sampling, first_line=first_line), masked)
+    return n_best_lines(translator, lines, args.n_best or 1, args.batch_size,
+                        progress_every=10, prefixes=prefixes, sampling=sampling,
+                        glossary_terms=terms, first_line=first_line)
+
+
+def chunk_output(args, translator, lines, masked, hypotheses, first_line):
+    """(the output text of one part of the input, as the flags ask; its lines' translations;
+    how many of them --min_confidence left untranslated)."""
+    translations = [one_line(best[0].text) for best in hypotheses]
+    if args.checks or args.alignments or args.min_confidence is not None:
+        checked = checks.check_lines(translator, [line.text for line in masked] if masked
+                                     else lines, [best[0] for best in hypotheses],
+                                     args.batch_size)
+        text, untranslated = checks.checked_text(args, lines, translations, hypotheses,
+                                                 checked, first_line)
+        return text, translations, untranslated
+    if args.n_best:
+        return format_n_best(hypotheses, args.n_best_format, first_line), translations, 0
+    return "".join(f"{best[0].score:.4f}\t{line}\n" if args.scores else f"{line}\n"
+                   for line, best in zip(translations, hypotheses)), translations, 0
 
 
 if __name__ == "__main__":

@@ -59,6 +59,32 @@ def replace_atomically(output, write):
         partial.unlink(missing_ok=True)
 
 
+class PieceWriter:
+    """Text written as UTF-8 in pieces, as it is made: to stdout (output None), flushed after
+    each piece; or to the file `output` through a hidden file beside it, which `finish` renames
+    over `output` (whole, or the pieces so far after an interruption) and `discard` removes."""
+
+    def __init__(self, output):
+        self.output = pathlib.Path(output) if output else None
+        self.partial = self.output and self.output.with_name(
+            f".{self.output.name}.partial-{os.getpid()}")
+        self.stream = self.partial.open("wb") if self.partial else sys.stdout.buffer
+
+    def write(self, text):
+        self.stream.write(text.encode("utf-8"))
+        self.stream.flush()
+
+    def finish(self):
+        if self.partial:
+            self.stream.close()
+            os.replace(self.partial, self.output)
+
+    def discard(self):
+        if self.partial:
+            self.stream.close()
+            self.partial.unlink(missing_ok=True)
+
+
 def write_text(output, text):
     """`text` as UTF-8 (whatever the locale) to the file `output`, replaced atomically, or to
     stdout for None."""

@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import pathlib
-import resource
 import subprocess
 import sys
 import tempfile
@@ -89,9 +88,12 @@ def _reason(message):
     return (said or lines)[0].removeprefix("assertion failed: ").split("] [")[0].strip("[]")
 
 
-def _rss_mb():
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+def _memory_mb(field):
+    """/proc/self/status's VmRSS (now) or VmHWM (the peak), MB. Not ru_maxrss: Linux keeps it
+    across exec, so a child's would start at its parent's peak."""
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith(field + ":"))
+    return int(line.split()[1]) / 1024
 
 
 def run_case(name, vocabulary_path):
@@ -110,7 +112,7 @@ def run_case(name, vocabulary_path):
     # The module kept by a name while it runs: its graph functions hold it weakly.
     module, function, arguments = _cases()[name](translator)
     arguments = [tf.constant(texts, tf.string) for texts in arguments]
-    before = _rss_mb()
+    before = _memory_mb("VmRSS")
     start = time.perf_counter()
     try:
         reply = getattr(module, function)(*arguments)
@@ -119,7 +121,7 @@ def run_case(name, vocabulary_path):
     except tf.errors.InvalidArgumentError as error:
         outcome = "refused: " + _reason(error.message)[:110]
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = _memory_mb("VmHWM")
     return {"seconds": seconds, "rss_before": before, "peak": peak, "outcome": outcome}
 
 

@@ -353,11 +353,51 @@ def test_an_exported_ensemble_serves_as_its_translator(trained, tmp_path):
     np.testing.assert_allclose(got["scores"], expected["scores"], atol=1e-5)
 
 
-def test_kt_translate_says_what_it_did_not_write(trained_model_dir, tmp_path, monkeypatch):
-    """An output it cannot name or write (a full disk) is a `kt-translate: error:` line;
-    SIGTERM (or Ctrl-C) while translating stops it with exit code 130 and one line, no
-    traceback."""
-    (tmp_path / "in.en").write_text("Jesus wept.\n", encoding="utf-8")
+def test_kt_translate_writes_as_it_goes_and_says_what_it_did_not_write(
+        trained_model_dir, tmp_path, monkeypatch):
+    """The output is written CHUNK_LINES lines at a time, in input order, alike; SIGTERM (or
+    Ctrl-C) while translating keeps the lines translated so far and exits 130 with one line, no
+    traceback; an output it cannot name or write (a full disk) is a `kt-translate: error:`
+    line."""
+    lines = ["Jesus wept.", "In the beginning God created the heaven and the earth.", "Amen."]
+    (tmp_path / "in.en").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    flags = ["--model_dir", trained_model_dir, "--input", tmp_path / "in.en", "--n_best", "2"]
+    whole = run_main(translate.main, *flags)
+    monkeypatch.setattr(translate, "CHUNK_LINES", 2)
+    in_parts = run_main(translate.main, *flags)
+    assert whole.returncode == in_parts.returncode == 0, in_parts.stderr
+    # The same lines and hypotheses; scores to the rounding of batches of other shapes.
+    parts, one = ([json.loads(line) for line in result.stdout.splitlines()]
+                  for result in (in_parts, whole))
+    assert [p["line"] for p in parts] == [1, 2, 3]
+    for part, reference in zip(parts, one):
+        assert [h["text"] for h in part["hypotheses"]] == [
+            h["text"] for h in reference["hypotheses"]]
+        np.testing.assert_allclose([h["score"] for h in part["hypotheses"]],
+                                   [h["score"] for h in reference["hypotheses"]], atol=1e-4)
+
+    calls, n_best_lines = [], translate.n_best_lines
+
+    def stopped_in_the_second_part(*args, **kwargs):
+        calls.append(kwargs["first_line"])
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(60)  # the signal's handler ends this
+        return n_best_lines(*args, **kwargs)
+
+    monkeypatch.setattr(translate, "n_best_lines", stopped_in_the_second_part)
+    started = time.perf_counter()
+    result = run_main(translate.main, *flags[:4], "--output", tmp_path / "out.es")
+    assert result.returncode == 130 and time.perf_counter() - started < 60
+    assert calls == [1, 3]
+    assert result.stderr.endswith(f"kt-translate: interrupted; the first 2 of 3 line(s) are "
+                                  f"translated in {tmp_path / 'out.es'}\n"), result.stderr
+    assert "Traceback" not in result.stderr
+    assert (tmp_path / "out.es").read_text(encoding="utf-8").splitlines() == [
+        json.loads(line)["hypotheses"][0]["text"] for line in whole.stdout.splitlines()[:2]]
+    assert signal.getsignal(signal.SIGTERM) is not translate._interrupt  # put back
+    assert list(tmp_path.glob(".*partial*")) == []
+
     too_long = tmp_path / ("x" * 300)
     refused = run_main(translate.main, "--model_dir", trained_model_dir, "--output", too_long)
     assert refused.returncode == 2 and f"--output {too_long}: File name too long" in (
@@ -371,18 +411,3 @@ def test_kt_translate_says_what_it_did_not_write(trained_model_dir, tmp_path, mo
     assert code == 2 and stderr.getvalue().endswith(
         "kt-translate: error: cannot write --output <stdout>: No space left on device; nothing "
         "was written\n"), stderr.getvalue()
-
-    def stopped(*args, **kwargs):  # a stop in the middle of translating
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(60)  # the signal's handler ends this
-
-    monkeypatch.setattr(translate, "n_best_lines", stopped)
-    started = time.perf_counter()
-    result = run_main(translate.main, "--model_dir", trained_model_dir, "--input",
-                      tmp_path / "in.en", "--output", tmp_path / "out.es")
-    assert result.returncode == 130 and time.perf_counter() - started < 60
-    assert result.stderr.endswith(f"kt-translate: interrupted; nothing was written to "
-                                  f"{tmp_path / 'out.es'} (the translations are written once "
-                                  f"every line is translated)\n"), result.stderr
-    assert "Traceback" not in result.stderr and not (tmp_path / "out.es").exists()
-    assert signal.getsignal(signal.SIGTERM) is not translate._interrupt  # put back
