@@ -109,7 +109,7 @@ def decoding_from_flags(args):
         dtype=args.dtype, ema=args.ema)
 
 
-def translator_from_flags(args, max_batch_size):
+def translator_from_flags(args, max_batch_size, max_search_positions=None):
     """(a `Translator` of the model or ensemble the flags name, the list of its members'
     `model_dir.Loaded`): `Translator.from_model_dir` with the flags' `DecodingConfig`."""
     decoding = decoding_from_flags(args)
@@ -118,6 +118,7 @@ def translator_from_flags(args, max_batch_size):
                                      if path.strip()])
     calibration = model_dir.load_calibration(args.model_dir) if len(members) == 1 else None
     return Translator.from_loaded(members, decoding, max_batch_size=max_batch_size,
+                                  max_search_positions=max_search_positions,
                                   calibration=calibration), members
 
 

@@ -190,6 +190,12 @@ def parse_args(argv=None):
     parser.add_argument("--max_batch_size", type=at_least(1), default=64,
                         help="most sentences one request may carry; more is an error "
                              "(default %(default)s)")
+    parser.add_argument("--max_search_positions", type=at_least(1),
+                        help="most positions one beam search of a request may hold: sentences "
+                             "x beam size x the longest output limit among them (what its "
+                             "memory and time grow with); past it, INVALID_ARGUMENT before the "
+                             "search (default: no bound beyond --max_batch_size, "
+                             "--max_input_length and --max_output_length; docs/serving.md)")
     parser.add_argument("--documents", action="store_true",
                         help="also the translate_document signature: whole documents in, each "
                              "cut into sentences in the graph and put back together, long "
@@ -236,7 +242,8 @@ def main(argv=None):
     start = time.perf_counter()
     try:
         version_path(args.output, args.version)  # a bad --output fails before loading
-        translator, members = translator_from_flags(args, args.max_batch_size)
+        translator, members = translator_from_flags(args, args.max_batch_size,
+                                                    args.max_search_positions)
         if args.markup and translator.tree_leaves:
             raise ExportError(f"--markup: {args.model_dir} is a parser; its outputs are trees")
         if args.format == "ctranslate2":
@@ -251,6 +258,8 @@ def main(argv=None):
         print(f"kt-export: error: {error}", file=sys.stderr)
         return 2
     seconds = time.perf_counter() - start
+    search_bound = (f", at most {translator.max_search_positions} search positions a request"
+                    if translator.max_search_positions else "")
     if args.format == "ctranslate2":
         print(f"exported {checkpoints(members)} to {path} in {seconds:.1f} s: a CTranslate2 "
               f"model, {args.quantization or 'float32'} weights; kt-translate --engine "
@@ -263,7 +272,8 @@ def main(argv=None):
           f"{', translate_with_markup' if args.markup else ''}"
           f"{'; with a confidence (calibration.json)' if translator.calibration else ''}; "
           f"{beam_description(translator)}, inputs cut at {translator.max_input_length} "
-          f"tokens, at most {translator.max_batch_size} sentences a request")
+          f"tokens, at most {translator.max_batch_size} sentences a request"
+          f"{search_bound}")
     return 0
 
 

@@ -48,7 +48,8 @@ class Translator(ConstrainedSearches, tf.Module):
 
     What one request can cost is bounded: at most `max_batch_size` sentences (more is an error),
     each cut to `max_input_bytes` bytes and then to `max_input_length` tokens (end of sentence
-    included) before translating, and at most `max_output_length` tokens produced for each.
+    included) before translating, and at most `max_output_length` tokens produced for each;
+    with `max_search_positions`, at most that many beam positions one search (below).
 
     Args:
         model: a `Transformer`, or a list of them trained with one vocabulary: an ensemble,
@@ -62,6 +63,11 @@ class Translator(ConstrainedSearches, tf.Module):
         max_output_length: longest translation in tokens; default max_input_length +
             extra_length (each translation's limit: `decoding.output_limits`).
         max_batch_size: most sentences a call may carry.
+        max_search_positions: most positions one search may hold: sentences x beam size x the
+            longest output limit among them (their memory and time grow with it), checked
+            before the search; more is an INVALID_ARGUMENT error naming it. So a server takes
+            64 short sentences or 8 long ones and refuses 64 long ones. None: no bound beyond
+            max_batch_size, max_input_length and max_output_length.
         max_input_bytes: bytes of a text read at most; default 16 per input token, far more
             than real text needs, so tokenizing a huge string costs no more than a long one.
         tree_leaves: for a parser (a model trained on a treebank), what its trees' leaves are,
@@ -82,8 +88,9 @@ class Translator(ConstrainedSearches, tf.Module):
 
     def __init__(self, model, vocabulary, *, beam_size=4, alpha=0.6, extra_length=EXTRA_LENGTH,
                  max_input_length=256, max_output_length=None, max_batch_size=64,
-                 max_input_bytes=None, tree_leaves=None, jit_compile=False, processors=(),
-                 calibration=None, length_normalization="gnmt", name="translator"):
+                 max_input_bytes=None, max_search_positions=None, tree_leaves=None,
+                 jit_compile=False, processors=(), calibration=None,
+                 length_normalization="gnmt", name="translator"):
         super().__init__(name=name)
         for member in members(model):
             vocabulary.check_size(member.vocab_size)
@@ -96,8 +103,10 @@ class Translator(ConstrainedSearches, tf.Module):
             else output_limits(max_output_length, extra_length=0, model=model))
         for field, value, minimum in (("beam_size", beam_size, 1), ("max_batch_size",
                                        max_batch_size, 1), ("max_input_length", max_input_length,
-                                       2)):  # room for a token and the end of sentence
-            if value < minimum:
+                                       2),  # room for a token and the end of sentence
+                                      ("max_search_positions", max_search_positions,
+                                       beam_size)):  # one sentence of one token
+            if value is not None and value < minimum:
                 raise ValueError(f"{field} must be at least {minimum}, got {value}")
         self.model = model
         self.vocabulary = vocabulary
@@ -112,6 +121,7 @@ class Translator(ConstrainedSearches, tf.Module):
         self.max_output_length = max_output_length
         self.max_batch_size = max_batch_size
         self.max_input_bytes = max_input_bytes or 16 * max_input_length
+        self.max_search_positions = max_search_positions
         self.tree_leaves = tree_leaves
         self._tree_constraint = (treebank.tree_constraints(vocabulary, tree_leaves)
                                  if tree_leaves else lambda source_ids: None)
@@ -125,7 +135,7 @@ class Translator(ConstrainedSearches, tf.Module):
 
     @classmethod
     def from_model_dir(cls, path, decoding=None, *, checkpoints=None, ensemble=(),
-                       max_batch_size=None, processors=()):
+                       max_batch_size=None, max_search_positions=None, processors=()):
         """The model_dir `path`'s model decoded as `decoding` (a `DecodingConfig`; None: every
         setting the model's own, as kt-translate --model_dir `path` decodes), with its
         calibration if it has one.
@@ -136,7 +146,7 @@ class Translator(ConstrainedSearches, tf.Module):
             ensemble: more model_dirs, each with its default checkpoint, ensembled with it.
             max_batch_size: as for `Translator`; None: `decoding.batch_size` if it says one,
                 else 64.
-            processors: as for `Translator`.
+            max_search_positions, processors: as for `Translator`.
 
         Raises:
             ModelDirError, ConfigError, VocabularyError: what `model_dir.load` and
@@ -145,11 +155,12 @@ class Translator(ConstrainedSearches, tf.Module):
         loaded = load_members(path, decoding, checkpoints=checkpoints, ensemble=ensemble)
         calibration = model_dir.load_calibration(path) if len(loaded) == 1 else None
         return cls.from_loaded(loaded, decoding, max_batch_size=max_batch_size,
+                               max_search_positions=max_search_positions,
                                processors=processors, calibration=calibration)
 
     @classmethod
-    def from_loaded(cls, loaded, decoding=None, *, max_batch_size=None, processors=(),
-                    calibration=None):
+    def from_loaded(cls, loaded, decoding=None, *, max_batch_size=None,
+                    max_search_positions=None, processors=(), calibration=None):
         """`from_model_dir` for models already loaded: a `model_dir.Loaded`, or a list of them
         (an ensemble; the first one's run decides the defaults)."""
         loaded = list(loaded) if isinstance(loaded, (list, tuple)) and not isinstance(
@@ -159,15 +170,15 @@ class Translator(ConstrainedSearches, tf.Module):
         settings = decoding.translator_settings(loaded[0])
         return cls(models if len(models) > 1 else models[0], loaded[0].vocabulary,
                    max_batch_size=max_batch_size or decoding.batch_size or 64,
-                   processors=processors,
+                   max_search_positions=max_search_positions, processors=processors,
                    calibration=calibration, **settings)
 
     def settings(self):
         """The decoding settings and bounds, as a JSON-able dict."""
         settings = {name: getattr(self, name) for name in (
             "beam_size", "alpha", "length_normalization", "extra_length", "max_input_length",
-            "max_output_length", "max_batch_size", "max_input_bytes", "tree_leaves",
-            "jit_compile")}
+            "max_output_length", "max_batch_size", "max_input_bytes", "max_search_positions",
+            "tree_leaves", "jit_compile")}
         settings["calibration"] = self.calibration and json.loads(self.calibration.to_json())
         return settings
 
@@ -195,6 +206,27 @@ class Translator(ConstrainedSearches, tf.Module):
             texts = tf.identity(texts)
         return {"source_ids": source_ids_of(self.vocabulary, texts, self.max_input_length,
                                             self.max_input_bytes)}
+
+    def _check_search(self, limits, beams):
+        """An assertion that a search of `beams` hypotheses a sentence under `limits` (int32
+        [batch]) holds at most max_search_positions positions; None where there is no bound."""
+        if self.max_search_positions is None:
+            return None
+        longest = tf.reduce_max(tf.concat([limits, [0]], 0))
+        positions = (tf.cast(tf.size(limits), tf.int64) * beams) * tf.cast(longest, tf.int64)
+        return tf.debugging.assert_less_equal(
+            positions, tf.constant(self.max_search_positions, tf.int64),
+            message=f"too large a search for one request: sentences x beam size ({beams}) x "
+                    f"the longest output limit is past the limit (max_search_positions) of "
+                    f"{self.max_search_positions}; send fewer or shorter sentences")
+
+    def _checked(self, source_ids, limits, beams):
+        """`source_ids`, read only after `_check_search` of `limits` has passed."""
+        check = self._check_search(limits, beams)
+        if check is None:
+            return source_ids
+        with tf.control_dependencies([check]):
+            return tf.identity(source_ids)
 
     def _cut_sources(self, source_ids):
         """Rows cut to max_input_length, ending with end of sentence as `tokenize` cuts texts;
@@ -235,6 +267,7 @@ class Translator(ConstrainedSearches, tf.Module):
         limits = tf.where(empty, 1, self._output_limits(source_ids))
         if room is not None:
             limits = tf.maximum(limits, room)
+        source_ids = self._checked(source_ids, limits, self.beam_size)
         if self.jit_compile:
             ids, scores = self._beam_decode_xla(source_ids, limits, constraints)
         else:
@@ -298,6 +331,8 @@ class Translator(ConstrainedSearches, tf.Module):
             raise ValueError(f"top_k must be between 0 (every token) and the vocabulary's "
                              f"{vocab_size}, got {top_k}")
         source_ids, empty, _ = self._cut_sources(tf.constant(source_ids))
+        limits = tf.where(empty, 1, self._output_limits(source_ids))
+        source_ids = self._checked(source_ids, limits, n)
         source_ids, empty = tf.repeat(source_ids, n, axis=0), tf.repeat(empty, n)
         constraints = self.constraints(
             prefix_ids=None if prefix_ids is None else tf.constant(prefix_ids),
@@ -305,8 +340,7 @@ class Translator(ConstrainedSearches, tf.Module):
             glossary=None if glossary is None else tf.constant(glossary))
         ids, log_probs = sample_decode(
             self.model, source_ids,
-            max_output_length=tf.where(empty, 1, self._output_limits(source_ids)),
-            temperature=temperature, top_k=top_k,
+            max_output_length=tf.repeat(limits, n), temperature=temperature, top_k=top_k,
             seed=tf.constant(seed, tf.int32),  # a tensor: a new seed must not retrace the search
             processors=self._processors([rows_repeated(constraint, n)
                                          for constraint in constraints],

@@ -9,7 +9,9 @@ writes every translation to its output limit, so the searches cost their most) a
 The signatures' graph functions run in the process, as kt-export saves them: the Translator's
 defaults (beam 4, inputs cut at 256 tokens and 4,096 bytes, 64 sentences a request),
 `DocumentTranslator`'s (64 KiB a document, 1,024 sentence parts a request),
-`MarkupTranslator`'s (64 KiB a text), `GlossaryTranslator`'s (256 terms of 256 bytes).
+`MarkupTranslator`'s (64 KiB a text), `GlossaryTranslator`'s (256 terms of 256 bytes); and
+serving_default under a `max_search_positions` ceiling (CEILING): refused, or answered for
+fewer or shorter texts.
 """
 
 import argparse
@@ -22,6 +24,9 @@ import tempfile
 import time
 
 RESULTS = pathlib.Path(__file__).parent / "RESULTS.md"
+# kt-export --max_search_positions for the bounded cases: a fifth of what 64 inputs of 256 tokens
+# at beam 4 may take (64 x 4 x (256 + 50) = 78,336 positions).
+CEILING = 16_384
 WORDS = ("In the beginning God created the heaven and the earth. And the earth was without form, "
          "and void; and darkness was upon the face of the deep.").split()
 
@@ -49,6 +54,7 @@ def _cases():
     from keras_transformer.export.documents import DocumentTranslator
     from keras_transformer.export.glossary import GlossaryTranslator
     from keras_transformer.export.markup_translator import MarkupTranslator
+    from keras_transformer.export.translator import Translator
 
     def documents(count, size, sentences):
         return lambda t: (DocumentTranslator(t), "translate_documents", [
@@ -65,9 +71,17 @@ def _cases():
         return lambda t: (GlossaryTranslator(t), "translate_with_glossary", [
             [_text(300)] * sentences, sources, [f"término {i}" for i in range(terms)]])
 
+    def bounded(count, size):
+        return lambda t: (Translator(t.model, t.vocabulary, max_search_positions=CEILING),
+                          "translate", [[_text(size)] * count])
+
     full = [_text(4096)] * 64
     return {
         "serving_default: 64 texts of 4 KiB": lambda t: (t, "translate", [full]),
+        f"serving_default, max_search_positions {CEILING}: 64 texts of 4 KiB": bounded(64, 4096),
+        f"serving_default, max_search_positions {CEILING}: 13 texts of 4 KiB": bounded(13, 4096),
+        f"serving_default, max_search_positions {CEILING}: 64 texts of 32 bytes":
+            bounded(64, 32),
         "translate_n_best: 64 texts of 4 KiB": lambda t: (t, "translate_n_best", [full]),
         "score: 64 pairs of 4 KiB": lambda t: (t, "score", [full, full]),
         "translate_document: 1 one-line document of 64 KiB, no full stop":

@@ -96,8 +96,9 @@ def translated(trained_model_dir, input_lines):
 def exported(trained_model_dir, tmp_path_factory):
     output = tmp_path_factory.mktemp("exported") / "translator"
     result = kt_export("--model_dir", str(trained_model_dir), "--output", str(output),
-                       "--max_batch_size", "48")
+                       "--max_batch_size", "48", "--max_search_positions", "20000")
     assert result.returncode == 0, result.stderr
+    assert "at most 20000 search positions a request" in result.stdout
     assert (output / "1" / "saved_model.pb").exists()
     return output
 
@@ -213,6 +214,8 @@ def test_the_saved_model_in_a_fresh_process_translates_as_kt_translate(
     requests = [
         [line.decode("latin-1") for line in lines],  # all at once, unsorted
         [], ["x"] * 49,  # an empty batch; one over --max_batch_size
+        # 48 x beam 4 x (64 tokens + 50) positions: over --max_search_positions 20000.
+        ["In the beginning God created the heaven and the earth. " * 10] * 48,
         ["In the beginning God created the heaven and the earth."],  # still serving
     ]
     result = run([sys.executable, "-c", CLIENT, str(exported / "1")],
@@ -221,12 +224,13 @@ def test_the_saved_model_in_a_fresh_process_translates_as_kt_translate(
     reply = json.loads(result.stdout)
     assert reply["our_modules"] == []
     assert reply["assets"] == ["export.json", "vocab.model"]
-    everything, empty, too_many, after = reply["results"]
+    everything, empty, too_many, too_long, after = reply["results"]
     assert everything["translations"] == translated.stdout.split("\n")[:-1]
     assert everything["scores"][24:26] == [0.0, 0.0]
     assert all(np.isfinite(everything["scores"]))
     assert empty == {"translations": [], "scores": []}
     assert "max_batch_size" in too_many["error"] and "48" in too_many["error"]
+    assert "(max_search_positions) of 20000" in too_long["error"]
     assert after["translations"][0] and after["scores"][0] < 0
     assert reply["ids"][0][:reply["ids"][0].index(1) + 1] and reply["id_scores"][0] < 0
 
@@ -242,6 +246,7 @@ def test_each_export_is_a_new_version_and_none_is_replaced(exported, trained_mod
     assert settings["beam_size"] == 4 and settings["alpha"] == 0.6 and (
         settings["dtype"] == "float32")
     assert settings["max_input_length"] == 64 and settings["max_batch_size"] == 48
+    assert settings["max_search_positions"] == 20000
     assert settings["run"]["model"]["hparams_name"] == "transformer_tiny"
     assert settings["step"] == 300 and settings["checkpoint"].endswith("ckpt-300")
     # A checkpoint directory by another name (a copy the user kept) exports too.

@@ -7,6 +7,8 @@ Hypothesis runs the "ci" profile here (a fixed set of examples); for the long fo
     python -m pytest tests/test_hostile_input.py --hypothesis-profile campaign
 """
 
+import re
+
 import hostile_inputs
 import numpy as np
 import pytest
@@ -86,6 +88,32 @@ def test_batches_empty_and_huge(serving):
                              "is 64; split the batch"):
         translator.translate(huge)
     assert_still_translates(serving)
+
+
+def test_a_request_is_held_to_its_search_positions_few_long_or_many_short(trained):
+    bounds = dict(max_input_length=64, max_batch_size=64, extra_length=2)
+    unbounded = export.Translator(trained.model, trained.vocabulary, **bounds)
+    short, long = (unbounded.tokenize(tf.constant([text]))["source_ids"]
+                   for text in ("Jesus wept.", SENTENCE))
+    short_limit, long_limit = (int(unbounded.limits_of(ids)[0]) for ids in (short, long))
+    assert 5 * short_limit <= 2 * long_limit < 3 * long_limit
+    # Two long sentences at beam 4 fit exactly; so do five short ones; three long ones do not.
+    translator = export.Translator(trained.model, trained.vocabulary, **bounds,
+                                   max_search_positions=2 * 4 * long_limit)
+    assert translator.settings()["max_search_positions"] == 2 * 4 * long_limit
+    for ids in (tf.tile(long, [2, 1]), tf.tile(short, [5, 1])):
+        np.testing.assert_array_equal(translator.translate_ids(ids)["ids"],
+                                      unbounded.translate_ids(ids)["ids"])
+    refusal = re.escape(f"past the limit (max_search_positions) of {2 * 4 * long_limit}; send "
+                        f"fewer or shorter sentences")
+    with pytest.raises(tf.errors.InvalidArgumentError, match=refusal):
+        translator.translate_ids(tf.tile(long, [3, 1]))
+    # Sampling's n draws count as its beams.
+    assert translator.sample_n_best_ids(long, 8, 1.0)["ids"].shape[:2] == (1, 8)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="beam size \\(9\\)"):
+        translator.sample_n_best_ids(long, 9, 1.0)
+    with pytest.raises(ValueError, match="max_search_positions must be at least 4, got 3"):
+        export.Translator(trained.model, trained.vocabulary, max_search_positions=3)
 
 
 texts = st.one_of(
