@@ -216,9 +216,9 @@ class Translator(ConstrainedSearches, tf.Module):
         positions = (tf.cast(tf.size(limits), tf.int64) * beams) * tf.cast(longest, tf.int64)
         return tf.debugging.assert_less_equal(
             positions, tf.constant(self.max_search_positions, tf.int64),
-            message=f"too large a search for one request: sentences x beam size ({beams}) x "
-                    f"the longest output limit is past the limit (max_search_positions) of "
-                    f"{self.max_search_positions}; send fewer or shorter sentences")
+            message=f"a search past the limit (max_search_positions) of "
+                    f"{self.max_search_positions} positions: sentences x beam size ({beams}) x "
+                    f"the longest output limit; send fewer or shorter sentences")
 
     def _checked(self, source_ids, limits, beams):
         """`source_ids`, read only after `_check_search` of `limits` has passed."""

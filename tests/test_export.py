@@ -230,7 +230,7 @@ def test_the_saved_model_in_a_fresh_process_translates_as_kt_translate(
     assert all(np.isfinite(everything["scores"]))
     assert empty == {"translations": [], "scores": []}
     assert "max_batch_size" in too_many["error"] and "48" in too_many["error"]
-    assert "(max_search_positions) of 20000" in too_long["error"]
+    assert "(max_search_positions) of 20000 positions" in too_long["error"]
     assert after["translations"][0] and after["scores"][0] < 0
     assert reply["ids"][0][:reply["ids"][0].index(1) + 1] and reply["id_scores"][0] < 0
 

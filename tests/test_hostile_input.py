@@ -104,8 +104,9 @@ def test_a_request_is_held_to_its_search_positions_few_long_or_many_short(traine
     for ids in (tf.tile(long, [2, 1]), tf.tile(short, [5, 1])):
         np.testing.assert_array_equal(translator.translate_ids(ids)["ids"],
                                       unbounded.translate_ids(ids)["ids"])
-    refusal = re.escape(f"past the limit (max_search_positions) of {2 * 4 * long_limit}; send "
-                        f"fewer or shorter sentences")
+    refusal = re.escape(f"a search past the limit (max_search_positions) of "
+                        f"{2 * 4 * long_limit} positions: sentences x beam size (4) x the "
+                        f"longest output limit; send fewer or shorter sentences")
     with pytest.raises(tf.errors.InvalidArgumentError, match=refusal):
         translator.translate_ids(tf.tile(long, [3, 1]))
     # Sampling's n draws count as its beams.
