@@ -71,7 +71,7 @@ def run(module, argv=None):
 
 
 def kt_vocab(argv=None):
-    return run("keras_transformer.data.vocab", argv)
+    return run("keras_transformer.data.build_vocab", argv)
 
 
 def kt_train(argv=None):

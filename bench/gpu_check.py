@@ -93,9 +93,9 @@ def peak_flops(policy):
 
 def utilization(model_dir, log):
     import keras_transformer as kt
-    from keras_transformer.model_dir import config
+    from keras_transformer.model_dir import config_file
 
-    run = config.load(model_dir)
+    run = config_file.load(model_dir)
     parameters = kt.build_model(run.model.hparams,
                                 run.model.vocab_size).count_params()
     log_text = pathlib.Path(log).read_text(encoding="utf-8")

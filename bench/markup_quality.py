@@ -202,7 +202,7 @@ def main(argv=None):
         corpus = quality.corpus_for(args, work)
         vocab = work / "vocab.markup.model"
         if not vocab.exists():
-            quality.run([sys.executable, "-m", "keras_transformer.data.vocab", *corpus.flags,
+            quality.run([sys.executable, "-m", "keras_transformer.data.build_vocab", *corpus.flags,
                          "--vocab_size", str(args.vocab_size), "--markup", "--output",
                          str(vocab)], log)
         runs = {name: train(work, corpus, vocab, args, name, flags, log) for name, flags in (

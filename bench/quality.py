@@ -183,7 +183,7 @@ def main(argv=None):
         # held-out books, and a vocabulary that saw them must not serve a run scored on them.
         vocab = work / f"vocab.{'heldout' if 'test' in corpus.splits else 'all'}.model"
         if not vocab.exists() and any(name != PEER for name, _ in variants):
-            run([sys.executable, "-m", "keras_transformer.data.vocab", *corpus.flags,
+            run([sys.executable, "-m", "keras_transformer.data.build_vocab", *corpus.flags,
                  "--vocab_size", str(args.vocab_size), "--output", str(vocab)], log)
         rows, peaks = [], [matmul_peaks()]
         for number, (name, flags) in enumerate(variants):

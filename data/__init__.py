@@ -26,6 +26,12 @@ from keras_transformer.data.batching import (
     length_sorted_batches,
     update_batches,
 )
+from keras_transformer.data.build_vocab import (
+    build_vocabulary,
+    corpus_texts,
+    corpus_whole_tokens,
+    default_vocab_size,
+)
 from keras_transformer.data.input_pipeline import (
     counted,
     limit_length,
@@ -54,10 +60,6 @@ from keras_transformer.data.vocab import (
     PAD_ID,
     Vocabulary,
     VocabularyError,
-    build_vocabulary,
-    corpus_texts,
-    corpus_whole_tokens,
-    default_vocab_size,
     normalize_whitespace,
 )
 from keras_transformer.data.vocabularies import (

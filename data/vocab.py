@@ -1,40 +1,28 @@
 """Shared subword vocabularies: SentencePiece models trained here, applied in the TF graph.
 
 The paper used one shared BPE vocabulary for source and target (about 37,000 tokens for
-English-German). `build_vocabulary` trains a SentencePiece BPE (or unigram) model on both sides of a
-corpus; `Vocabulary` tokenizes and detokenizes with tensorflow-text's `SentencepieceTokenizer`, so
-the same object runs inside tf.data and inside an exported SavedModel.
+English-German). `Vocabulary` tokenizes and detokenizes with tensorflow-text's
+`SentencepieceTokenizer`, so the same object runs inside tf.data and inside an exported
+SavedModel; data/build_vocab.py trains one (`build_vocabulary`, the kt-vocab command).
 
 Ids follow keras_transformer's convention: 0 pads, 1 ends a sentence, 2 is unknown. Byte fallback
 is on, so any UTF-8 text round-trips through its bytes instead of becoming <unk>; normalization is
 the identity (but for SentencePiece's own space symbol U+2581, read as a space), so
 `detokenize(tokenize(s)) == normalize_whitespace(s)`: a leading byte order mark dropped, U+2581
 read as a space, leading and trailing whitespace dropped, and runs of spaces collapsed to one.
-
-Command line (`kt-vocab`, or `python -m keras_transformer.data.vocab`):
-
-    kt-vocab --data bible_en_es --vocab_size 8000 --output vocab.model
 """
 
-import argparse
-import io
 import os
 import pathlib
 import re
-import sys
-import tempfile
-import time
 
 import sentencepiece
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the tokenizer needs)
 
-from keras_transformer import cli
-from keras_transformer.data import markup, sources, treebank
+from keras_transformer.data import markup
 from keras_transformer.errors import UserError
 from keras_transformer.token_ids import EOS_ID, PAD_ID, UNK_ID
-
-MODEL_TYPES = ("bpe", "unigram")
 
 
 class VocabularyError(UserError):
@@ -49,7 +37,7 @@ _BYTE_ORDER_MARK = "\ufeff"
 # "identity" has an empty character map instead, and each tensorflow-text tokenizer that loads it
 # prints "precompiled_charsmap is empty" to stderr (SentencePiece's own INFO log, which no log
 # level reaches from Python).
-_NORMALIZATION_RULES = "2581\t20\n"
+NORMALIZATION_RULES = "2581\t20\n"
 
 
 # What Python's str.isspace() calls white space: ASCII's, the information separators, NEL and
@@ -275,113 +263,3 @@ def append_end_of_sentence(tokens):
     positions = tf.range(tf.size(tokens.values, out_type=lengths.dtype)) + shift
     return with_eos.with_values(
         tf.tensor_scatter_nd_update(with_eos.values, positions[:, None], tokens.values))
-
-
-def build_vocabulary(texts, vocab_size, output, model_type="bpe", max_sentences=2_000_000,
-                     num_threads=2, overwrite=False, whole_tokens=()):
-    """Trains a SentencePiece model on `texts` and writes it to `output`.
-
-    Args:
-        texts: iterable of str, one sentence each (both languages, for a shared vocabulary).
-        vocab_size: number of ids, including pad, eos, unk and the 256 byte pieces.
-        output: path of the `.model` file to write.
-        model_type: "bpe" (the paper's en-de) or "unigram" (closest to word-pieces, its en-fr).
-        max_sentences: sentences sampled (reservoir) from `texts` for training.
-        num_threads: training threads; the model depends on it, so fix it to reproduce one.
-        overwrite: replace an existing file; without it an existing file is an error.
-        whole_tokens: space-separated tokens of the texts always kept as one piece each (e.g. a
-            linearized tree's `(NP`, which SentencePiece would otherwise cut after the bracket).
-
-    Returns:
-        the new `Vocabulary`.
-    """
-    output = pathlib.Path(output)
-    if output.exists() and not overwrite:
-        raise VocabularyError(f"{output} exists; pass overwrite=True (--overwrite) to replace it")
-    if model_type not in MODEL_TYPES:
-        raise VocabularyError(f"model_type must be one of {MODEL_TYPES}, got {model_type!r}")
-    model = io.BytesIO()
-    with tempfile.TemporaryDirectory() as scratch:
-        rules = pathlib.Path(scratch) / "normalization.tsv"
-        rules.write_text(_NORMALIZATION_RULES, encoding="ascii")
-        try:
-            sentencepiece.SentencePieceTrainer.train(
-                sentence_iterator=iter(texts), model_writer=model, vocab_size=vocab_size,
-                model_type=model_type, pad_id=PAD_ID, eos_id=EOS_ID, unk_id=UNK_ID, bos_id=-1,
-                byte_fallback=True, character_coverage=0.9995, normalization_rule_tsv=str(rules),
-                input_sentence_size=max_sentences, shuffle_input_sentence=True,
-                num_threads=num_threads, minloglevel=2,
-                # With the whitespace marker a token is one piece; without it, two: '▁' and
-                # itself.
-                user_defined_symbols=["\u2581" + token for token in whole_tokens])
-        except RuntimeError as error:
-            raise VocabularyError(f"cannot build {output} with vocab_size={vocab_size}: "
-                                  f"{error}") from None
-    vocabulary = Vocabulary(model.getvalue(), output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    # Readers never see a half-written vocabulary.
-    cli.replace_atomically(output, lambda path: path.write_bytes(model.getvalue()))
-    return vocabulary
-
-
-def default_vocab_size(spec):
-    """Ids of a vocabulary built for --data `spec`: section 6.3's 16K for a treebank (WSJ
-    only), else 8,000, which suits the bundled corpora."""
-    return 16_000 if treebank.is_treebank(spec) else 8_000
-
-
-def corpus_whole_tokens(source):
-    """The tokens a vocabulary of `source` keeps whole (`build_vocabulary`): a treebank's
-    brackets, markup's placeholder tokens (`data.MarkupAugmentedSource`); none for a plain
-    translation corpus."""
-    whole_tokens = getattr(source, "whole_tokens", None)
-    return whole_tokens() if whole_tokens else ()
-
-
-def corpus_texts(source, split="train"):
-    """Both sides of a source's split as str, for `build_vocabulary`."""
-    for source_texts, target_texts in source.pairs(split).batch(4096).as_numpy_iterator():
-        for text in (*source_texts, *target_texts):
-            yield text.decode("utf-8", errors="replace")
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(
-        prog="kt-vocab", description="Build a shared SentencePiece subword vocabulary from the "
-                                     "train split of a corpus (both languages).")
-    sources.add_flags(parser)
-    parser.add_argument("--vocab_size", type=cli.at_least(260),
-                        help="number of ids (the paper: ~37000 for WMT en-de; default 16000 "
-                             "for a treebank, as section 6.3, else 8000, which suits the "
-                             "bundled corpora)")
-    parser.add_argument("--model_type", choices=MODEL_TYPES, default="bpe",
-                        help="SentencePiece algorithm (default: %(default)s)")
-    parser.add_argument("--max_sentences", type=int, default=2_000_000,
-                        help="sentences sampled for training (default: %(default)s)")
-    parser.add_argument("--num_threads", type=int, default=2,
-                        help="training threads; the result depends on it (default: %(default)s)")
-    parser.add_argument("--output", required=True, help="path of the .model file to write")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
-    parser.add_argument("--markup", action="store_true",
-                        help="keep markup's placeholder tokens (｟1｠, ｟t1｠, ...) whole, for a "
-                             "model trained with kt-train --markup_rate")
-    cli.add_verbose_flag(parser)
-    args = parser.parse_args(argv)
-    start = time.perf_counter()
-    try:
-        source = sources.from_flags(args)
-        vocab_size = args.vocab_size or default_vocab_size(args.data)
-        vocabulary = build_vocabulary(corpus_texts(source), vocab_size, args.output,
-                                      args.model_type, args.max_sentences, args.num_threads,
-                                      args.overwrite, (*corpus_whole_tokens(source),
-                                                       *(markup.TOKENS if args.markup else ())))
-    except UserError as error:
-        print(f"kt-vocab: error: {error}", file=sys.stderr)
-        return 2
-    print(f"wrote {args.output}: {vocabulary.vocab_size} ids ({args.model_type}) from "
-          f"{source!r} in {time.perf_counter() - start:.1f} s")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

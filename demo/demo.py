@@ -27,7 +27,7 @@ from keras_transformer.export import attention
 from keras_transformer.export.lines import print_scores, translate_lines
 from keras_transformer.export.saved_model import export, provenance
 from keras_transformer.export.translator import Translator
-from keras_transformer.model_dir import config
+from keras_transformer.model_dir import config, config_file, layout
 from keras_transformer.trainer import callbacks, flags
 
 # kt-train flags (by argparse dest) for a new run; a model_dir with a config keeps its own.
@@ -85,7 +85,7 @@ def train_argv(args, train_flags):
     given = vars(flags.parse_args(["--model_dir", args.model_dir, *train_flags]))
     if given["max_minutes"] is not None:
         raise config.ConfigError("kt-demo sets kt-train's --max_minutes: use --minutes")
-    if config.load(args.model_dir) is None:
+    if config_file.load(args.model_dir) is None:
         for dest, (flag, value) in NEW_RUN_DEFAULTS.items():
             if given[dest] is None:
                 argv += [flag, value]
@@ -194,9 +194,9 @@ def demo(args, train_flags):
     attention_phase(loaded, translator, examples[0][0], png)
 
     print(f"\ndone. Everything is in {directory}:\n"
-          f"  checkpoints      {directory / config.CHECKPOINT_DIR}  (newest: "
+          f"  checkpoints      {directory / layout.CHECKPOINT_DIR}  (newest: "
           f"{loaded.checkpoint.name})\n"
-          f"  TensorBoard      tensorboard --logdir {directory / config.LOG_DIR}\n"
+          f"  TensorBoard      tensorboard --logdir {directory / layout.LOG_DIR}\n"
           f"  SavedModel       {export_path}\n"
           f"  attention        {png}\n"
           f"  dev BLEU         {bleu:.2f} at step {step}\n"

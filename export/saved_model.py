@@ -71,7 +71,7 @@ from keras_transformer.export.glossary import (
 )
 from keras_transformer.export.markup_translator import MarkupTranslator
 from keras_transformer.export.translator import IDS, TARGETS, TEXTS
-from keras_transformer.model_dir import config
+from keras_transformer.model_dir import config_file
 from keras_transformer.model_dir.checkpoints import step_in_name
 
 SETTINGS_FILE = "export.json"
@@ -123,7 +123,7 @@ def export(translator, output, version=None, provenance=None, documents=False,
     output = pathlib.Path(output)
     path = version_path(output, version)
     output.mkdir(parents=True, exist_ok=True)
-    settings = dict(translator.settings(), **(provenance or {}), versions=config.versions())
+    settings = dict(translator.settings(), **(provenance or {}), versions=config_file.versions())
     with tempfile.TemporaryDirectory(dir=output, prefix=".export-") as scratch:
         scratch = pathlib.Path(scratch)
         assets = scratch / "assets-source"

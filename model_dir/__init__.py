@@ -2,7 +2,8 @@
 kt-translate, kt-export, kt-average and kt-demo read.
 
     model_dir/
-      config.json                the run's configuration (config.py: RunConfig, in sections)
+      config.json                the run's configuration (config.py: RunConfig, in sections;
+                                 config_file.py reads and writes it; layout.py: the names)
       vocab.model                the shared SentencePiece vocabulary (data.Vocabulary), or
       vocab.marian               an imported Marian model's (data.MarianVocabulary; kt-import)
       imported.json              where an imported model's weights came from (marian.py)
@@ -32,14 +33,6 @@ from keras_transformer.model_dir.checkpoints import (
     verify,
 )
 from keras_transformer.model_dir.config import (
-    AVERAGED_DIR,
-    BEST_DIR,
-    CALIBRATION_FILE,
-    CHECKPOINT_DIR,
-    CONFIG_FILE,
-    LOG_DIR,
-    VOCAB_FILE,
-    WORDS_FILE,
     BatchingConfig,
     CheckpointConfig,
     ComputeConfig,
@@ -51,6 +44,16 @@ from keras_transformer.model_dir.config import (
     RunConfig,
 )
 from keras_transformer.model_dir.cove import LoadedCoVe, load_cove, load_transformer_cove
+from keras_transformer.model_dir.layout import (
+    AVERAGED_DIR,
+    BEST_DIR,
+    CALIBRATION_FILE,
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    LOG_DIR,
+    VOCAB_FILE,
+    WORDS_FILE,
+)
 from keras_transformer.model_dir.loading import (
     DTYPES,
     Loaded,

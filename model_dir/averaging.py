@@ -10,7 +10,7 @@ import pathlib
 
 import numpy as np
 
-from keras_transformer.model_dir import checkpoints, config, loading
+from keras_transformer.model_dir import checkpoints, config, config_file, layout, loading
 
 
 def average(model, paths):
@@ -33,9 +33,9 @@ def average(model, paths):
 
 
 def _run(model_dir):
-    run = config.load(model_dir)
+    run = config_file.load(model_dir)
     if run is None:
-        raise config.ConfigError(f"{model_dir}: no {config.CONFIG_FILE}; is it a kt-train "
+        raise config.ConfigError(f"{model_dir}: no {layout.CONFIG_FILE}; is it a kt-train "
                                  f"model_dir?")
     return run
 
@@ -71,7 +71,7 @@ def average_named(model_dir, names, overwrite=False):
 
 def _average_into(model_dir, run, chosen, overwrite):
     step = checkpoints.step_in_name(chosen[-1])
-    output = checkpoints.CheckpointDirectory(pathlib.Path(model_dir) / config.AVERAGED_DIR,
+    output = checkpoints.CheckpointDirectory(pathlib.Path(model_dir) / layout.AVERAGED_DIR,
                                              keep=0)
     if not overwrite and (output.directory / chosen[-1].name).exists():
         raise checkpoints.CheckpointError(

@@ -41,7 +41,7 @@ import numpy as np
 from keras.src.saving import saving_lib
 
 from keras_transformer.errors import UserError
-from keras_transformer.model_dir.config import CHECKPOINT_DIR
+from keras_transformer.model_dir.layout import CHECKPOINT_DIR
 
 WEIGHTS_FILE = "model.weights.h5"
 RNG_FILE = "rng.npz"

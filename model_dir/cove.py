@@ -14,7 +14,7 @@ import keras
 import keras_transformer as kt
 from keras_transformer import data
 from keras_transformer.data import glove
-from keras_transformer.model_dir import config, loading
+from keras_transformer.model_dir import config, layout, loading
 
 
 class LoadedCoVe(typing.NamedTuple):
@@ -50,7 +50,7 @@ def load_cove(model_dir, checkpoint=None, with_glove=True):
     """
     loaded = loading.load(model_dir, checkpoint, model="mt_lstm")
     _translation_run(loaded, model_dir)
-    path = pathlib.Path(model_dir) / config.WORDS_FILE
+    path = pathlib.Path(model_dir) / layout.WORDS_FILE
     if not path.exists():
         raise loading.ModelDirError(f"{path} is missing; the model_dir is incomplete")
     words = glove.WordVocabulary.load(path)
@@ -58,7 +58,7 @@ def load_cove(model_dir, checkpoint=None, with_glove=True):
         raise loading.ModelDirError(
             f"{path} has {len(words.words):,} words, {words.vocab_size:,} ids; the model reads "
             f"{loaded.run.model.source_vocab_size:,} "
-            f"({pathlib.Path(model_dir) / config.CONFIG_FILE})")
+            f"({pathlib.Path(model_dir) / layout.CONFIG_FILE})")
     return LoadedCoVe(kt.CoVe(loaded.model, with_glove=with_glove), loaded.vocabulary, words,
                       loaded.run, loaded.checkpoint)
 

@@ -9,7 +9,7 @@ import keras_transformer as kt
 from keras_transformer import data
 from keras_transformer.confidence import Calibration
 from keras_transformer.errors import UserError
-from keras_transformer.model_dir import checkpoints, config
+from keras_transformer.model_dir import checkpoints, config, config_file, layout
 
 
 class ModelDirError(UserError):
@@ -56,13 +56,13 @@ def final_average(model_dir):
     newest = checkpoints.CheckpointDirectory(checkpoints.default_directory(model_dir)).paths()
     if not newest:
         return None
-    average = pathlib.Path(model_dir) / config.AVERAGED_DIR / newest[-1].name
+    average = pathlib.Path(model_dir) / layout.AVERAGED_DIR / newest[-1].name
     return average if (average / checkpoints.WEIGHTS_FILE).exists() else None
 
 
 def best_checkpoint(model_dir):
     """model_dir/best/ckpt-<step>, the checkpoint `kt-train --keep_best` kept, or None."""
-    kept = checkpoints.CheckpointDirectory(pathlib.Path(model_dir) / config.BEST_DIR).paths()
+    kept = checkpoints.CheckpointDirectory(pathlib.Path(model_dir) / layout.BEST_DIR).paths()
     return kept[-1] if kept else None
 
 
@@ -96,7 +96,7 @@ def named_checkpoint(model_dir, checkpoint):
     if checkpoint == "best" and not pathlib.Path(checkpoint).exists():
         best = best_checkpoint(model_dir)
         if best is None:
-            raise ModelDirError(f"--checkpoint best: {pathlib.Path(model_dir) / config.BEST_DIR} "
+            raise ModelDirError(f"--checkpoint best: {pathlib.Path(model_dir) / layout.BEST_DIR} "
                                 f"holds no checkpoint; kt-train --keep_best bleu|chrf|loss keeps "
                                 f"one")
         return best
@@ -128,15 +128,15 @@ def load(model_dir, checkpoint=None, dtype="float32", ema=None, model="transform
     model_dir = pathlib.Path(model_dir)
     if not model_dir.is_dir():
         raise ModelDirError(f"--model_dir {model_dir} is not a directory")
-    run = config.load(model_dir)
+    run = config_file.load(model_dir)
     if run is None:
-        raise ModelDirError(f"{model_dir}: no {config.CONFIG_FILE}; is it a kt-train model_dir?")
+        raise ModelDirError(f"{model_dir}: no {layout.CONFIG_FILE}; is it a kt-train model_dir?")
     try:
         vocab_path = data.vocabulary_file(model_dir)
     except data.VocabularyError as error:
         raise ModelDirError(str(error)) from None
     vocabulary = data.load_vocabulary(vocab_path)
-    vocabulary.check_size(run.model.vocab_size, f"{model_dir / config.CONFIG_FILE}")
+    vocabulary.check_size(run.model.vocab_size, f"{model_dir / layout.CONFIG_FILE}")
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     kind = run.model.hparams.model
@@ -185,7 +185,7 @@ def load_calibration(model_dir):
     Raises:
         ModelDirError: a calibration file that cannot be read or used, naming it.
     """
-    path = pathlib.Path(model_dir) / config.CALIBRATION_FILE
+    path = pathlib.Path(model_dir) / layout.CALIBRATION_FILE
     if not path.exists():
         return None
     try:

@@ -39,7 +39,7 @@ import numpy as np
 import keras_transformer as kt
 from keras_transformer import cli, data
 from keras_transformer.errors import UserError
-from keras_transformer.model_dir import checkpoints, config
+from keras_transformer.model_dir import checkpoints, config, config_file
 from keras_transformer.model_dir.hf_checkpoint import (
     PYTORCH_FILE,
     SAFETENSORS_FILE,
@@ -306,7 +306,7 @@ def read_marian(directory):
                                source_lang=languages.get("source_lang"),
                                target_lang=languages.get("target_lang"),
                                max_length=hp.max_length),
-        versions=config.versions())
+        versions=config_file.versions())
     weights_file = next(directory / name for name in (SAFETENSORS_FILE, PYTORCH_FILE)
                         if (directory / name).is_file())
     facts = {"from": "marian", "directory": str(directory.resolve()),
@@ -344,7 +344,7 @@ def import_marian(directory, model_dir):
     with tempfile.TemporaryDirectory(dir=model_dir.parent, prefix=".import-") as scratch:
         written = pathlib.Path(scratch) / "model_dir"
         written.mkdir()
-        config.save(run, written)
+        config_file.save(run, written)
         (written / vocabulary.FILE_NAME).write_bytes(vocabulary.serialized)
         (written / IMPORT_FILE).write_text(json.dumps(facts, indent=2, ensure_ascii=False)
                                            + "\n", encoding="utf-8")
@@ -375,7 +375,7 @@ def main(argv=None):
     except (UserError, OSError) as error:
         print(f"kt-import: error: {error}", file=sys.stderr)
         return 2
-    run = config.load(path)
+    run = config_file.load(path)
     hp = run.model.hparams
     print(f"imported {args.directory} into {path}: {hp.num_layers}+{hp.num_layers} layers, "
           f"d_model {hp.d_model}, {run.model.vocab_size:,} ids; decoding beam "

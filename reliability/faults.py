@@ -34,7 +34,7 @@ import time
 import numpy as np
 
 from bench.common import append_results, markdown_table
-from keras_transformer.model_dir import checkpoints, config, loading
+from keras_transformer.model_dir import checkpoints, config_file, layout, loading
 
 RESULTS = pathlib.Path(__file__).parent / "RESULTS.md"
 
@@ -54,20 +54,20 @@ def run(model_dir, steps, *flags, **kwargs):
 
 
 def newest(model_dir):
-    paths = checkpoints.CheckpointDirectory(model_dir / config.CHECKPOINT_DIR).paths()
+    paths = checkpoints.CheckpointDirectory(model_dir / layout.CHECKPOINT_DIR).paths()
     return paths[-1].name if paths else None
 
 
 def partials(model_dir):
-    directory = model_dir / config.CHECKPOINT_DIR
+    directory = model_dir / layout.CHECKPOINT_DIR
     return sorted(p.name for p in directory.glob(".ckpt-*.partial*")) if directory.exists() \
         else []
 
 
 def final_weights(model_dir, name):
-    run_config = config.load(model_dir)
+    run_config = config_file.load(model_dir)
     model = loading.build(run_config)
-    checkpoints.restore(model, model_dir / config.CHECKPOINT_DIR / name)
+    checkpoints.restore(model, model_dir / layout.CHECKPOINT_DIR / name)
     return model.get_weights()
 
 
@@ -153,7 +153,7 @@ def main():
         reference = work / "reference"
         straight = run(reference, args.steps)
         assert straight.returncode == 0, straight.stderr
-        vocab = ("--vocab", str(reference / config.VOCAB_FILE))
+        vocab = ("--vocab", str(reference / layout.VOCAB_FILE))
 
         # 2. SIGKILLs at random moments: each restart is the next kill's run.
         killed = work / "killed"
@@ -219,7 +219,7 @@ def main():
         for damage in ("corrupted", "truncated"):
             damaged = work / damage
             shutil.copytree(reference, damaged)
-            victim = damaged / config.CHECKPOINT_DIR / f"ckpt-{args.steps}" / \
+            victim = damaged / layout.CHECKPOINT_DIR / f"ckpt-{args.steps}" / \
                 checkpoints.WEIGHTS_FILE
             data = bytearray(victim.read_bytes())
             if damage == "corrupted":
@@ -251,7 +251,7 @@ def main():
 
 def full_disk(work, reference, steps, vocab):
     """kt-train resumed on a tmpfs holding model_dir with room for half a checkpoint more."""
-    checkpoint = reference / config.CHECKPOINT_DIR / f"ckpt-{steps}"
+    checkpoint = reference / layout.CHECKPOINT_DIR / f"ckpt-{steps}"
     size = sum(f.stat().st_size for f in checkpoint.iterdir())
     used = sum(f.stat().st_size for f in reference.rglob("*") if f.is_file())
     mount = work / "tmpfs"
@@ -279,8 +279,8 @@ def full_disk(work, reference, steps, vocab):
 # Run inside the mount namespace after kt-train: lists the checkpoints and verifies the newest.
 VERIFY = """
 import sys, pathlib
-from keras_transformer.model_dir import checkpoints, config, loading
-directory = checkpoints.CheckpointDirectory(pathlib.Path(sys.argv[1]) / config.CHECKPOINT_DIR)
+from keras_transformer.model_dir import checkpoints, config, config_file, layout, loading
+directory = checkpoints.CheckpointDirectory(pathlib.Path(sys.argv[1]) / layout.CHECKPOINT_DIR)
 names = sorted(p.name for p in directory.directory.iterdir())
 checkpoints.verify(directory.paths()[-1])
 print(f"checkpoint directory holds {names}; {directory.paths()[-1].name} verifies")

@@ -103,7 +103,7 @@ def main(argv=None):
         corpus.mkdir(exist_ok=True)
         write_corpus_subset(corpus, train=400, dev=40)
         vocab = work / "vocab.model"
-        subprocess.run([sys.executable, "-m", "keras_transformer.data.vocab", "--data",
+        subprocess.run([sys.executable, "-m", "keras_transformer.data.build_vocab", "--data",
                         str(corpus), "--source_lang", "en", "--target_lang", "es",
                         "--vocab_size", "600", "--output", str(vocab)], check=True,
                        capture_output=True)

@@ -109,7 +109,7 @@ def run_workers(commands, timeout=420, environments=None):
 @pytest.fixture()
 def worker_vocab(tmp_path, small_corpus):  # noqa: F811
     vocab = tmp_path / "vocab.model"
-    assert subprocess.run([sys.executable, "-m", "keras_transformer.data.vocab", "--data",
+    assert subprocess.run([sys.executable, "-m", "keras_transformer.data.build_vocab", "--data",
                            str(small_corpus),
                            "--source_lang", "en", "--target_lang", "es", "--vocab_size", "600",
                            "--output", str(vocab)], capture_output=True, timeout=300

@@ -24,7 +24,7 @@ from conftest import run_main
 
 from keras_transformer import data
 from keras_transformer.export import DecodingConfig, Translator, saved_model, translate
-from keras_transformer.model_dir import config, hf_checkpoint, loading, marian
+from keras_transformer.model_dir import config_file, hf_checkpoint, loading, marian
 
 CHECKPOINT = pathlib.Path(__file__).parent / "data" / "marian_tiny"
 REFERENCE = json.loads((CHECKPOINT / "reference.json").read_text(encoding="utf-8"))
@@ -323,7 +323,7 @@ def test_the_imported_model_fine_tunes_and_resumes(imported, loaded, tmp_path):
     assert second.returncode == 0, second.stdout + second.stderr
     assert "resuming from" in second.stdout and "ckpt-20 at step 20 of 20" in second.stdout
     # The tuned run keeps the import's decoding (beam 4, alpha 1.0, generate's ranking).
-    tuned = config.load(tmp_path / "tuned")
+    tuned = config_file.load(tmp_path / "tuned")
     assert tuned.model.hparams == loaded.hparams.override(
         learning_rate_multiplier=0.5, warmup_steps=10)
     assert data.vocabulary_file(tmp_path / "tuned").name == "vocab.marian"

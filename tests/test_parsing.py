@@ -19,7 +19,7 @@ from keras_transformer.data import evalb, trees
 from keras_transformer.export import flags, parse, saved_model, translate
 from keras_transformer.export.decoding_config import DECODE_PRESETS
 from keras_transformer.export.translator import Translator
-from keras_transformer.model_dir import config
+from keras_transformer.model_dir import config_file, layout
 from keras_transformer.trainer import task
 
 # Sized to learn the grammar in about a minute of kt-train on two cores: held-out F1 among trees
@@ -66,10 +66,10 @@ def test_kt_train_scores_dev_parses_and_keeps_the_best(parser_dir):
     stdout = (parser_dir.parent / "stdout.txt").read_text()
     f1s = [float(f1) for f1 in re.findall(r"dev F1 ([0-9.]+) \(EVALB, COLLINS.prm\)", stdout)]
     assert len(f1s) == 2, stdout  # at steps 375 and 750
-    best = json.loads((parser_dir / config.BEST_DIR / "best.json").read_text())
+    best = json.loads((parser_dir / layout.BEST_DIR / "best.json").read_text())
     assert best["metric"] == "f1" and best["value"] == pytest.approx(max(f1s), abs=0.01)
     # The vocabulary keeps each bracket whole (six pieces and the end of sentence, not 13).
-    vocabulary = data.Vocabulary.load(parser_dir / config.VOCAB_FILE)
+    vocabulary = data.Vocabulary.load(parser_dir / layout.VOCAB_FILE)
     assert vocabulary.encode(["(S (NP )NP (VP )VP )S"]).row_lengths().numpy().tolist() == [7]
 
 
@@ -111,7 +111,7 @@ def test_kt_parse_parses_held_out_trees_and_scores_them(parser_dir, wsj, tmp_pat
     """Every held-out sentence parsed over its own words with section 6.3's search (beam 21,
     alpha 0.3, +300, among trees), EVALB's summary as data.evalb computes it: the grammar is
     learnt (F1 > 90)."""
-    run_config = config.load(parser_dir)
+    run_config = config_file.load(parser_dir)
     assert run_config.data.corpus == f"ptb:{wsj}" and run_config.model.vocab_size == 600
     gold = [tree for _, _, tree in data.get_source(f"ptb:{wsj}").trees("test")]
     output = tmp_path / "parsed.tst"

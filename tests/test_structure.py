@@ -47,7 +47,7 @@ DOCUMENTED_MODULES = ["keras_transformer.trainer", "keras_transformer.trainer.ta
                       "keras_transformer.export.translate", "keras_transformer.export.score",
                       "keras_transformer.export.calibrate",
                       "keras_transformer.export.attention", "keras_transformer.export.parse",
-                      "keras_transformer.demo", "keras_transformer.data.vocab",
+                      "keras_transformer.demo", "keras_transformer.data.build_vocab",
                       "keras_transformer.data.inspect", "keras_transformer.hparams",
                       "keras_transformer.model_dir.marian"]
 

@@ -16,7 +16,7 @@ from conftest import run_main, write_corpus_subset
 
 import keras_transformer as kt
 from keras_transformer import devices, precision_probe, trainer
-from keras_transformer.model_dir import averaging, checkpoints, config, loading
+from keras_transformer.model_dir import averaging, checkpoints, config, config_file, loading
 from keras_transformer.trainer import average, callbacks, evaluation, task
 from keras_transformer.trainer.flags import parse_args
 
@@ -141,7 +141,7 @@ def test_the_python_trainer_trains_what_kt_train_trains(tmp_path, small_corpus):
     assert result.status == "done" and result.step == 4 and result.train_step_traces >= 1
     assert f"weights checksum {result.checksum:.9e}," in command_line.stdout
     assert [step for step, _ in result.evaluations] == [4]
-    saved_cli, saved_python = (config.load(tmp_path / name) for name in ("cli", "python"))
+    saved_cli, saved_python = (config_file.load(tmp_path / name) for name in ("cli", "python"))
     assert saved_cli == saved_python and saved_python.model.vocab_size == 600
     again = trainer.Trainer.resume(tmp_path / "python").fit()
     assert again.status == "nothing to do" and again.resumed_from.name == "ckpt-4"
@@ -167,9 +167,9 @@ def test_a_config_names_its_bad_field_and_reads_the_flat_format(tmp_path):
             run.checkpoints.keep, run.compute.jit_compile, run.model.vocab_size) == \
         ("transformer_tiny", "tatoeba_en_es", 100, 50, 3, True, 600)
     assert run.model.hparams is None  # format 1 may not hold them ...
-    config.save(run, tmp_path)
-    loaded = config.load(tmp_path)  # ... and a loaded run gets its set's
-    assert loaded == config.with_hparams(run) and json.loads(
+    config_file.save(run, tmp_path)
+    loaded = config_file.load(tmp_path)  # ... and a loaded run gets its set's
+    assert loaded == config_file.with_hparams(run) and json.loads(
         (tmp_path / "config.json").read_text())["format_version"] == 2
     assert loaded.model.hparams == kt.hparams.get("transformer_tiny")
     with pytest.raises(config.ConfigError, match=r"unknown fields \['batching\.size'\]"):
@@ -243,7 +243,7 @@ def test_a_diverging_loss_stops_with_the_step(tmp_path, small_corpus):
 
 
 def weights_at(model_dir, name, directory="checkpoints"):
-    run = config.load(model_dir)
+    run = config_file.load(model_dir)
     model = kt.build_model(run.model.hparams, run.model.vocab_size)
     model.load_weights(str(model_dir / directory / name / checkpoints.WEIGHTS_FILE))
     return model.get_weights()
@@ -321,7 +321,7 @@ def test_sigkill_and_sigterm_then_resume_equal_an_uninterrupted_run(tmp_path, sm
     assert name_a == name_b == "ckpt-12"
     for a, b in zip(weights_a, weights_b):
         np.testing.assert_allclose(a, b, atol=1e-5)
-    run = config.load(tmp_path / "straight")
+    run = config_file.load(tmp_path / "straight")
     averages_a, averages_b = (loading.moving_averages(run, directory / "checkpoints" / "ckpt-12")
                               for directory in (tmp_path / "straight", interrupted))
     for a, b in zip(averages_a, averages_b):

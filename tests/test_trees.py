@@ -248,7 +248,7 @@ def test_a_treebank_vocabulary_keeps_brackets_whole_and_words_as_they_are(tmp_pa
     whole = data.corpus_whole_tokens(source)
     assert whole == ["(NP", "(S", "(VP", ")NP", ")S", ")VP"]  # not the tags: IN would cut INC
     vocabulary = data.build_vocabulary(
-        [text for _ in range(20) for text in data.vocab.corpus_texts(source)], 300,
+        [text for _ in range(20) for text in data.corpus_texts(source)], 300,
         tmp_path / "v.model", whole_tokens=whole)
     def pieces(text):
         return vocabulary.pieces(vocabulary.encode([text])[0].numpy().tolist())

@@ -9,7 +9,8 @@ from conftest import run_main
 
 import keras_transformer as kt
 from keras_transformer import data
-from keras_transformer.data import vocab
+from keras_transformer.data import build_vocab
+from keras_transformer.token_ids import UNK_ID
 
 HARD_STRINGS = [
     "", " ", "  leading and trailing  ", "a  b   c", "tab\tinside", "Ñandú, café, naïve, Ærø",
@@ -44,7 +45,7 @@ def test_round_trip_on_hard_strings(bible_vocab):
 
 def test_unseen_characters_fall_back_to_bytes_not_unk(bible_vocab):
     ids = bible_vocab.tokenize(["日本語 😀"]).flat_values.numpy()
-    assert data.vocab.UNK_ID not in ids
+    assert UNK_ID not in ids
 
 
 def test_detokenize_stops_at_eos_and_skips_padding(bible_vocab):
@@ -125,7 +126,7 @@ def test_build_refuses_to_overwrite_and_leaves_no_partial_file(tmp_path):
 
 
 def run_kt_vocab(*args):
-    return run_main(vocab.main, *args)
+    return run_main(build_vocab.main, *args)
 
 
 def test_kt_vocab_command(tmp_path):

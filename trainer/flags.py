@@ -9,7 +9,7 @@ import keras_transformer as kt
 from keras_transformer import cli, data, devices
 from keras_transformer.cli import at_least
 from keras_transformer.errors import UserError
-from keras_transformer.model_dir import config
+from keras_transformer.model_dir import config, config_file, layout
 from keras_transformer.trainer import callbacks, init_from, runner
 
 # The flags that set no field of the configuration: the Trainer's own arguments, and --verbose.
@@ -61,7 +61,7 @@ def argument_parser():
              "treebank; the paper's WMT en-de: ~37000)")
     add("--glove", help="an mt_lstm run (--hparams cove_mt_lstm): the GloVe text file (.txt, .gz, "
                         ".bz2) of the source words and their fixed vectors; the words go to "
-                        f"model_dir/{config.WORDS_FILE}, the vectors into the checkpoints")
+                        f"model_dir/{layout.WORDS_FILE}, the vectors into the checkpoints")
     add("--glove_words", type=at_least(1),
         help="with --glove: keep its first (most frequent) N words only (default: all)")
     add("--init_from",
@@ -105,7 +105,7 @@ def argument_parser():
     add("--keep_best", choices=sorted(config.KEEP_BEST_METRICS),
         help=f"keep the checkpoint with the best dev BLEU, chrF, loss or (a run on a treebank) "
              f"EVALB F1 in model_dir/"
-             f"{config.BEST_DIR}/ (--keep_checkpoints never deletes it; kt-translate "
+             f"{layout.BEST_DIR}/ (--keep_checkpoints never deletes it; kt-translate "
              f"--checkpoint best loads it)")
     add("--early_stopping", type=at_least(0),
         help="stop after this many evaluations without a better --keep_best metric (default "
@@ -118,7 +118,7 @@ def argument_parser():
         help=f"minutes between checkpoints (default {defaults.checkpoint_every_minutes}; 0: off)")
     add("--average_last", type=at_least(0),
         help=f"at the end, average the newest N checkpoints (paper 6.1: 5 for base models) into "
-             f"model_dir/{config.AVERAGED_DIR}/, which kt-translate and kt-export then load "
+             f"model_dir/{layout.AVERAGED_DIR}/, which kt-translate and kt-export then load "
              f"(default {defaults.average_last}: none)")
     add("--ema_decay", type=at_least(0.0, float),
         help="keep an exponential moving average of the weights with this decay (e.g. 0.9999; "
@@ -158,7 +158,7 @@ def run_config(args):
     """Merges the flags the user set with model_dir's saved configuration."""
     given = {config.FLAT_NAMES[name]: value for name, value in vars(args).items()
              if value is not None and name in config.FLAT_NAMES}
-    saved = config.load(args.model_dir)
+    saved = config_file.load(args.model_dir)
     # The run whose hparams this one starts from: its own, or for a new fine-tuning run the
     # --init_from run's.
     base = saved
@@ -180,7 +180,7 @@ def run_config(args):
     else:
         given[("model", "hparams")] = kt.hparams.get(name).override_from_string(
             args.hparams_override or "")
-    return config.merge(saved, given, args.model_dir)
+    return config_file.merge(saved, given, args.model_dir)
 
 
 def trainer_of(args):

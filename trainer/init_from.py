@@ -19,7 +19,7 @@ import pathlib
 from keras_transformer import data
 from keras_transformer import model_dir as model_dir_lib
 from keras_transformer.builders import ARCHITECTURE_FIELDS
-from keras_transformer.model_dir import checkpoints, config
+from keras_transformer.model_dir import checkpoints, config, config_file, layout
 
 # Model fields a fine-tuning run may change: they shape no weight and change no computation
 # outside training.
@@ -33,23 +33,23 @@ def resolve(path):
         ConfigError: `path` is neither a kt-train model_dir nor one of its checkpoints.
     """
     path = pathlib.Path(path)
-    if (path / config.CONFIG_FILE).is_file():
+    if (path / layout.CONFIG_FILE).is_file():
         return path, None
     if (path / checkpoints.WEIGHTS_FILE).is_file():
         # model_dir/checkpoints/ckpt-N, model_dir/averaged/ckpt-N or model_dir/best/ckpt-N.
-        if (path.parent.parent / config.CONFIG_FILE).is_file():
+        if (path.parent.parent / layout.CONFIG_FILE).is_file():
             return path.parent.parent, path
         raise config.ConfigError(f"--init_from {path} is a checkpoint outside a kt-train "
-                                 f"model_dir (no {path.parent.parent / config.CONFIG_FILE})")
+                                 f"model_dir (no {path.parent.parent / layout.CONFIG_FILE})")
     raise config.ConfigError(f"--init_from {path} is neither a kt-train model_dir (no "
-                             f"{config.CONFIG_FILE}) nor a checkpoint directory (no "
+                             f"{layout.CONFIG_FILE}) nor a checkpoint directory (no "
                              f"{checkpoints.WEIGHTS_FILE})")
 
 
 def source_run(path):
     """The RunConfig of the run --init_from `path` names."""
     directory, _ = resolve(path)
-    return config.load(directory)
+    return config_file.load(directory)
 
 
 def check_compatible(path, source_hparams, hparams):

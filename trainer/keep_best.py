@@ -16,7 +16,7 @@ import json
 import pathlib
 
 from keras_transformer.cli import replace_atomically
-from keras_transformer.model_dir import checkpoints, config
+from keras_transformer.model_dir import checkpoints, config, layout
 
 # --keep_best value -> (the evaluation's result name, whether larger is better)
 METRICS = {"bleu": ("dev_bleu", True), "chrf": ("dev_chrf", True), "loss": ("dev_loss", False),
@@ -38,7 +38,7 @@ class KeepBest:
         if metric not in METRICS:
             raise config.ConfigError(f"--keep_best must be one of {', '.join(METRICS)}, got "
                                      f"{metric!r}")
-        self.directory = pathlib.Path(model_dir) / config.BEST_DIR
+        self.directory = pathlib.Path(model_dir) / layout.BEST_DIR
         self.metric, self.patience = metric, patience
         self.result, self.larger_is_better = METRICS[metric]
         self.best_value, self.best_step, self.since = None, None, 0

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from keras_transformer import data
 from keras_transformer.decoding import EXTRA_LENGTH
-from keras_transformer.model_dir import averaging, checkpoints, config
+from keras_transformer.model_dir import averaging, checkpoints, layout
 from keras_transformer.trainer import callbacks, distribute, evaluation
 from keras_transformer.trainer.preparation import bucket_growth
 
@@ -124,7 +124,7 @@ class TrainingLoop:
         """Trains; returns `result` (a `TrainingResult` of the start) completed."""
         batches, dev = self.datasets()
         model_dir = self.trainer.model_dir
-        writer = (tf.summary.create_file_writer(str(model_dir / config.LOG_DIR))
+        writer = (tf.summary.create_file_writer(str(model_dir / layout.LOG_DIR))
                   if self.setup.chief else None)
         evaluator = self.evaluator(dev, writer)
         fit_callbacks, stop, saver = self.callbacks(writer, evaluator)

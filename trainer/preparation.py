@@ -8,7 +8,7 @@ import sys
 
 from keras_transformer import cli, data, devices
 from keras_transformer.data import glove
-from keras_transformer.model_dir import config
+from keras_transformer.model_dir import layout
 from keras_transformer.model_dir.config import ConfigError
 from keras_transformer.trainer import distribute
 
@@ -28,12 +28,12 @@ def prepare_vocabulary(model_dir, corpus, *, vocab, vocab_size, build_size, writ
         existing = None
     if given is not None:
         target = model_dir / (data.MarianVocabulary.FILE_NAME if given.suffix == ".marian"
-                              else config.VOCAB_FILE)
+                              else layout.VOCAB_FILE)
         if existing is not None and existing != target:
             raise ConfigError(f"--vocab {given} is not the kind of vocabulary this run was "
                               f"started with ({existing}); drop --vocab to continue the run")
     else:
-        target = existing or model_dir / config.VOCAB_FILE
+        target = existing or model_dir / layout.VOCAB_FILE
         given = target
     if not target.exists() and write:
         if not given.exists():
@@ -50,7 +50,7 @@ def prepare_vocabulary(model_dir, corpus, *, vocab, vocab_size, build_size, writ
         raise ConfigError(f"--vocab {given} differs from {target}, the vocabulary this run was "
                           f"started with; drop --vocab to continue the run")
     if vocab_size is not None:
-        vocabulary.check_size(vocab_size, f"{model_dir}/{config.CONFIG_FILE}")
+        vocabulary.check_size(vocab_size, f"{model_dir}/{layout.CONFIG_FILE}")
     if isinstance(corpus, data.MarkupAugmentedSource):
         vocabulary.markup_ids()  # refuses one that would cut the tokens into pieces
     return vocabulary
@@ -63,7 +63,7 @@ def prepare_words(model, model_dir, *, restoring, write):
     task that writes model_dir, `write`); a run restoring a checkpoint reads the words back, the
     vectors being in the checkpoint.
     """
-    path = model_dir / config.WORDS_FILE
+    path = model_dir / layout.WORDS_FILE
     if restoring and path.exists():
         return glove.WordVocabulary.load(path), None
     if not model.glove:

@@ -27,8 +27,8 @@ import tensorflow as tf
 import keras_transformer as kt
 from keras_transformer import data, devices
 from keras_transformer.data import glove
-from keras_transformer.model_dir import checkpoints, config
-from keras_transformer.model_dir.config import with_hparams
+from keras_transformer.model_dir import checkpoints, config, config_file, layout
+from keras_transformer.model_dir.config_file import with_hparams
 from keras_transformer.trainer import distribute, init_from, keep_best, preparation
 from keras_transformer.trainer.loop import TrainingLoop
 from keras_transformer.trainer.preparation import bucket_growth, update_batches
@@ -135,9 +135,9 @@ class Trainer:
     @classmethod
     def resume(cls, model_dir, **kwargs):
         """A Trainer that continues the run saved in model_dir, with its configuration."""
-        saved = config.load(model_dir)
+        saved = config_file.load(model_dir)
         if saved is None:
-            raise ConfigError(f"{model_dir} holds no run to resume (no {config.CONFIG_FILE})")
+            raise ConfigError(f"{model_dir} holds no run to resume (no {layout.CONFIG_FILE})")
         return cls(saved, model_dir, **kwargs)
 
     def fit(self):
@@ -176,10 +176,10 @@ class Trainer:
         run, model_dir = self.config, self.model_dir
         if model_dir.exists() and not model_dir.is_dir():
             raise ConfigError(f"model_dir {model_dir} is a file, not a directory")
-        saved = config.load(model_dir)
+        saved = config_file.load(model_dir)
         if saved is not None:
             run = with_saved_derivations(run, saved)
-            config.check_against_saved(saved, run, model_dir)
+            config_file.check_against_saved(saved, run, model_dir)
         run.check()
         hp = run.model.hparams
         preparation.check_mt_lstm(run, hp)
@@ -211,9 +211,9 @@ class Trainer:
         setup.run = dataclasses.replace(setup.run.updated({
             ("model", "vocab_size"): vocabulary.vocab_size,
             ("data", "source_lang"): corpus.source_lang,
-            ("data", "target_lang"): corpus.target_lang}), versions=config.versions())
+            ("data", "target_lang"): corpus.target_lang}), versions=config_file.versions())
         if chief:
-            config.save(setup.run, model_dir)
+            config_file.save(setup.run, model_dir)
         return setup
 
     def _prepare_words(self, setup):
