@@ -84,19 +84,3 @@ def check_against_saved(saved, run, model_dir):
             f"{pathlib.Path(model_dir) / CONFIG_FILE} was written for another configuration "
             f"({'; '.join(found)}). Continue it without those changes, or train into a new "
             f"model_dir")
-
-
-def merge(saved, given, model_dir):
-    """The run's configuration: `saved` (or the defaults) updated with `given`.
-
-    Args:
-        saved: RunConfig from model_dir, or None for a new run.
-        given: {(section, field): value} of what the user set (not the defaults).
-
-    Raises:
-        ConfigError: a given value contradicts a fixed field of the saved configuration.
-    """
-    updated = (saved or RunConfig()).updated(given)
-    if saved is not None:
-        check_against_saved(saved, updated, model_dir)
-    return updated

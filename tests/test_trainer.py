@@ -145,6 +145,14 @@ def test_the_python_trainer_trains_what_kt_train_trains(tmp_path, small_corpus):
     assert saved_cli == saved_python and saved_python.model.vocab_size == 600
     again = trainer.Trainer.resume(tmp_path / "python").fit()
     assert again.status == "nothing to do" and again.resumed_from.name == "ckpt-4"
+    # What kt-train --model_dir python --train_steps 6 --hparams_override dropout=0.0 would train:
+    # the saved run, the new override on top of its own.
+    changed = trainer.Trainer.with_changes(tmp_path / "python", {
+        ("optimization", "train_steps"): 6, ("model", "hparams_override"): "dropout=0.0"}).config
+    assert changed.optimization.train_steps == 6 and changed.data == saved_python.data
+    assert changed.model.hparams_override == "warmup_steps=20,dropout=0.0"
+    assert changed.model.hparams == saved_python.model.hparams.override_from_string(
+        "dropout=0.0")
 
 
 def test_a_config_names_its_bad_field_and_reads_the_flat_format(tmp_path):

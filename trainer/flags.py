@@ -5,12 +5,11 @@ which passes kt-train's flags on, both use it."""
 import argparse
 import re
 
-import keras_transformer as kt
 from keras_transformer import cli, data, devices
 from keras_transformer.cli import at_least
 from keras_transformer.errors import UserError
-from keras_transformer.model_dir import config, config_file, layout
-from keras_transformer.trainer import callbacks, init_from, runner
+from keras_transformer.model_dir import config, layout
+from keras_transformer.trainer import callbacks, runner
 
 # The flags that set no field of the configuration: the Trainer's own arguments, and --verbose.
 TRAINER_FLAGS = ("model_dir", "vocab", "build_vocab_size", "download", "log_every",
@@ -154,40 +153,18 @@ def flag_defaults():
     return argparse.Namespace(**{flag: run.get(*key) for flag, key in config.FLAT_NAMES.items()})
 
 
-def run_config(args):
-    """Merges the flags the user set with model_dir's saved configuration."""
-    given = {config.FLAT_NAMES[name]: value for name, value in vars(args).items()
-             if value is not None and name in config.FLAT_NAMES}
-    saved = config_file.load(args.model_dir)
-    # The run whose hparams this one starts from: its own, or for a new fine-tuning run the
-    # --init_from run's.
-    base = saved
-    if saved is None and args.init_from:
-        base = init_from.source_run(args.init_from)
-    base_name = base.model.hparams_name if base else config.ModelConfig.hparams_name
-    name = args.hparams_name or base_name
-    given[("model", "hparams_name")] = name
-    if base is not None and name == base_name:
-        # New overrides apply on top of the run's own (e.g. a lower learning rate to resume).
-        if args.hparams_override:
-            given[("model", "hparams")] = base.model.hparams.override_from_string(
-                args.hparams_override)
-            given[("model", "hparams_override")] = ",".join(
-                filter(None, (base.model.hparams_override, args.hparams_override)))
-        elif saved is None:
-            given[("model", "hparams")] = base.model.hparams
-            given[("model", "hparams_override")] = base.model.hparams_override
-    else:
-        given[("model", "hparams")] = kt.hparams.get(name).override_from_string(
-            args.hparams_override or "")
-    return config_file.merge(saved, given, args.model_dir)
+def changes_of(args):
+    """{(section, field): value} of the configuration flags the user set."""
+    return {config.FLAT_NAMES[name]: value for name, value in vars(args).items()
+            if value is not None and name in config.FLAT_NAMES}
 
 
 def trainer_of(args):
-    """The `runner.Trainer` the flags describe."""
-    return runner.Trainer(run_config(args), args.model_dir, vocab=args.vocab,
-                          build_vocab_size=args.build_vocab_size, download=bool(args.download),
-                          log_every=args.log_every, max_minutes=args.max_minutes)
+    """The `runner.Trainer` the flags describe (`Trainer.with_changes`)."""
+    return runner.Trainer.with_changes(
+        args.model_dir, changes_of(args), vocab=args.vocab,
+        build_vocab_size=args.build_vocab_size, download=bool(args.download),
+        log_every=args.log_every, max_minutes=args.max_minutes)
 
 
 def flag_names(parser):

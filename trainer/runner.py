@@ -89,6 +89,33 @@ def with_saved_derivations(run, saved):
     return run.updated({key: saved.get(*key) for key in derived if run.get(*key) is None})
 
 
+def changed_run(model_dir, changes):
+    """model_dir's saved run (None saved: the defaults) with `changes` ({(section, field): value})
+    applied. Its hparams: for a run that keeps its set, the saved run's (for a new fine-tuning
+    run, model.init_from's) with a new model.hparams_override applied on top (e.g. a lower
+    learning rate to resume); for a new set, that set with the override. Whether the result
+    contradicts the saved run is `Trainer.fit`'s check, as for any configuration."""
+    changes = dict(changes)
+    saved = config_file.load(model_dir)
+    init = changes.get(("model", "init_from"))
+    base = init_from.source_run(init) if saved is None and init else saved
+    base_name = base.model.hparams_name if base else config.ModelConfig.hparams_name
+    name = changes.get(("model", "hparams_name")) or base_name
+    override = changes.get(("model", "hparams_override"))
+    changes[("model", "hparams_name")] = name
+    if base is not None and name == base_name:
+        if override:
+            changes[("model", "hparams")] = base.model.hparams.override_from_string(override)
+            changes[("model", "hparams_override")] = ",".join(
+                filter(None, (base.model.hparams_override, override)))
+        elif saved is None:
+            changes[("model", "hparams")] = base.model.hparams
+            changes[("model", "hparams_override")] = base.model.hparams_override
+    else:
+        changes[("model", "hparams")] = kt.hparams.get(name).override_from_string(override or "")
+    return (saved or config.RunConfig()).updated(changes)
+
+
 @dataclasses.dataclass
 class _Setup:
     """What `Trainer.fit` prepares before training: the resolved run and its parts."""
@@ -131,6 +158,13 @@ class Trainer:
         self.model_dir = pathlib.Path(model_dir)
         self.vocab, self.build_vocab_size, self.download = vocab, build_vocab_size, download
         self.log_every, self.max_minutes = log_every, max_minutes
+
+    @classmethod
+    def with_changes(cls, model_dir, changes, **kwargs):
+        """A Trainer of the run kt-train trains given the flags `changes` ({(section, field):
+        value}, what the user set): model_dir's saved run (a new one: the defaults) with them
+        applied, its hparams resolved as `changed_run` says. `kwargs` as for `Trainer`."""
+        return cls(changed_run(model_dir, changes), model_dir, **kwargs)
 
     @classmethod
     def resume(cls, model_dir, **kwargs):
