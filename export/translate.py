@@ -326,15 +326,13 @@ def summary(args, translator, used, count, seconds):
             f"({count / max(seconds, 1e-9):.1f}/s) with {used}, {search}")
 
 
-def written(args, text):
-    """Whether `text` went to --output (or stdout); if not, why is said on stderr."""
-    try:
-        cli.write_text(args.output, text)
-        return True
-    except OSError as error:  # a full disk, a directory given as --output, a closed pipe
-        print(f"kt-translate: error: cannot write --output {args.output or '<stdout>'}: "
-              f"{error.strerror or error}; nothing was written", file=sys.stderr)
-        return False
+def write_error(args, error, lines_out=0):
+    """The stderr line of an OSError writing --output (a full disk, a directory given as
+    --output, a closed pipe); `lines_out`: lines already on stdout before it."""
+    print(f"kt-translate: error: cannot write --output {args.output or '<stdout>'}: "
+          f"{error.strerror or error}; " + (
+              f"the first {lines_out} line(s) went out before it" if lines_out and not args.output
+              else "nothing was written"), file=sys.stderr)
 
 
 def translate_whole_document(args, translator, used, lines):
@@ -350,7 +348,15 @@ def translate_whole_document(args, translator, used, lines):
     except markup.MarkupError as error:
         print(f"kt-translate: error: {input_name(args)}: {error}", file=sys.stderr)
         return 2
-    if not written(args, translated + "\n" if text else ""):
+    output = None
+    try:
+        output = cli.PieceWriter(args.output)
+        output.write(translated + "\n" if text else "")
+        output.finish()
+    except OSError as error:
+        if output:
+            output.discard()
+        write_error(args, error)
         return 2
     count = int(split.sentences[0])
     print(summary(args, translator, used, count, time.perf_counter() - start) +
@@ -400,8 +406,7 @@ def _main(args):
     try:
         output = cli.PieceWriter(args.output)
     except OSError as error:
-        print(f"kt-translate: error: cannot write --output {args.output}: {error.strerror}",
-              file=sys.stderr)
+        write_error(args, error)
         return 2
     translations = []  # each line's, as its part is written
     try:
@@ -426,11 +431,7 @@ def _main(args):
         return 130
     except OSError as error:  # a full disk, a closed pipe
         output.discard()
-        print(f"kt-translate: error: cannot write --output {args.output or '<stdout>'}: "
-              f"{error.strerror or error}; " + (
-                  f"the first {len(translations)} line(s) went out before it"
-                  if translations and not args.output else "nothing was written"),
-              file=sys.stderr)
+        write_error(args, error, len(translations))
         return 2
     if args.min_confidence is not None:
         print(f"kt-translate: {untranslated} of {len(lines)} line(s) left untranslated "
