@@ -20,6 +20,7 @@ from keras_transformer.export.lines import Sampling, n_best_lines
 from keras_transformer.export.markup_lines import markup_n_best_lines
 from keras_transformer.export.translator import Translator
 from keras_transformer.model_dir import ConfigError, RunConfig
+from keras_transformer.model_dir.config_file import with_hparams
 
 TOKEN = re.compile(r"｟/?t?\d+/?｠")
 TAG_TOKEN = re.compile(r"｟/?t\d+/?｠")
@@ -222,5 +223,8 @@ def test_markup_needs_a_vocabulary_that_keeps_the_tokens_whole(trained_model_dir
     with pytest.raises(ConfigError, match="a parser or an MT-LSTM has none"):
         RunConfig.from_dict({"format_version": 2, "data": {"corpus": "ptb:/x",
                                                              "markup_rate": 0.3}}).check()
+    with pytest.raises(ConfigError, match="a parser or an MT-LSTM has none"):
+        with_hparams(RunConfig.from_dict({"format_version": 2, "data": {"markup_rate": 0.3},
+                                          "model": {"hparams_name": "cove_mt_lstm"}})).check()
     with pytest.raises(ConfigError, match="data.markup_rate must be at least 0.0 and below 1"):
         RunConfig.from_dict({"format_version": 2, "data": {"markup_rate": 1.0}})
