@@ -16,9 +16,10 @@ import typing
 import tensorflow as tf
 
 from keras_transformer.data import documents, markup
-from keras_transformer.decoding import graph_function
+from keras_transformer.decoding import graph_function, source_lengths
 from keras_transformer.export.lines import n_best_lines
 from keras_transformer.export.markup_lines import markup_n_best_lines, unmasked
+from keras_transformer.export.translator import source_ids_of
 
 DOCUMENTS = tf.TensorSpec([None], tf.string, name="documents")
 
@@ -102,7 +103,8 @@ class DocumentTranslator(tf.Module):
     Bounds: at most the translator's max_batch_size documents a request, each of at most
     `max_document_bytes` bytes, and at most `max_sentences` sentence parts in all; more is an
     INVALID_ARGUMENT error saying which limit, before anything is translated (a document is
-    never cut). The parts are translated max_batch_size at a time, sorted by length.
+    never cut). The parts are translated longest first, max_batch_size at a time or as many as
+    the translator's max_search_positions lets one search take.
     """
 
     def __init__(self, translator, *, max_document_bytes=65_536, max_sentences=1_024,
@@ -132,22 +134,25 @@ class DocumentTranslator(tf.Module):
         with tf.control_dependencies([tf.debugging.assert_less_equal(
                 count, self.max_sentences, message=f"too many sentences in one request: the "
                 f"limit is {self.max_sentences}; send fewer documents at a time")]):
-            order = tf.argsort(tf.strings.length(sentences), direction="DESCENDING")
-        batch = translator.max_batch_size
-        chunks = (count + batch - 1) // batch
-        translated = tf.TensorArray(tf.string, size=chunks, infer_shape=False,
+            source_ids = source_ids_of(translator.vocabulary, sentences,
+                                       translator.max_input_length, translator.max_input_bytes)
+        limits = translator._output_limits(source_ids)
+        order = tf.argsort(limits, direction="DESCENDING", stable=True)
+        translated = tf.TensorArray(tf.string, size=0, dynamic_size=True, infer_shape=False,
                                     element_shape=[None])
 
-        def translate_chunk(index, translated):
-            rows = order[index * batch:(index + 1) * batch]
+        def translate_batch(start, index, translated):
+            # Longest first, so a batch's first part has its longest limit: as many parts as
+            # the translator's bounds let one search take with that limit.
+            rows = order[start:start + translator.rows_within_bound(limits[order[start]])]
+            ids = tf.gather(source_ids, rows)
+            ids = ids[:, :tf.maximum(tf.reduce_max(source_lengths(ids)), 1)]
             # translate_ids, not translate: no checks of the parts, which no output returns.
-            ids = translator.translate_ids(translator.tokenize(tf.gather(sentences, rows))[
-                "source_ids"])["ids"]
-            result = translator.detokenize(ids)
-            return index + 1, translated.write(index, result)
+            result = translator.detokenize(translator.translate_ids(ids)["ids"])
+            return start + tf.size(rows), index + 1, translated.write(index, result)
 
-        _, translated = tf.while_loop(lambda index, _: index < chunks, translate_chunk,
-                                      (tf.constant(0), translated))
+        _, _, translated = tf.while_loop(lambda start, *_: start < count, translate_batch,
+                                         (tf.constant(0), tf.constant(0), translated))
         in_order = tf.gather(translated.concat(), tf.math.invert_permutation(order))
         return {"translations": with_translations(split, in_order),
                 "sentences": split.sentences, "split_at_clauses": split.split_at_clauses,

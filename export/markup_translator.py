@@ -90,11 +90,17 @@ class MarkupTranslator(tf.Module):
             masked = markup_graph.mask(tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8",
                                                                     errors="replace"))
         source_ids = translator.tokenize(masked.untagged)["source_ids"]
+        # Both searches held to the translator's bounds before the first runs: placing the tags
+        # searches a tagged text's translation (at most its limit, and an end of sentence) with
+        # its items' tokens in it.
+        tagged = tf.reduce_any(masked.is_tag, axis=1)
+        items = tf.cast(masked.tokens.row_lengths(), tf.int32)
+        source_ids = translator._checked(source_ids, translator.limits_of(source_ids) + tf.where(
+            tagged, 1 + items, 0), translator.beam_size)
         first = translator.translate_n_best_ids_with_markup(
             source_ids, *self._constraint(masked, ~masked.is_tag))
         ids, scores = first["ids"][:, 0], first["scores"][:, 0]
-        ids, scores = tf.cond(tf.reduce_any(masked.is_tag), lambda: self._placed(masked, ids,
-                                                                                 scores),
+        ids, scores = tf.cond(tf.reduce_any(tagged), lambda: self._placed(masked, ids, scores),
                               lambda: (ids, scores))
         return {"translations": markup_graph.unmask(translator.detokenize(ids), masked),
                 "scores": scores}

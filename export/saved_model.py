@@ -193,9 +193,11 @@ def parse_args(argv=None):
     parser.add_argument("--max_search_positions", type=at_least(1),
                         help="most positions one beam search of a request may hold: sentences "
                              "x beam size x the longest output limit among them (what its "
-                             "memory and time grow with); past it, INVALID_ARGUMENT before the "
-                             "search (default: no bound beyond --max_batch_size, "
-                             "--max_input_length and --max_output_length; docs/serving.md)")
+                             "memory and time grow with), at least beam size x "
+                             "max_output_length; past it, INVALID_ARGUMENT before the search "
+                             "(translate_document takes fewer sentences a search instead; "
+                             "default: no bound beyond --max_batch_size, --max_input_length "
+                             "and --max_output_length; docs/serving.md)")
     parser.add_argument("--documents", action="store_true",
                         help="also the translate_document signature: whole documents in, each "
                              "cut into sentences in the graph and put back together, long "
@@ -230,6 +232,9 @@ def parse_args(argv=None):
                      "documents for --engine tensorflow")
     if args.format == "ctranslate2" and args.glossaries:
         parser.error("--glossaries is for a SavedModel; CTranslate2 has no glossary search")
+    if args.format == "ctranslate2" and args.max_search_positions:
+        parser.error("--max_search_positions bounds a SavedModel's requests; kt-translate "
+                     "--engine ctranslate2 batches its own input")
     if args.format == "ctranslate2" and args.markup:
         parser.error("--markup is for a SavedModel; CTranslate2 cannot hold a search to markup")
     if args.format == "ctranslate2":

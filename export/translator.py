@@ -66,7 +66,9 @@ class Translator(ConstrainedSearches, tf.Module):
         max_search_positions: most positions one search may hold: sentences x beam size x the
             longest output limit among them (their memory and time grow with it), checked
             before the search; more is an INVALID_ARGUMENT error naming it. So a server takes
-            64 short sentences or 8 long ones and refuses 64 long ones. None: no bound beyond
+            64 short sentences or 8 long ones and refuses 64 long ones. At least beam_size x
+            max_output_length (one sentence always fits). It counts the request as sent:
+            under jit_compile the padded shapes hold more. None: no bound beyond
             max_batch_size, max_input_length and max_output_length.
         max_input_bytes: bytes of a text read at most; default 16 per input token, far more
             than real text needs, so tokenizing a huge string costs no more than a long one.
@@ -104,10 +106,11 @@ class Translator(ConstrainedSearches, tf.Module):
         for field, value, minimum in (("beam_size", beam_size, 1), ("max_batch_size",
                                        max_batch_size, 1), ("max_input_length", max_input_length,
                                        2),  # room for a token and the end of sentence
+                                      # one sentence at its longest always fits
                                       ("max_search_positions", max_search_positions,
-                                       beam_size)):  # one sentence of one token
+                                       beam_size * max_output_length)):
             if value is not None and value < minimum:
-                raise ValueError(f"{field} must be at least {minimum}, got {value}")
+                raise model_dir.ConfigError(f"{field} must be at least {minimum}, got {value}")
         self.model = model
         self.vocabulary = vocabulary
         # Keras keeps the model's layers in lists that tf.Module does not follow; the SavedModel
@@ -219,6 +222,16 @@ class Translator(ConstrainedSearches, tf.Module):
             message=f"a search past the limit (max_search_positions) of "
                     f"{self.max_search_positions} positions: sentences x beam size ({beams}) x "
                     f"the longest output limit; send fewer or shorter sentences")
+
+    def rows_within_bound(self, longest_limit):
+        """int32: the most sentences one search of this translator may take when the longest
+        output limit among them is `longest_limit` (int32): max_batch_size, or fewer under
+        max_search_positions (never fewer than 1: one sentence always fits)."""
+        if self.max_search_positions is None:
+            return tf.constant(self.max_batch_size, tf.int32)
+        fit = self.max_search_positions // (
+            self.beam_size * tf.maximum(tf.cast(longest_limit, tf.int64), 1))
+        return tf.cast(tf.clip_by_value(fit, 1, self.max_batch_size), tf.int32)
 
     def _checked(self, source_ids, limits, beams):
         """`source_ids`, read only after `_check_search` of `limits` has passed."""

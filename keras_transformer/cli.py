@@ -81,8 +81,12 @@ class PieceWriter:
 
     def discard(self):
         if self.partial:
-            self.stream.close()
-            self.partial.unlink(missing_ok=True)
+            try:
+                self.stream.close()
+            except OSError:  # a full disk refuses the buffered rest again; it is thrown away
+                pass
+            finally:
+                self.partial.unlink(missing_ok=True)
 
 
 def write_text(output, text):

@@ -279,7 +279,7 @@ def full_disk(work, reference, steps, vocab):
 # Run inside the mount namespace after kt-train: lists the checkpoints and verifies the newest.
 VERIFY = """
 import sys, pathlib
-from keras_transformer.model_dir import checkpoints, config, config_file, layout, loading
+from keras_transformer.model_dir import checkpoints, layout
 directory = checkpoints.CheckpointDirectory(pathlib.Path(sys.argv[1]) / layout.CHECKPOINT_DIR)
 names = sorted(p.name for p in directory.directory.iterdir())
 checkpoints.verify(directory.paths()[-1])

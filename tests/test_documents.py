@@ -155,3 +155,14 @@ def test_the_document_signature_refuses_what_it_cannot_take_whole(trained):
                           "(max_batch_size) is 2")):
         with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(limit)):
             documents.translate_documents(tf.constant(texts))
+    # Under a search ceiling that fits one sentence a search, the parts go one at a time and
+    # come back as they did two at a time.
+    one_at_a_time = DocumentTranslator(Translator(
+        trained.model, trained.vocabulary, max_input_length=16, max_batch_size=2, beam_size=1,
+        max_search_positions=translator.max_output_length), max_document_bytes=1_000,
+        max_sentences=3)
+    text = tf.constant(["In the beginning God created the heaven. And the earth was void. Amen."])
+    bounded = one_at_a_time.translate_documents(text)
+    assert bounded["sentences"].numpy().tolist() == [3]
+    assert bounded["translations"].numpy().tolist() == documents.translate_documents(text)[
+        "translations"].numpy().tolist()

@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from keras_transformer import export
+from keras_transformer.model_dir import ConfigError
 
 SENTENCE = hostile_inputs.TEXTS["sentence"]
 
@@ -99,6 +100,7 @@ def test_a_request_is_held_to_its_search_positions_few_long_or_many_short(traine
     assert 5 * short_limit <= 2 * long_limit < 3 * long_limit
     # Two long sentences at beam 4 fit exactly; so do five short ones; three long ones do not.
     translator = export.Translator(trained.model, trained.vocabulary, **bounds,
+                                   max_output_length=long_limit,
                                    max_search_positions=2 * 4 * long_limit)
     assert translator.settings()["max_search_positions"] == 2 * 4 * long_limit
     for ids in (tf.tile(long, [2, 1]), tf.tile(short, [5, 1])):
@@ -113,8 +115,9 @@ def test_a_request_is_held_to_its_search_positions_few_long_or_many_short(traine
     assert translator.sample_n_best_ids(long, 8, 1.0)["ids"].shape[:2] == (1, 8)
     with pytest.raises(tf.errors.InvalidArgumentError, match="beam size \\(9\\)"):
         translator.sample_n_best_ids(long, 9, 1.0)
-    with pytest.raises(ValueError, match="max_search_positions must be at least 4, got 3"):
-        export.Translator(trained.model, trained.vocabulary, max_search_positions=3)
+    # One sentence at beam 4 and its longest (64 + 2 tokens) must fit.
+    with pytest.raises(ConfigError, match="max_search_positions must be at least 264, got 263"):
+        export.Translator(trained.model, trained.vocabulary, **bounds, max_search_positions=263)
 
 
 texts = st.one_of(
