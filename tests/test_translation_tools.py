@@ -353,6 +353,16 @@ def test_an_exported_ensemble_serves_as_its_translator(trained, tmp_path):
     np.testing.assert_allclose(got["scores"], expected["scores"], atol=1e-5)
 
 
+def test_an_output_the_disk_refuses_is_discarded_whole(tmp_path):
+    writer = kt.cli.PieceWriter(tmp_path / "out.txt")
+    writer.stream.close()
+    writer.stream = open("/dev/full", "wb")  # a full disk: ENOSPC
+    with pytest.raises(OSError, match="No space left"):
+        writer.write("a line\n")
+    writer.discard()  # closing flushes the buffered line and fails again; the file goes anyway
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_kt_translate_writes_as_it_goes_and_says_what_it_did_not_write(
         trained_model_dir, tmp_path, monkeypatch):
     """The output is written CHUNK_LINES lines at a time, in input order, alike; SIGTERM (or
