@@ -11,7 +11,7 @@ import sacrebleu
 import tensorflow as tf
 
 from keras_transformer import data
-from keras_transformer.data import glossary, markup
+from keras_transformer.data import markup
 from keras_transformer.decoding import output_limits
 from keras_transformer.errors import UserError
 from keras_transformer.export.constrained import combination_error
@@ -248,12 +248,3 @@ def _stacked(phrases_of_rows):
 
 def _padded(ids, width):
     return np.pad(ids, [(0, 0), (0, width - ids.shape[1])])
-
-
-def glossary_terms(path, lines):
-    """Each line's (bytes) required target terms under the glossary file `path`.
-
-    Raises:
-        glossary.GlossaryError: the file cannot be read or used, naming its line.
-    """
-    return glossary.Glossary.load(path).targets_of(lines)

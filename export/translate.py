@@ -30,7 +30,7 @@ import time
 
 from keras_transformer import cli, data
 from keras_transformer.cli import at_least
-from keras_transformer.data import markup
+from keras_transformer.data import glossary, markup
 from keras_transformer.errors import UserError
 from keras_transformer.export import checks
 from keras_transformer.export.constrained import combination_error
@@ -49,7 +49,6 @@ from keras_transformer.export.lines import (
     InputError,
     PrefixError,
     Sampling,
-    glossary_terms,
     n_best_lines,
     print_scores,
     read_lines,
@@ -98,6 +97,7 @@ def one_line(text):
 # and an interrupted run keeps what it translated. Many, so that batches sorted by length stay
 # as full as over the whole input.
 CHUNK_LINES = 4096
+PROGRESS_SECONDS = 10  # between progress lines on stderr
 
 
 def format_n_best(hypotheses, form, first_line=1):
@@ -394,7 +394,7 @@ def _main(args):
         lines, references, prefixes = read_inputs(args, run)
         masked = (masked_lines(lines, input_name(args)) if args.markup and not args.documents
                   else None)
-        terms = glossary_terms(args.glossary, lines) if args.glossary else None
+        terms = glossary.Glossary.load(args.glossary) if args.glossary else None
     except (UserError, OSError) as error:
         print(f"kt-translate: error: {error}", file=sys.stderr)
         return 2
@@ -450,21 +450,37 @@ def write_in_parts(args, translator, inputs, output, translations):
 
     Args:
         inputs: (the lines, their `markup.Masked` or None, their target prefixes or None,
-            their glossary terms or None).
+            the `data.glossary.Glossary` or None: each part's terms are looked for as it
+            comes, so a large input with a large glossary writes as it goes too).
     """
     lines, masked, prefixes, terms = inputs
     untranslated = 0
     for first in range(0, len(lines), CHUNK_LINES):
         part = slice(first, first + CHUNK_LINES)
         hypotheses = chunk_hypotheses(args, translator, lines[part], masked and masked[part],
-                                      prefixes and prefixes[part], terms and terms[part],
-                                      first + 1)
+                                      prefixes and prefixes[part],
+                                      part_terms(terms, lines, part), first + 1)
         text, done, left = chunk_output(args, translator, lines[part],
                                         masked and masked[part], hypotheses, first + 1)
         output.write(text)
         translations += done
         untranslated += left
     return untranslated
+
+
+def part_terms(terms, lines, part):
+    """The glossary `terms`' (None: no glossary) required target terms of each line of
+    `lines[part]`, said on stderr when looking took longer than a progress line's interval."""
+    if terms is None:
+        return None
+    start = time.perf_counter()
+    found = terms.targets_of(lines[part])
+    seconds = time.perf_counter() - start
+    if seconds > PROGRESS_SECONDS:
+        print(f"kt-translate: glossary terms of lines {part.start + 1}-"
+              f"{min(part.stop, len(lines))} looked for in {seconds:.0f} s", file=sys.stderr,
+              flush=True)
+    return found
 
 
 def chunk_hypotheses(args, translator, lines, masked, prefixes, terms, first_line):
@@ -474,10 +490,10 @@ def chunk_hypotheses(args, translator, lines, masked, prefixes, terms, first_lin
         args.sampling_temperature, args.sampling_top_k, args.seed)
     if masked:
         return unmasked(markup_n_best_lines(
-            translator, masked, args.n_best or 1, args.batch_size, progress_every=10,
+            translator, masked, args.n_best or 1, args.batch_size, progress_every=PROGRESS_SECONDS,
             sampling=sampling, first_line=first_line), masked)
     return n_best_lines(translator, lines, args.n_best or 1, args.batch_size,
-                        progress_every=10, prefixes=prefixes, sampling=sampling,
+                        progress_every=PROGRESS_SECONDS, prefixes=prefixes, sampling=sampling,
                         glossary_terms=terms, first_line=first_line)
 
 

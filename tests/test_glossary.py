@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import PRODUCTION_FLAGS, run_main
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_beam_search import exhaustive, table_step
 
 import keras_transformer as kt
@@ -105,6 +107,51 @@ def test_terms_are_looked_for_only_where_their_words_are_and_found_alike():
     assert terms.targets_of(sentences) == expected
     assert expected[:4] == [["Ciudad de York", "Nuevo"], ["C++", "más más"],
                             ["ingenuo", "Nuevo"], []]
+
+
+def required_by_patterns(texts, sources):
+    """The definition `glossary.required_terms` implements, written as one RE2 pattern a term
+    (what it was before the boundary marks; RE2 compiles each in milliseconds): each term,
+    longest first, found where no letter, number or _ touches its ends, then overwritten twice
+    with a control character (the second pass for an occurrence right after the first)."""
+    outside = "[^\\pL\\pN_]"
+    texts = tf.strings.unicode_transcode(tf.constant(texts, tf.string), "UTF-8", "UTF-8",
+                                         errors="replace")
+    found = []
+    for term in tf.strings.regex_replace(tf.constant(sources, tf.string), r"([\\.+*?()|\[\]{}^$])",
+                                         r"\\\1").numpy():
+        term = term.decode()
+        found.append(tf.strings.regex_full_match(texts, f"(?s)(.*{outside})?{term}({outside}.*)?"))
+        for _ in range(2):
+            texts = tf.strings.regex_replace(texts, f"(^|{outside}){term}({outside}|$)",
+                                             "\\1\x01\\2")
+    return np.stack(found, axis=1) if found else np.zeros([len(texts), 0], bool)
+
+
+# Few pieces, so that terms overlap, touch and repeat: words, word characters that are not
+# letters, signs, spaces (also no-break), a tab, a regular expression's special characters.
+PIECES = ["a", "b", "ab", "é", "日本", "_", "1", "+", "(", "\\", ".", " ", " ", "\u00a0", "\t"]
+
+
+@st.composite
+def texts_and_terms(draw):
+    """Up to 6 terms (no control character: Glossary refuses them) and texts made of the pieces
+    and the terms themselves, so that terms occur, overlap and touch."""
+    terms = draw(st.lists(st.lists(st.sampled_from(PIECES[:-1]), min_size=1, max_size=4).map(
+        "".join), min_size=1, max_size=6))
+    texts = draw(st.lists(st.lists(st.sampled_from(PIECES + terms), max_size=10).map("".join),
+                          min_size=1, max_size=4))
+    return texts, terms
+
+
+@settings(max_examples=200)
+@given(case=texts_and_terms())
+def test_terms_are_found_as_the_patterns_define_them(case):
+    texts, terms = case
+    sources = sorted({t.strip() for t in terms if t.strip()}, key=lambda t: (-len(t), t))
+    np.testing.assert_array_equal(glossary.required_terms(tf.constant(texts),
+                                                          tf.constant(sources, tf.string)),
+                                  required_by_patterns(texts, sources))
 
 
 def test_kt_translate_holds_every_line_to_its_glossary_terms(trained_model_dir, tmp_path):
