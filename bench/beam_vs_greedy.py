@@ -35,7 +35,7 @@ def main():
     sources = [en.decode("utf-8") for en, _ in pairs]
     references = [es.decode("utf-8") for _, es in pairs]
     ids = loaded.vocabulary.encode(tf.constant(sources),
-                                   loaded.run.data.max_length).to_tensor().numpy()
+                                   loaded.run.data.max_pair_length).to_tensor().numpy()
 
     def decode(beam_size):
         """Best hypotheses' texts and scores; beam_size 0 is greedy decoding."""

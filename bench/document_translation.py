@@ -115,7 +115,7 @@ def sentence_lines(model_dir, text):
     from keras_transformer.export.documents import parts
 
     loaded = model_dirs.load(model_dir)  # kt-translate's default --max_input_length
-    split = parts(loaded.vocabulary, tf.constant([text]), loaded.run.data.max_length)
+    split = parts(loaded.vocabulary, tf.constant([text]), loaded.run.data.max_pair_length)
     return [piece.decode() for piece in tf.boolean_mask(
         split.pieces.flat_values, split.is_sentence.flat_values).numpy()]
 

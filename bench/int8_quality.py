@@ -57,11 +57,11 @@ def main():
             if quantization is None:
                 engine = Translator(loaded.model, loaded.vocabulary,
                                     alpha=loaded.hparams.decode_alpha,
-                                    max_input_length=loaded.run.data.max_length)
+                                    max_input_length=loaded.run.data.max_pair_length)
             else:
                 engine = ctranslate2.Ctranslate2Translator(
                     tmp / f"ct2-{quantization}", alpha=loaded.hparams.decode_alpha,
-                    max_input_length=loaded.run.data.max_length, intra_threads=1,
+                    max_input_length=loaded.run.data.max_pair_length, intra_threads=1,
                     patience=patience)
             start = time.perf_counter()
             texts, _ = translate_lines(engine, sources, 32)

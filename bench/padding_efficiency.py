@@ -34,7 +34,7 @@ def main():
                 for buckets in BUCKETS[args.buckets]:
                     rows.append([vocab_size, batch_tokens, buckets,
                                  *report_cells(vocabulary, batch_tokens, buckets)])
-    append_results("Padding efficiency, bundled corpus, train split, max_length 256",
+    append_results("Padding efficiency, bundled corpus, train split, max_pair_length 256",
                    markdown_table(["vocab", "batch_tokens", "buckets", "distinct batch shapes",
                                    "batches/epoch", "real tokens/batch (src, tgt)",
                                    "largest padded side", "padding efficiency"], rows))

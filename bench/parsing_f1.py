@@ -60,7 +60,7 @@ def decode(run_dir, gold, beam_size, tree_leaves):
     preset = DECODE_PRESETS["parsing"]
     translator = Translator(loaded.model, loaded.vocabulary, beam_size=beam_size,
                             alpha=preset["alpha"], extra_length=preset["extra_length"],
-                            max_input_length=loaded.run.data.max_length, max_batch_size=400,
+                            max_input_length=loaded.run.data.max_pair_length, max_batch_size=400,
                             tree_leaves=tree_leaves)
     sources = tf.constant([" ".join(tree.words()) for tree in gold])
     ids = translator.translate_ids(translator.tokenize(sources)["source_ids"])["ids"]

@@ -76,7 +76,7 @@ def main():
     sources, references = data.first_pairs(source, args.split, 10**9)
     batches = data.pipeline(source, first.vocabulary, args.split,
                             batch_tokens=first.run.batching.batch_tokens,
-                            max_length=first.run.data.max_length, training=False)
+                            max_pair_length=first.run.data.max_pair_length, training=False)
     rows = []
     for path in checkpoints.CheckpointDirectory(model_dir / "checkpoints").paths():
         loaded = loading.load(model_dir, path)
@@ -84,7 +84,7 @@ def main():
                  f"{dev_loss(loaded.model, batches):.3f}"]
         for _, beam_size, alpha in decoders:
             bleu = score(loaded.model, loaded.vocabulary, sources, references, beam_size, alpha,
-                         loaded.run.data.max_length)
+                         loaded.run.data.max_pair_length)
             cells += [f"{bleu.score:.2f}", f"{bleu.sys_len / bleu.ref_len:.3f}"]
         print(" | ".join(str(cell) for cell in cells), flush=True)
         rows.append(cells)

@@ -32,7 +32,7 @@ def dev_pairs(loaded, sentences=None):
 
 def translator_of(models, loaded, alpha):
     return Translator(models, loaded.vocabulary, alpha=alpha,
-                      max_input_length=loaded.run.data.max_length)
+                      max_input_length=loaded.run.data.max_pair_length)
 
 
 def timed(function):

@@ -22,21 +22,21 @@ BUCKET_GROWTH = 1.1  # tensor2tensor's: 42 buckets up to 256 tokens
 XLA_BUCKET_GROWTH = 1.5
 
 
-def bucket_boundaries(max_length, min_length=8, step=BUCKET_GROWTH):
-    """Geometric boundaries from `min_length`, the last one max_length + 1.
+def bucket_boundaries(max_pair_length, min_length=8, step=BUCKET_GROWTH):
+    """Geometric boundaries from `min_length`, the last one max_pair_length + 1.
 
     A pair of length n (its longer side, end of sentence included) falls in the first bucket whose
     boundary exceeds n.
     """
-    if max_length < 1 or min_length < 1 or step <= 1.0:
-        raise ValueError(f"need max_length >= 1, min_length >= 1 and step > 1, got "
-                         f"max_length={max_length}, min_length={min_length}, step={step}")
+    if max_pair_length < 1 or min_length < 1 or step <= 1.0:
+        raise ValueError(f"need max_pair_length >= 1, min_length >= 1 and step > 1, got "
+                         f"max_pair_length={max_pair_length}, min_length={min_length}, step={step}")
     boundaries = []
     boundary = min_length
-    while boundary <= max_length:
+    while boundary <= max_pair_length:
         boundaries.append(boundary)
         boundary = max(boundary + 1, int(boundary * step))
-    return boundaries + [max_length + 1]
+    return boundaries + [max_pair_length + 1]
 
 
 def bucket_widths(boundaries):
@@ -55,15 +55,15 @@ def bucket_batch_sizes(boundaries, batch_tokens, batch_size_multiple=1):
     if min(sizes) < 1:
         raise ValueError(
             f"batch_tokens={batch_tokens} cannot hold {batch_size_multiple} pair(s) of "
-            f"{boundaries[-1] - 1} tokens; raise batch_tokens or lower max_length")
+            f"{boundaries[-1] - 1} tokens; raise batch_tokens or lower max_pair_length")
     return sizes
 
 
-def batch_shapes(max_length, batch_tokens, batch_size_multiple=1, min_length=8,
+def batch_shapes(max_pair_length, batch_tokens, batch_size_multiple=1, min_length=8,
                  step=BUCKET_GROWTH):
     """[(rows, width)]: the shape of every batch `batch_by_length(..., static_shapes=True)` can
     make with these arguments, one a bucket (so the XLA compilations of a step that reads them)."""
-    boundaries = bucket_boundaries(max_length, min_length, step)
+    boundaries = bucket_boundaries(max_pair_length, min_length, step)
     sizes = bucket_batch_sizes(boundaries, batch_tokens, batch_size_multiple)
     return list(zip(sizes, bucket_widths(boundaries)))
 
@@ -88,15 +88,15 @@ class UpdateBatches:
     size_multiple: int
     per_update: int
 
-    def check(self, max_length):
-        """Raises ValueError when the longest bucket (pairs of `max_length` tokens) cannot hold
+    def check(self, max_pair_length):
+        """Raises ValueError when the longest bucket (pairs of `max_pair_length` tokens) cannot hold
         `size_multiple` pairs: its batches would be empty."""
-        if self.batch_tokens // max_length < self.size_multiple:
+        if self.batch_tokens // max_pair_length < self.size_multiple:
             raise ValueError(
                 f"an update of {self.update_tokens:,} padded tokens a side over "
                 f"{self.replicas} replica(s) makes batches of {self.batch_tokens:,}, too few for "
-                f"{self.size_multiple} pair(s) of the longest bucket ({max_length} tokens); "
-                f"raise batch_tokens or lower max_length")
+                f"{self.size_multiple} pair(s) of the longest bucket ({max_pair_length} tokens); "
+                f"raise batch_tokens or lower max_pair_length")
 
 
 def update_batches(batch_tokens, *, accumulate_steps=1, replicas=1, per_replica=False,
@@ -131,14 +131,14 @@ def update_batches(batch_tokens, *, accumulate_steps=1, replicas=1, per_replica=
                          size_multiple=replicas * accumulate_steps, per_update=1)
 
 
-def batch_by_length(pairs, batch_tokens, max_length, batch_size_multiple=1, min_length=8,
+def batch_by_length(pairs, batch_tokens, max_pair_length, batch_size_multiple=1, min_length=8,
                     step=BUCKET_GROWTH, static_shapes=False):
     """Batches (source_ids, target_ids) pairs of 1-D int32 tensors by length.
 
     Args:
-        pairs: dataset of (source_ids [n], target_ids [m]), every n, m <= max_length.
+        pairs: dataset of (source_ids [n], target_ids [m]), every n, m <= max_pair_length.
         batch_tokens: most padded tokens a batch holds on each side.
-        max_length: the longest pair.
+        max_pair_length: the longest pair.
         batch_size_multiple: every batch size is a multiple of it.
         min_length, step: the bucket boundaries' start and growth factor.
         static_shapes: every batch of a bucket has its size (`batch_shapes`): the last, partial
@@ -148,7 +148,7 @@ def batch_by_length(pairs, batch_tokens, max_length, batch_size_multiple=1, min_
         dataset of (source_ids [batch, L], target_ids [batch, L]), 0-padded to the bucket's L;
         batch is a multiple of batch_size_multiple.
     """
-    boundaries = bucket_boundaries(max_length, min_length, step)
+    boundaries = bucket_boundaries(max_pair_length, min_length, step)
     sizes = bucket_batch_sizes(boundaries, batch_tokens, batch_size_multiple)
     batches = pairs.bucket_by_sequence_length(
         element_length_func=lambda source, target: tf.maximum(tf.size(source), tf.size(target)),

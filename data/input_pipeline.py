@@ -1,7 +1,7 @@
 """From sentence pairs to the batches `model.fit` consumes.
 
     pairs (sources.py) -> [shard for this input pipeline] -> tokenize in graph (vocab.py)
-    -> + end of sentence -> drop empty pairs -> drop or truncate pairs longer than max_length
+    -> + end of sentence -> drop empty pairs -> drop or truncate pairs longer than max_pair_length
     -> [cache] -> [shuffle, repeat] -> batch by length to a token budget (batching.py)
     -> ((source_ids, target_input_ids), target_output_ids), int32, 0-padded
 
@@ -64,11 +64,12 @@ def tokenized_pairs(source, vocabulary, split, shuffle_files=False, seed=None, s
             .map(lambda s, t: (s, t)))
 
 
-def limit_length(pairs, max_length):
-    """Drops pairs with an empty side, and pairs longer than `max_length` ids on either side."""
+def limit_length(pairs, max_pair_length):
+    """Drops pairs with an empty side, and pairs longer than `max_pair_length` ids on either
+    side."""
     return pairs.filter(lambda s, t: tf.logical_and(
         tf.logical_and(tf.size(s) > 0, tf.size(t) > 0),
-        tf.logical_and(tf.size(s) <= max_length, tf.size(t) <= max_length)))
+        tf.logical_and(tf.size(s) <= max_pair_length, tf.size(t) <= max_pair_length)))
 
 
 def shift_right(target_ids):
@@ -98,7 +99,7 @@ def _shuffled_epochs(pairs, buffer_size, seed):
                                     reshuffle_each_iteration=False))
 
 
-def _cache_prefix(directory, source, vocabulary, split, max_length, overlong, shard,
+def _cache_prefix(directory, source, vocabulary, split, max_pair_length, overlong, shard,
                   source_vocabulary=None):
     """A cache file prefix that changes whenever what would be cached changes.
 
@@ -106,7 +107,7 @@ def _cache_prefix(directory, source, vocabulary, split, max_length, overlong, sh
     rebuilds it instead of failing on the dead process's lock file.
     """
     key = hashlib.sha256(vocabulary.serialized)
-    key.update(repr((repr(source), split, max_length, overlong, shard)).encode())
+    key.update(repr((repr(source), split, max_pair_length, overlong, shard)).encode())
     if source_vocabulary is not None:
         key.update("\n".join(source_vocabulary.words).encode())
     prefix = pathlib.Path(directory) / f"{split}-{key.hexdigest()[:16]}"
@@ -124,7 +125,7 @@ def counted(batches):
         batches.reduce(tf.constant(0, tf.int64), lambda count, _: count + 1)))
 
 
-def pipeline(source, vocabulary, split="train", *, batch_tokens=25_000, max_length=256,
+def pipeline(source, vocabulary, split="train", *, batch_tokens=25_000, max_pair_length=256,
              overlong="drop", training=None, shuffle_buffer=SHUFFLE_BUFFER, cache=None, seed=None,
              deterministic=False, batch_size_multiple=1, input_context=None,
              source_vocabulary=None, accumulate_steps=1, bucket_growth=batching.BUCKET_GROWTH,
@@ -138,8 +139,8 @@ def pipeline(source, vocabulary, split="train", *, batch_tokens=25_000, max_leng
         batch_tokens: most padded tokens per batch on each side (25000 in the paper), over all
             replicas (with `accumulate_steps`, of one micro-batch): with an `input_context`,
             batches hold one replica's share (`batching.update_batches` does the arithmetic).
-        max_length: longest pair kept, in tokens including end of sentence.
-        overlong: "drop" or "truncate" pairs longer than max_length.
+        max_pair_length: longest pair kept, in tokens including end of sentence.
+        overlong: "drop" or "truncate" pairs longer than max_pair_length.
         training: shuffle (files too, for TFDS) and repeat forever; defaults to split == "train".
         shuffle_buffer: pairs in the shuffle buffer (see SHUFFLE_BUFFER).
         cache: None, "memory", or a directory for a file cache of the tokenized pairs (one per
@@ -168,7 +169,7 @@ def pipeline(source, vocabulary, split="train", *, batch_tokens=25_000, max_leng
 
     Raises:
         CorpusError: no pair of the split survives the length limits.
-        ValueError: a batch cannot hold a pair of max_length tokens (per replica, per
+        ValueError: a batch cannot hold a pair of max_pair_length tokens (per replica, per
             micro-batch).
     """
     training = split == "train" if training is None else training
@@ -190,25 +191,26 @@ def pipeline(source, vocabulary, split="train", *, batch_tokens=25_000, max_leng
                                         per_replica=True)
         if input_context.num_input_pipelines > 1:
             shard = (input_context.num_input_pipelines, input_context.input_pipeline_id)
-    share.check(max_length)
+    share.check(max_pair_length)
     if overlong not in OVERLONG_MODES:
         raise ValueError(f"overlong must be one of {OVERLONG_MODES}, got {overlong!r}")
-    cut = max_length if overlong == "truncate" else None
+    cut = max_pair_length if overlong == "truncate" else None
     pairs = limit_length(tokenized_pairs(source, vocabulary, split, shuffle_files=training,
                                          seed=seed, shard=shard, max_length=cut,
-                                         source_vocabulary=source_vocabulary), max_length)
+                                         source_vocabulary=source_vocabulary), max_pair_length)
     if not any(True for _ in pairs.take(1)):
         raise sources.CorpusError(
             f"split {split!r} of {source!r} has no pair with both sides non-empty and at most "
-            f"max_length={max_length} tokens (see python -m keras_transformer.data.inspect)")
+            f"max_pair_length={max_pair_length} tokens (see python -m "
+            f"keras_transformer.data.inspect)")
     if cache == "memory":
         pairs = pairs.cache()
     elif cache is not None:
-        pairs = pairs.cache(_cache_prefix(cache, source, vocabulary, split, max_length, overlong,
-                                          shard, source_vocabulary))
+        pairs = pairs.cache(_cache_prefix(cache, source, vocabulary, split, max_pair_length,
+                                          overlong, shard, source_vocabulary))
     if training:
         pairs = _shuffled_epochs(pairs, shuffle_buffer, seed)
-    batches = batching.batch_by_length(pairs, share.batch_tokens, max_length,
+    batches = batching.batch_by_length(pairs, share.batch_tokens, max_pair_length,
                                        share.size_multiple, step=bucket_growth,
                                        static_shapes=static_shapes)
     batches = batches.map(lambda s, t: ((s, shift_right(t)), t),

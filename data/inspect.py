@@ -26,11 +26,11 @@ PERCENTILES = (50, 90, 95, 99, 100)
 class Report:
     split: str
     batch_tokens: int
-    max_length: int
+    max_pair_length: int
     overlong: str
     pairs: int  # read from the source
     empty: int  # dropped: a side with no tokens
-    overlong_pairs: int  # longer than max_length (dropped or truncated)
+    overlong_pairs: int  # longer than max_pair_length (dropped or truncated)
     kept: int
     source_lengths: dict  # percentile -> tokens, end of sentence included, before limiting
     target_lengths: dict
@@ -47,7 +47,7 @@ class Report:
 
         return "\n".join([
             f"split {self.split}: {self.pairs} pairs read, {self.empty} with an empty side "
-            f"dropped, {self.overlong_pairs} longer than max_length={self.max_length} "
+            f"dropped, {self.overlong_pairs} longer than max_pair_length={self.max_pair_length} "
             f"({'truncated' if self.overlong == 'truncate' else 'dropped'}), {self.kept} kept",
             f"source tokens per sentence: {lengths(self.source_lengths)}",
             f"target tokens per sentence: {lengths(self.target_lengths)}",
@@ -60,7 +60,7 @@ class Report:
         ])
 
 
-def describe(source, vocabulary, split="train", batch_tokens=25_000, max_length=256,
+def describe(source, vocabulary, split="train", batch_tokens=25_000, max_pair_length=256,
              overlong="drop", *, bucket_growth=batching.BUCKET_GROWTH, static_shapes=False):
     """One pass over a split, unshuffled, through the same stages as `pipeline` (whose
     `bucket_growth` and `static_shapes` these are)."""
@@ -68,12 +68,12 @@ def describe(source, vocabulary, split="train", batch_tokens=25_000, max_length=
         lambda s, t: tf.stack([tf.size(s), tf.size(t)])).batch(8192)
     lengths = np.concatenate(list(pair_lengths.as_numpy_iterator()) or [np.zeros((0, 2), int)])
     empty = np.any(lengths == 0, axis=1)
-    overlong_pairs = ~empty & np.any(lengths > max_length, axis=1)
+    overlong_pairs = ~empty & np.any(lengths > max_pair_length, axis=1)
     real = slots = max_padded = 0
     source_tokens, target_tokens, shapes = [], [], set()
     batches = input_pipeline.pipeline(source, vocabulary, split, batch_tokens=batch_tokens,
-                                    max_length=max_length, overlong=overlong, training=False,
-                                    deterministic=True,
+                                    max_pair_length=max_pair_length, overlong=overlong,
+                                    training=False, deterministic=True,
                                     bucket_growth=bucket_growth, static_shapes=static_shapes)
     for (source_ids, _), target_ids in batches.as_numpy_iterator():
         source_tokens.append(np.count_nonzero(source_ids))
@@ -87,7 +87,7 @@ def describe(source, vocabulary, split="train", batch_tokens=25_000, max_length=
         return {p: int(np.percentile(values, p)) if len(values) else 0 for p in PERCENTILES}
 
     return Report(
-        split=split, batch_tokens=batch_tokens, max_length=max_length, overlong=overlong,
+        split=split, batch_tokens=batch_tokens, max_pair_length=max_pair_length, overlong=overlong,
         pairs=len(lengths), empty=int(empty.sum()), overlong_pairs=int(overlong_pairs.sum()),
         kept=int(len(lengths) - empty.sum() - (overlong_pairs.sum() if overlong == "drop" else 0)),
         source_lengths=percentiles(lengths[:, 0]), target_lengths=percentiles(lengths[:, 1]),
@@ -107,14 +107,14 @@ def main(argv=None):
     parser.add_argument("--split", default="train", help="train, dev or test (default: train)")
     parser.add_argument("--batch_tokens", type=int, default=25_000,
                         help="padded tokens per batch on each side (default: %(default)s)")
-    parser.add_argument("--max_length", type=int, default=256,
+    parser.add_argument("--max_pair_length", type=int, default=256,
                         help="longest pair in tokens (default: %(default)s)")
     parser.add_argument("--overlong", choices=input_pipeline.OVERLONG_MODES, default="drop",
                         help="what happens to longer pairs (default: %(default)s)")
     args = parser.parse_args(argv)
     try:
         report = describe(sources.from_flags(args), load_vocabulary(args.vocab), args.split,
-                          args.batch_tokens, args.max_length, args.overlong)
+                          args.batch_tokens, args.max_pair_length, args.overlong)
     except (sources.CorpusError, VocabularyError, ValueError) as error:
         print(f"data.inspect: error: {error}", file=sys.stderr)
         return 2

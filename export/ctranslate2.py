@@ -84,8 +84,8 @@ def check_representable(model):
     if d_k != d_v:
         raise Ctranslate2Error(f"hparams d_k={d_k} and d_v={d_v} differ: CTranslate2's "
                                f"attention has one head width")
-    if model.position_encoding == "learned" and model.max_length > POSITIONS:
-        raise Ctranslate2Error(f"hparams max_length={model.max_length}: learned positions "
+    if model.position_encoding == "learned" and model.max_positions > POSITIONS:
+        raise Ctranslate2Error(f"hparams max_positions={model.max_positions}: learned positions "
                                f"beyond {POSITIONS} are not exported")
 
 
@@ -132,7 +132,7 @@ def _embeddings(spec, model):
     def table(embedding):
         return np.asarray(embedding.embeddings, np.float32)
 
-    limit = model.max_length if model.position_encoding == "learned" else POSITIONS
+    limit = model.max_positions if model.position_encoding == "learned" else POSITIONS
     for side, positions, embedding in (
             (spec.encoder, model.encoder_positions, model.source_embedding),
             (spec.decoder, model.decoder_positions, model.embedding)):

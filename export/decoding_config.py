@@ -123,7 +123,7 @@ class DecodingConfig:
             config,
             beam_size=config.beam_size or hparams.decode_beam_size,
             alpha=hparams.decode_alpha if config.alpha is None else config.alpha,
-            max_input_length=config.max_input_length or run_data.max_length,
+            max_input_length=config.max_input_length or run_data.max_pair_length,
             tree_constraint=leaves is not None and config.tree_constraint is not False,
             batch_size=config.batch_size or devices.decode_batch_size())
 

@@ -80,7 +80,7 @@ def add_decoding_flags(parser, beam=True, preset=None, model_dir_required=True):
                                  "(TF Serving on a CPU: --xla_cpu_compilation_enabled)")
     parser.add_argument("--max_input_length", type=at_least(2),
                         help="longest input in tokens; longer ones are truncated (default: the "
-                             "model_dir's training --max_length)")
+                             "model_dir's training --max_pair_length)")
     parser.add_argument("--max_output_length", type=at_least(1),
                         help="longest output in tokens (default: max_input_length + "
                              "extra_length)")

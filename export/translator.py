@@ -97,7 +97,7 @@ class Translator(ConstrainedSearches, tf.Module):
         for member in members(model):
             vocabulary.check_size(member.vocab_size)
             if member.position_encoding == "learned":  # no position beyond the table
-                max_input_length = min(max_input_length, member.max_length)
+                max_input_length = min(max_input_length, member.max_positions)
         # The longest any translation may be: the given cap, else the longest input's limit.
         max_output_length = (
             output_limits(max_input_length, extra_length=extra_length, model=model)

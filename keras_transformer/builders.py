@@ -8,7 +8,7 @@ from keras_transformer.schedules import cooldown_window, fitted_peak_step, paper
 
 # HParams fields that are Transformer constructor arguments (the rest are about training).
 MODEL_FIELDS = ("num_layers", "d_model", "d_ff", "num_heads", "d_k", "d_v", "dropout",
-                "attention_dropout", "relu_dropout", "position_encoding", "max_length",
+                "attention_dropout", "relu_dropout", "position_encoding", "max_positions",
                 "layer_norm_epsilon", "layer_norm_position", "embedding_sharing",
                 "source_word_dropout", "ffn_activation", "attention_bias", "sinusoid_layout",
                 "output_bias", "scale_embeddings")

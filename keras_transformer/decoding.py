@@ -63,7 +63,7 @@ def output_limits(input_lengths, *, extra_length=EXTRA_LENGTH, max_output_length
     """
     caps = [] if max_output_length is None else [max_output_length]
     if model is not None:
-        caps += [m.max_length for m in members(model) if m.position_encoding == "learned"]
+        caps += [m.max_positions for m in members(model) if m.position_encoding == "learned"]
     limits = input_lengths + extra_length
     for cap in caps:
         if tf.is_tensor(limits) or tf.is_tensor(cap):
@@ -238,7 +238,7 @@ def beam_decode(model, source_ids, *, max_output_length=None, extra_length=EXTRA
         source_ids: int [batch, source_length], 0-padded, each ending with end of sentence.
         max_output_length: the most tokens to produce: a scalar or int [batch]; None (the
             paper) for each sentence's real length + `extra_length`. Learned positions cap it
-            at the model's `max_length` (its position table).
+            at the model's `max_positions` (its position table).
         extra_length: see `max_output_length`.
         beam_size, alpha, eos_id: see `beam_search.beam_search` (the paper: 4 and 0.6).
         jit_compile: compile with XLA; the output length is then `max_output_length` if it is

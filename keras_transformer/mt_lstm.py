@@ -144,13 +144,13 @@ class MTLSTM(TokenLevelTraining, keras.Model):
 
     @graph_function(input_signature=[tf.TensorSpec([None, None], tf.int32),
                                      tf.TensorSpec([], tf.int32)])
-    def greedy_translate(self, source_ids, max_length):
-        """int32 [batch, max_length]: each source's most likely next token at each step, fed
+    def greedy_translate(self, source_ids, output_length):
+        """int32 [batch, output_length]: each source's most likely next token at each step, fed
         back; after the end of sentence (1), padding (0). Compiled once for every shape.
 
         Args:
             source_ids: int32 [batch, n], 0-padded.
-            max_length: int32 scalar, the output length."""
+            output_length: int32 scalar, the output length."""
         memory, memory_mask = self.encode(source_ids)
         batch = tf.shape(source_ids)[0]
 
@@ -163,7 +163,7 @@ class MTLSTM(TokenLevelTraining, keras.Model):
             return state, token, ended | tf.equal(token, 1)
 
         start = tf.zeros((batch,), tf.int32)
-        _, tokens, _ = tf.scan(step, tf.range(max_length),
+        _, tokens, _ = tf.scan(step, tf.range(output_length),
                                initializer=(self.initial_state(batch), start, start > 0))
         return tf.transpose(tokens)
 

@@ -14,17 +14,20 @@ mix two configurations in one directory. Fields about how to train (steps, batch
 and evaluation cadence, precision) may change between runs.
 
 Format version 1 (kt-train before the sections) kept every field at the top level under the flag
-names of `FLAT_NAMES`; such files still load.
+names of `FLAT_NAMES`; format 3 renamed two fields so that each name has one meaning
+(`data.max_length` -> `data.max_pair_length`, the hparams' `max_length` -> `max_positions`).
+Files of every earlier format still load.
 """
 
 import dataclasses
 import json
+import re
 
 from keras_transformer import data
 from keras_transformer.errors import UserError
 from keras_transformer.hparams import HParams, HParamsError, field_names
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 KEEP_BEST_METRICS = ("bleu", "chrf", "loss", "f1")  # f1: a parser's (EVALB)
 PRECISIONS = ("none", "mixed_float16", "mixed_bfloat16", "auto")
 
@@ -102,7 +105,7 @@ class DataConfig(_Section):
     """What the model learns from: the corpus, its languages, and which pairs are kept."""
 
     NAME = "data"
-    LIMITS = {"max_length": (2, None), "markup_rate": (0.0, 1.0)}
+    LIMITS = {"max_pair_length": (2, None), "markup_rate": (0.0, 1.0)}
     CHOICES = {"invalid_utf8": data.sources.INVALID_UTF8_MODES, "overlong": ("drop", "truncate")}
 
     corpus: str = "bible_en_es"  # kt-train --data: a bundled corpus, files, a TFDS name, ptb:DIR
@@ -110,7 +113,7 @@ class DataConfig(_Section):
     target_lang: str = None
     tfds_data_dir: str = None
     invalid_utf8: str = "error"
-    max_length: int = 256  # the longest training pair, in tokens a side
+    max_pair_length: int = 256  # the longest training pair, in tokens a side
     overlong: str = "drop"  # or "truncate" longer pairs
     # The share of training pairs that show the model markup as placeholder tokens
     # (data.markup_pairs), for translating with --markup; its vocabulary keeps them whole.
@@ -211,7 +214,7 @@ FLAT_NAMES = {
     "init_optimizer": ("model", "init_optimizer"),
     "data": ("data", "corpus"), "source_lang": ("data", "source_lang"),
     "target_lang": ("data", "target_lang"), "tfds_data_dir": ("data", "tfds_data_dir"),
-    "invalid_utf8": ("data", "invalid_utf8"), "max_length": ("data", "max_length"),
+    "invalid_utf8": ("data", "invalid_utf8"), "max_pair_length": ("data", "max_pair_length"),
     "overlong": ("data", "overlong"), "markup_rate": ("data", "markup_rate"),
     "batch_tokens": ("batching", "batch_tokens"),
     "accumulate_steps": ("batching", "accumulate_steps"),
@@ -233,7 +236,7 @@ FLAT_NAMES = {
 # that shape the model count (builders.ARCHITECTURE_FIELDS); training ones may change.
 FIXED = (("model", "hparams"), ("model", "vocab_size"), ("model", "init_from"),
          ("model", "glove"), ("model", "glove_words"), ("data", "corpus"),
-         ("data", "source_lang"), ("data", "target_lang"), ("data", "max_length"),
+         ("data", "source_lang"), ("data", "target_lang"), ("data", "max_pair_length"),
          ("data", "overlong"), ("data", "markup_rate"), ("optimization", "ema_decay"))
 
 
@@ -317,6 +320,8 @@ class RunConfig:
                               f"keras-transformer reads up to {FORMAT_VERSION}: upgrade it")
         if version == 1:
             values = _sections_of_flat(values, origin)
+        if version < 3:
+            values = _with_format_3_names(values)
         unknown = sorted(set(values) - {field.name for field in dataclasses.fields(cls)})
         if unknown:
             raise ConfigError(f"{origin}: unknown fields {unknown}")
@@ -350,14 +355,38 @@ def _section(kind, values, name):
 
 def _sections_of_flat(values, origin):
     """Format 1's top-level fields, by section."""
-    unknown = sorted(set(values) - set(FLAT_NAMES) - {"format_version", "versions"})
+    unknown = sorted(set(values) - set(FLAT_NAMES) - {"format_version", "versions", "max_length"})
     if unknown:
         raise ConfigError(f"{origin}: unknown fields {unknown}")
     sections = {"versions": values.get("versions", {})}
     for flat, (section, name) in FLAT_NAMES.items():
         if flat in values:
             sections.setdefault(section, {})[name] = values[flat]
+    if "max_length" in values:  # the flag before format 3
+        sections.setdefault("data", {})["max_length"] = values["max_length"]
     return sections
+
+
+def _with_format_3_names(values):
+    """Format 1 or 2's sections (a dict) under format 3's names."""
+    values = dict(values)
+    data_values, model_values = values.get("data"), values.get("model")
+    if isinstance(data_values, dict) and "max_length" in data_values:
+        values["data"] = _renamed(data_values, "max_length", "max_pair_length")
+    if isinstance(model_values, dict):
+        hparams, override = model_values.get("hparams"), model_values.get("hparams_override")
+        model_values = dict(model_values)
+        if isinstance(hparams, dict) and "max_length" in hparams:
+            model_values["hparams"] = _renamed(hparams, "max_length", "max_positions")
+        if isinstance(override, str):
+            model_values["hparams_override"] = re.sub(r"(^|,)(\s*)max_length(\s*)=",
+                                                      r"\1\2max_positions\3=", override)
+        values["model"] = model_values
+    return values
+
+
+def _renamed(values, old, new):
+    return {(new if name == old else name): value for name, value in values.items()}
 
 
 def _hparams_of(values):

@@ -13,7 +13,7 @@ vocab.json, and writes a model_dir that kt-translate, kt-score, kt-export, kt-at
 `kt-train --init_from` read as any other:
 
     config.json            hparams (transformer_base overridden with what the config says),
-                           vocab_size, data.max_length (the position table's rows)
+                           vocab_size, data.max_pair_length (the position table's rows)
     vocab.marian           the vocabulary, ids moved so that <pad> is 0 and </s> 1 (the
                            embedding rows and the logits' bias moved alike)
     checkpoints/ckpt-0/    the weights
@@ -137,7 +137,7 @@ def marian_hparams(config_json, generation, path, generation_path=None):
             dropout=float(config_json.get("dropout", 0.1)),
             attention_dropout=float(config_json.get("attention_dropout", 0.0)),
             relu_dropout=float(config_json.get("activation_dropout", 0.0)),
-            max_length=config_json.get("max_position_embeddings", 512),
+            max_positions=config_json.get("max_position_embeddings", 512),
             layer_norm_epsilon=1e-5, ffn_activation=ACTIVATIONS[activation],
             attention_bias=True, sinusoid_layout="split", output_bias=True,
             scale_embeddings=bool(config_json.get("scale_embedding", False)),
@@ -305,7 +305,7 @@ def read_marian(directory):
         data=config.DataConfig(corpus=str(directory.resolve()),
                                source_lang=languages.get("source_lang"),
                                target_lang=languages.get("target_lang"),
-                               max_length=hp.max_length),
+                               max_pair_length=hp.max_positions),
         versions=config_file.versions())
     weights_file = next(directory / name for name in (SAFETENSORS_FILE, PYTORCH_FILE)
                         if (directory / name).is_file())

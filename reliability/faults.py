@@ -42,7 +42,7 @@ RESULTS = pathlib.Path(__file__).parent / "RESULTS.md"
 def command(model_dir, steps, *flags):
     return [sys.executable, "-m", "keras_transformer.trainer.task", "--model_dir", str(model_dir),
             "--hparams", "transformer_tiny", "--hparams_override", "warmup_steps=20",
-            "--vocab_size", "1000", "--batch_tokens", "1500", "--max_length", "64",
+            "--vocab_size", "1000", "--batch_tokens", "1500", "--max_pair_length", "64",
             "--train_steps", str(steps), "--checkpoint_every_steps", "7", "--deterministic",
             "--seed", "5", "--eval_every", "100000", "--eval_sentences", "0", "--log_every", "1",
             *flags]

@@ -39,7 +39,7 @@ def main():
             sys.executable, "-m", "keras_transformer.trainer.task", "--model_dir", str(run),
             "--max_minutes", "10", "--data", "bible_en_es", "--hparams", "transformer_tiny",
             "--hparams_override", "warmup_steps=100", "--vocab", str(vocabulary),
-            "--batch_tokens", "3000", "--max_length", "64", "--train_steps", str(STEPS),
+            "--batch_tokens", "3000", "--max_pair_length", "64", "--train_steps", str(STEPS),
             "--eval_every", "100000", "--eval_sentences", "4", "--log_every", "100",
             "--deterministic", "--mixed_precision", "none"], check=True)
         shutil.rmtree(OUTPUT, ignore_errors=True)

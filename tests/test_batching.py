@@ -62,7 +62,7 @@ def test_the_papers_batch_on_two_workers_of_eight_gpus_fills_every_bucket():
                         "batches of 250, too few for 1 pair(s)"),
     (2000, 8, True, 4, "an update of 8,000 padded tokens a side over 8 replica(s) makes batches "
                        "of 1,000, too few for 4 pair(s) of the longest bucket (256 tokens); "
-                       "raise batch_tokens or lower max_length"),
+                       "raise batch_tokens or lower max_pair_length"),
 ])
 def test_a_budget_too_small_for_the_longest_bucket_is_refused(batch_tokens, replicas,
                                                               per_replica, accumulate_steps,
@@ -76,8 +76,8 @@ def test_a_budget_too_small_for_the_longest_bucket_is_refused(batch_tokens, repl
         data.update_batches(4096, replicas=0)
 
 
-def random_pairs(rng, count, max_length):
-    lengths = rng.integers(1, max_length + 1, size=(count, 2))
+def random_pairs(rng, count, max_pair_length):
+    lengths = rng.integers(1, max_pair_length + 1, size=(count, 2))
     return [(rng.integers(2, 100, size=n).astype("int32"), rng.integers(2, 100, size=m)
              .astype("int32")) for n, m in lengths]
 

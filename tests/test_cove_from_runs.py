@@ -43,7 +43,7 @@ def corpus_and_glove(tmp_path_factory):
 def kt_train(model_dir, corpus, *flags):
     return run_main(task.main, "--model_dir", model_dir, "--data", corpus, "--source_lang", "en",
                     "--target_lang", "es", "--vocab_size", "500", "--batch_tokens", "1200",
-                    "--max_length", "100", "--log_every", "2", *flags)
+                    "--max_pair_length", "100", "--log_every", "2", *flags)
 
 
 MT_LSTM = ("--hparams", "cove_mt_lstm", "--hparams_override", "d_model=16,warmup_steps=10")

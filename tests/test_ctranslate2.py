@@ -36,7 +36,7 @@ def dev_split():
 def both(trained, exported, beam_size, alpha, sources):
     """The model's and the float32 export's n-best lists of `sources`."""
     translator = Translator(trained.model, trained.vocabulary, beam_size=beam_size, alpha=alpha,
-                            max_input_length=trained.run.data.max_length)
+                            max_input_length=trained.run.data.max_pair_length)
     engine = ct2.Ctranslate2Translator(exported / "1", beam_size=beam_size, alpha=alpha)
     return (n_best_lines(translator, sources, beam_size, 32),
             n_best_lines(engine, sources, beam_size, 32))
@@ -229,7 +229,7 @@ def test_refusals_name_what_is_wrong(trained_model_dir, exported, tmp_path):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (dict(position_encoding="learned", max_length=4096), "hparams max_length=4096"),
+    (dict(position_encoding="learned", max_positions=4096), "hparams max_positions=4096"),
     (dict(d_k=8, d_v=16), "hparams d_k=8 and d_v=16 differ"),
 ])
 def test_models_ctranslate2_cannot_hold_are_refused(overrides, message):

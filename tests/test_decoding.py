@@ -8,13 +8,13 @@ from keras_transformer.decoding import greedy_decode, output_limits, source_leng
 VOCAB = 25
 
 
-def step_by_step_greedy(model, source, max_length):
+def step_by_step_greedy(model, source, steps):
     """The reference: one Python step at a time through the uncompiled decode."""
-    cache = model.init_cache(model.encode(source), kt.padding_mask(source), max_length)
+    cache = model.init_cache(model.encode(source), kt.padding_mask(source), steps)
     previous = np.zeros((len(source), 1), "int32")
     finished = np.zeros(len(source), bool)
     output, scores = [], np.zeros(len(source))
-    for step in range(max_length):
+    for step in range(steps):
         logits, cache = model.decode_cached(previous, cache, step=step)
         logits = np.array(logits[:, -1])
         logits[:, kt.PAD_ID] = -np.inf  # padding is never an output token

@@ -16,10 +16,10 @@ from keras_transformer.export import DecodingConfig, Translator, translate
 from keras_transformer.model_dir import ConfigError
 
 
-def run_of(corpus, max_length=64, **hparams):
+def run_of(corpus, max_pair_length=64, **hparams):
     """A stand-in for `model_dir.Loaded`: what `DecodingConfig.resolved` reads of a run."""
     return types.SimpleNamespace(hparams=kt.HParams(**hparams), run=types.SimpleNamespace(
-        data=types.SimpleNamespace(corpus=corpus, max_length=max_length)))
+        data=types.SimpleNamespace(corpus=corpus, max_pair_length=max_pair_length)))
 
 
 def fields(config, *names):

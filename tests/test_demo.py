@@ -34,7 +34,7 @@ def demo_run(tmp_path_factory, bible_vocab_path):
         sys.executable, "-m", "keras_transformer.demo", "--model_dir", str(model_dir),
         "--minutes", "10", "--bleu_sentences", "12", "--data", "bible_en_es",
         "--hparams", "transformer_tiny", "--hparams_override", "warmup_steps=30",
-        "--vocab", str(bible_vocab_path), "--batch_tokens", "3000", "--max_length", "64",
+        "--vocab", str(bible_vocab_path), "--batch_tokens", "3000", "--max_pair_length", "64",
         "--train_steps", str(DEMO_STEPS), "--eval_every", "100000", "--eval_sentences", "4",
         "--log_every", "10", "--deterministic",
         # float32, not the demo's auto: on a model this small the casts cost more than

@@ -120,7 +120,7 @@ def worker_vocab(tmp_path, small_corpus):  # noqa: F811
 def worker_command(model_dir, corpus, vocab, *flags):
     return [sys.executable, "-m", "keras_transformer.trainer.task", "--model_dir", str(model_dir),
             "--data", str(corpus), "--source_lang", "en", "--target_lang", "es",
-            "--vocab", str(vocab), "--batch_tokens", "1500", "--max_length", "150",
+            "--vocab", str(vocab), "--batch_tokens", "1500", "--max_pair_length", "150",
             "--hparams", "transformer_tiny", "--log_every", "2", *flags]
 
 

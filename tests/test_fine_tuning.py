@@ -34,7 +34,7 @@ def test_fine_tuning_starts_from_the_trained_model_and_improves(tmp_path, traine
     # 392 pairs teach.
     tuned = kt_train(run, new_pairs, "--init_from", str(trained_model_dir), "--hparams_override",
                      "warmup_steps=10,learning_rate_multiplier=0.05", "--train_steps", "40",
-                     "--eval_every", "40", "--eval_sentences", "0", "--max_length", "64",
+                     "--eval_every", "40", "--eval_sentences", "0", "--max_pair_length", "64",
                      "--deterministic")
     assert tuned.returncode == 0, tuned.stderr
     assert f"initialized from {trained_model_dir}/checkpoints/ckpt-300\n" in tuned.stdout
@@ -52,7 +52,7 @@ def test_fine_tuning_starts_from_the_trained_model_and_improves(tmp_path, traine
 
     with_optimizer = kt_train(tmp_path / "continued", new_pairs, "--init_from",
                               str(trained_model_dir), "--init_optimizer", "--train_steps", "302",
-                              "--eval_sentences", "0", "--max_length", "64")
+                              "--eval_sentences", "0", "--max_pair_length", "64")
     assert with_optimizer.returncode == 0, with_optimizer.stderr
     assert "with its optimizer" in with_optimizer.stdout
     assert "starting at step 300 of 302" in with_optimizer.stdout

@@ -90,7 +90,7 @@ def test_parameter_counts_match_table3():
     for name, hp, count, paper in rows:
         if paper.params_millions is None:
             # Rows without a count have base's, plus learned positions' two small tables.
-            extra = 2 * hp.max_length * hp.d_model if hp.position_encoding == "learned" else 0
+            extra = 2 * hp.max_positions * hp.d_model if hp.position_encoding == "learned" else 0
             assert count == base_count + extra, name
         else:
             tolerance = max(0.05 * paper.params_millions, 3.0)

@@ -26,7 +26,7 @@ def test_batches_have_the_models_structure(bible_vocab):
 
 def test_targets_detokenize_to_the_corpus(bible_vocab):
     batches = data.pipeline("bible_en_es", bible_vocab, "dev", batch_tokens=100_000,
-                            max_length=128, training=False)
+                            max_pair_length=128, training=False)
     texts = {data.normalize_whitespace(t.decode())
              for _, t in data.get_source("bible_en_es").pairs("dev").as_numpy_iterator()}
     decoded = {t.decode() for _, target in batches.as_numpy_iterator()
@@ -99,12 +99,12 @@ def test_input_contexts_split_the_pairs_and_the_budget(bible_vocab):
 @pytest.mark.parametrize("overlong", ["drop", "truncate"])
 def test_overlong_pairs_are_dropped_or_truncated_and_counted(bible_vocab, overlong):
     report = data_inspect.describe("bible_en_es", bible_vocab, "dev", batch_tokens=4000,
-                                   max_length=24, overlong=overlong)
+                                   max_pair_length=24, overlong=overlong)
     assert report.overlong_pairs > 0
     expected_kept = report.pairs - (report.overlong_pairs if overlong == "drop" else 0)
     assert report.kept == expected_kept
-    batches = data.pipeline("bible_en_es", bible_vocab, "dev", batch_tokens=4000, max_length=24,
-                            overlong=overlong, training=False)
+    batches = data.pipeline("bible_en_es", bible_vocab, "dev", batch_tokens=4000,
+                            max_pair_length=24, overlong=overlong, training=False)
     kept = 0
     for (source, _), target in batches.as_numpy_iterator():
         assert source.shape[1] <= 24
@@ -119,7 +119,7 @@ def test_empty_sides_are_dropped(tmp_path, bible_vocab):
     (tmp_path / "train.en").write_text("a house\n\n   \nthe cat\n")
     (tmp_path / "train.es").write_text("una casa\nnada\nnada\n\n")
     report = data_inspect.describe(data.get_source(str(tmp_path), "en", "es"), bible_vocab,
-                                   batch_tokens=100, max_length=32)
+                                   batch_tokens=100, max_pair_length=32)
     assert (report.pairs, report.empty, report.kept) == (4, 3, 1)
 
 
@@ -139,34 +139,34 @@ def test_file_cache_is_used_and_keyed_by_what_it_holds(tmp_path, bible_vocab):
     source = corpus_dir(tmp_path / "corpus", ["a house", "the cat"], ["una casa", "el gato"])
     cache = tmp_path / "cache"
 
-    def batches(max_length=32):
+    def batches(max_pair_length=32):
         return data.pipeline(source, bible_vocab, "train", batch_tokens=200, training=False,
-                             max_length=max_length, cache=cache)
+                             max_pair_length=max_pair_length, cache=cache)
 
     assert targets(batches(), bible_vocab) == ["el gato", "una casa"]
     corpus_dir(tmp_path / "corpus", ["a house", "the cat"], ["una casa", "el perro"])
     assert targets(batches(), bible_vocab) == ["el gato", "una casa"]  # read from the cache
-    assert targets(batches(max_length=31), bible_vocab) == ["el perro", "una casa"]  # new key
+    assert targets(batches(max_pair_length=31), bible_vocab) == ["el perro", "una casa"]  # new key
 
 
 def test_file_cache_left_half_written_by_a_dead_run_is_rebuilt(tmp_path, bible_vocab):
     source = corpus_dir(tmp_path / "corpus", ["a house"], ["una casa"])
     cache = tmp_path / "cache"
-    data.pipeline(source, bible_vocab, "train", batch_tokens=200, max_length=32, cache=cache,
+    data.pipeline(source, bible_vocab, "train", batch_tokens=200, max_pair_length=32, cache=cache,
                   training=False)  # names the cache files without writing them
     (prefix,) = {p.name.split(".")[0].split("_")[0] for p in cache.iterdir()} or {"train-x"}
     (cache / f"{prefix}_0.lockfile").write_text("")  # what a SIGKILLed writer leaves
-    batches = data.pipeline(source, bible_vocab, "train", batch_tokens=200, max_length=32,
+    batches = data.pipeline(source, bible_vocab, "train", batch_tokens=200, max_pair_length=32,
                             cache=cache, training=False)
     assert targets(batches, bible_vocab) == ["una casa"]
 
 
 def test_nothing_left_after_the_length_limits_is_an_error(tmp_path, bible_vocab):
-    with pytest.raises(data.CorpusError, match="has no pair .* at most max_length=3 tokens"):
-        data.pipeline("bible_en_es", bible_vocab, "dev", batch_tokens=100, max_length=3)
+    with pytest.raises(data.CorpusError, match="has no pair .* at most max_pair_length=3 tokens"):
+        data.pipeline("bible_en_es", bible_vocab, "dev", batch_tokens=100, max_pair_length=3)
     source = corpus_dir(tmp_path / "blank", ["", " "], ["algo", "nada"])
     with pytest.raises(data.CorpusError, match="has no pair with both sides non-empty"):
-        data.pipeline(source, bible_vocab, "train", batch_tokens=1000, max_length=32)
+        data.pipeline(source, bible_vocab, "train", batch_tokens=1000, max_pair_length=32)
 
 
 def test_bad_arguments(bible_vocab, bible_vocab_path, tmp_path):

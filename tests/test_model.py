@@ -115,8 +115,8 @@ def test_attention_scores_are_the_weights_the_layers_use(rng):
     dict(position_encoding="sinusoidal"), dict(position_encoding="learned"),
     dict(embedding_sharing="none"), dict(layer_norm_position="pre"), MARIAN_OPTIONS],
     ids=["sinusoidal", "learned", "untied", "pre-norm", "marian-options"])
-@pytest.mark.parametrize("max_length", [8, None], ids=["preallocated", "growing"])
-def test_step_by_step_cached_decoding_equals_full_pass(rng, overrides, max_length):
+@pytest.mark.parametrize("cache_length", [8, None], ids=["preallocated", "growing"])
+def test_step_by_step_cached_decoding_equals_full_pass(rng, overrides, cache_length):
     model = tiny_model(**overrides)
     for variable in model.weights:  # every norm a different function, no bias zero
         if "norm" in variable.path or "bias" in variable.path:
@@ -125,13 +125,13 @@ def test_step_by_step_cached_decoding_equals_full_pass(rng, overrides, max_lengt
     source, target = padded_pair(rng)
     full = np.asarray(model((source, target)))
     memory = model.encode(source)
-    cache = model.init_cache(memory, kt.padding_mask(source), cache_length=max_length)
+    cache = model.init_cache(memory, kt.padding_mask(source), cache_length=cache_length)
     for step in range(target.shape[1]):
         logits, cache = model.decode_cached(target[:, step:step + 1], cache, step=step,
-                                     grow_cache=max_length is None)
+                                     grow_cache=cache_length is None)
         np.testing.assert_allclose(np.asarray(logits)[:, 0], full[:, step], atol=1e-5)
     held = cache["layers"][0]["self_keys"].shape[2]
-    assert held == (8 if max_length else target.shape[1])
+    assert held == (8 if cache_length else target.shape[1])
 
 
 def test_a_growing_cache_takes_chunks_in_a_compiled_loop(rng):
@@ -149,14 +149,14 @@ def test_a_growing_cache_takes_chunks_in_a_compiled_loop(rng):
         np.testing.assert_allclose(np.asarray(logits), full[:, step:step + 3], atol=1e-5)
 
 
-@pytest.mark.parametrize("max_length, grow_cache, message", [
+@pytest.mark.parametrize("cache_length, grow_cache, message", [
     (None, False, "grow_cache=True"),  # a growing cache written as a preallocated one
     (6, True, "growing cache"),  # and the other way round
 ])
-def test_a_cache_used_as_the_other_kind_is_an_error(rng, max_length, grow_cache, message):
+def test_a_cache_used_as_the_other_kind_is_an_error(rng, cache_length, grow_cache, message):
     model = tiny_model()
     source, target = padded_pair(rng)
-    cache = model.init_cache(model.encode(source), kt.padding_mask(source), max_length)
+    cache = model.init_cache(model.encode(source), kt.padding_mask(source), cache_length)
     with pytest.raises(tf.errors.InvalidArgumentError, match=message):
         model.decode_cached(target[:, :1], cache, step=0, grow_cache=grow_cache)
 

@@ -7,7 +7,7 @@ import papermill
 
 NOTEBOOK = pathlib.Path(__file__).parent.parent / "notebooks" / "quickstart.ipynb"
 TINY = {"DATASET": "bible_en_es", "HPARAMS": "transformer_tiny", "VOCAB_SIZE": 600,
-        "MAX_LENGTH": 64, "BATCH_TOKENS": 1024, "EPOCHS": 2, "STEPS_PER_EPOCH": 10,
+        "MAX_PAIR_LENGTH": 64, "BATCH_TOKENS": 1024, "EPOCHS": 2, "STEPS_PER_EPOCH": 10,
         "BLEU_SENTENCES": 8}
 
 

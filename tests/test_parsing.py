@@ -141,7 +141,7 @@ def decode_test_trees(parser_dir, wsj, beam_size, tree_leaves="words", count=Non
     preset = DECODE_PRESETS["parsing"]
     translator = Translator(loaded.model, loaded.vocabulary, beam_size=beam_size,
                             alpha=preset["alpha"], extra_length=preset["extra_length"],
-                            max_input_length=loaded.run.data.max_length, max_batch_size=400,
+                            max_input_length=loaded.run.data.max_pair_length, max_batch_size=400,
                             tree_leaves=tree_leaves)
     ids = translator.translate_ids(translator.tokenize(sources)["source_ids"])["ids"]
     outputs = [text.decode() for text in translator.detokenize(ids).numpy()]
@@ -191,7 +191,7 @@ def test_the_tree_constraint_holds_xx_and_tag_leaves_too(parser_dir, wsj, leaves
     loaded = model_dir.load(parser_dir)
     gold = [tree for _, _, tree in data.get_source(f"ptb:{wsj}").trees("dev")]
     translator = Translator(loaded.model, loaded.vocabulary, beam_size=1, extra_length=300,
-                            max_input_length=loaded.run.data.max_length, max_batch_size=100,
+                            max_input_length=loaded.run.data.max_pair_length, max_batch_size=100,
                             tree_leaves=leaves)
     ids = translator.translate_ids(
         translator.tokenize(tf.constant([" ".join(t.words()) for t in gold]))["source_ids"])
@@ -219,7 +219,7 @@ def test_an_exported_parser_serves_trees_in_a_fresh_process(parser_dir, wsj, tmp
     assert served.returncode == 0, served.stderr
     loaded = model_dir.load(parser_dir)
     translator = Translator(loaded.model, loaded.vocabulary, beam_size=21, alpha=0.3,
-                            extra_length=300, max_input_length=loaded.run.data.max_length,
+                            extra_length=300, max_input_length=loaded.run.data.max_pair_length,
                             tree_leaves="words")
     expected = translator.translate(tf.constant(sentences))["translations"].numpy()
     assert json.loads(served.stdout) == [text.decode() for text in expected]

@@ -53,25 +53,25 @@ def test_sinusoids_accept_any_length():
 
 
 def test_learned_positions_slice_the_table():
-    layer = LearnedPositionEmbedding(max_length=12)
+    layer = LearnedPositionEmbedding(max_positions=12)
     out = np.asarray(layer(np.zeros((2, 5, 8), "float32"), start_index=3))
     np.testing.assert_array_equal(out, np.asarray(layer.position_embeddings)[3:8])
 
 
 def test_learned_positions_refuse_lengths_past_the_table():
-    layer = LearnedPositionEmbedding(max_length=4)
-    with pytest.raises(ValueError, match="max_length=4"):
+    layer = LearnedPositionEmbedding(max_positions=4)
+    with pytest.raises(ValueError, match="max_positions=4"):
         layer(np.zeros((1, 5, 8), "float32"))
 
     @tf.function(input_signature=[tf.TensorSpec([1, None, 8])])
     def dynamic(x):
         return layer(x)
 
-    with pytest.raises(tf.errors.InvalidArgumentError, match="max_length=4"):
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_positions=4"):
         dynamic(np.zeros((1, 5, 8), "float32"))
 
 
 def test_config_roundtrip():
     x = np.zeros((1, 3, 8), "float32")
     assert_roundtrip(SinusoidalPositionEncoding(max_wavelength=100), x)
-    assert_roundtrip(LearnedPositionEmbedding(max_length=6), x)
+    assert_roundtrip(LearnedPositionEmbedding(max_positions=6), x)

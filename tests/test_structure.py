@@ -220,7 +220,7 @@ def test_pipeline_evaluation_and_translator_encode_text_alike(bible_vocab, tmp_p
     by_pipeline = rows(np.concatenate([
         np.pad(source_ids, [(0, 0), (0, 64 - source_ids.shape[1])])
         for (source_ids, _), _ in data.pipeline(source, bible_vocab, "train", batch_tokens=64,
-                                                max_length=max_length, overlong="truncate",
+                                                max_pair_length=max_length, overlong="truncate",
                                                 training=False).as_numpy_iterator()]))
     assert by_translator == by_evaluation
     # The pipeline drops the pairs with an empty side (blank and empty texts).

@@ -1,5 +1,6 @@
 """kt-train end to end on a small corpus: files, resume, refusals; and the pieces it is made of."""
 
+import dataclasses
 import json
 import os
 import re
@@ -30,7 +31,7 @@ def small_corpus(tmp_path_factory):
 def kt_train_command(model_dir, corpus, *flags):
     return [sys.executable, "-m", "keras_transformer.trainer.task", "--model_dir", str(model_dir),
             "--data", str(corpus), "--source_lang", "en", "--target_lang", "es",
-            "--vocab_size", "600", "--batch_tokens", "1500", "--max_length", "150",
+            "--vocab_size", "600", "--batch_tokens", "1500", "--max_pair_length", "150",
             "--eval_sentences", "0", "--log_every", "2", *flags]
 
 
@@ -74,7 +75,7 @@ def test_a_run_writes_its_files_evaluates_and_resumes(tmp_path, small_corpus, mo
     assert "step 6: learning_rate" in first.stdout
     saved = json.loads((model_dir / "config.json").read_text())
     assert saved["model"]["hparams"]["d_model"] == 32 and saved["model"]["vocab_size"] == 600
-    assert saved["versions"]["tensorflow"] and saved["format_version"] == 2
+    assert saved["versions"]["tensorflow"] and saved["format_version"] == 3
     assert saved["versions"]["keras_backend"] == "tensorflow"
     assert (model_dir / "vocab.model").is_file()
     assert list((model_dir / "logs").glob("events.out.tfevents.*"))
@@ -105,11 +106,11 @@ def test_flags_that_contradict_the_saved_run_are_refused(tmp_path, small_corpus,
     assert kt_train(model_dir, small_corpus, *TINY, "--train_steps", "1").returncode == 0
     before = (model_dir / "config.json").read_text()
     assert task.main(kt_train_command(model_dir, small_corpus, "--hparams", "transformer_small",
-                                      "--max_length", "32")[3:]) == 2
+                                      "--max_pair_length", "32")[3:]) == 2
     stderr = capsys.readouterr().err
     assert "was written for another configuration" in stderr
     assert "hparams d_model: saved 32, now 256" in stderr
-    assert "max_length: saved 150, now 32" in stderr
+    assert "max_pair_length: saved 150, now 32" in stderr
     assert (model_dir / "config.json").read_text() == before
     # Training fields may change on resume, on top of the run's own overrides.
     lower = kt_train(model_dir, small_corpus, "--hparams_override",
@@ -131,7 +132,7 @@ def test_the_python_trainer_trains_what_kt_train_trains(tmp_path, small_corpus):
         model=config.ModelConfig(hparams_name="transformer_tiny",
                                  hparams_override="warmup_steps=20"),
         data=config.DataConfig(corpus=str(small_corpus), source_lang="en", target_lang="es",
-                               max_length=150),
+                               max_pair_length=150),
         batching=config.BatchingConfig(batch_tokens=1500),
         optimization=config.OptimizationConfig(train_steps=4, deterministic=True),
         evaluation=config.EvaluationConfig(sentences=0),
@@ -171,15 +172,23 @@ def test_a_config_names_its_bad_field_and_reads_the_flat_format(tmp_path):
             "max_length": 100, "eval_every": 50, "keep_checkpoints": 3, "jit_compile": True,
             "vocab_size": 600, "versions": {"keras": "3.15.1"}}
     run = config.RunConfig.from_dict(flat)
-    assert (run.model.hparams_name, run.data.corpus, run.data.max_length, run.evaluation.every,
+    assert (run.model.hparams_name, run.data.corpus, run.data.max_pair_length, run.evaluation.every,
             run.checkpoints.keep, run.compute.jit_compile, run.model.vocab_size) == \
         ("transformer_tiny", "tatoeba_en_es", 100, 50, 3, True, 600)
     assert run.model.hparams is None  # format 1 may not hold them ...
     config_file.save(run, tmp_path)
     loaded = config_file.load(tmp_path)  # ... and a loaded run gets its set's
     assert loaded == config_file.with_hparams(run) and json.loads(
-        (tmp_path / "config.json").read_text())["format_version"] == 2
+        (tmp_path / "config.json").read_text())["format_version"] == 3
     assert loaded.model.hparams == kt.hparams.get("transformer_tiny")
+    # Format 2's max_length meant the longest pair in data and the position table in hparams.
+    second = config.RunConfig.from_dict({"format_version": 2, "data": {"max_length": 80}, "model": {
+        "hparams_name": "transformer_tiny", "hparams_override": "dropout=0.0, max_length=32",
+        "hparams": {**kt.hparams.get("transformer_tiny").to_dict(), "max_length": 48}}})
+    assert (second.data.max_pair_length, second.model.hparams.max_positions,
+            second.model.hparams_override) == (80, 48, "dropout=0.0, max_positions=32")
+    assert config_file.with_hparams(dataclasses.replace(second, model=dataclasses.replace(
+        second.model, hparams=None))).model.hparams.max_positions == 32
     with pytest.raises(config.ConfigError, match=r"unknown fields \['batching\.size'\]"):
         config.RunConfig.from_dict({"format_version": 2, "batching": {"size": 3}})
 

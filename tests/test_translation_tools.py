@@ -39,7 +39,7 @@ def beams(trained, sources):
     """Beam search run directly on each sentence, as the commands' Translator cuts it: a list of
     (source ids [1, s], hypothesis ids [BEAM, length], scores [BEAM])."""
     translator = export.Translator(trained.model, trained.vocabulary,
-                                   max_input_length=trained.run.data.max_length)
+                                   max_input_length=trained.run.data.max_pair_length)
     found = []
     for text in sources[1][:-1]:  # the blank line is not searched
         source = translator.tokenize(tf.constant([text]))["source_ids"]
@@ -315,7 +315,7 @@ def test_the_exported_n_best_and_score_signatures_in_a_fresh_process(
                                     str(output), "--beam_size", str(BEAM)]) == 0
     assert "translate_n_best, score" in capsys.readouterr().out
     translator = export.Translator(trained.model, trained.vocabulary, beam_size=BEAM,
-                                   max_input_length=trained.run.data.max_length)
+                                   max_input_length=trained.run.data.max_pair_length)
     expected = export.lines.n_best_lines(translator, english, BEAM, batch_size=32)
     targets = [hypotheses[-1].text for hypotheses in expected]
     result = subprocess.run([sys.executable, "-c", CLIENT, str(output / "1")],

@@ -115,7 +115,7 @@ class Inputs:
         if self.name == "glove+transformer":
             transformer = self.encoder.layer.transformer
             arrays += glove.word_pieces(self.encoder.vocabulary, texts, max_length=(
-                transformer.max_length if transformer.position_encoding == "learned" else None))
+                transformer.max_positions if transformer.position_encoding == "learned" else None))
         return arrays
 
 

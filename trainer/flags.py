@@ -70,8 +70,8 @@ def argument_parser():
     add("--init_optimizer", action=argparse.BooleanOptionalAction, default=None,
         help="with --init_from: also take its optimizer state and step, continuing its "
              "learning-rate schedule (default: a fresh optimizer and schedule)")
-    add("--max_length", type=at_least(2),
-        help=f"longest pair in tokens (default {defaults.max_length})")
+    add("--max_pair_length", type=at_least(2),
+        help=f"longest pair in tokens (default {defaults.max_pair_length})")
     add("--overlong", choices=("drop", "truncate"), help="longer pairs (default drop)")
     add("--markup_rate", type=at_least(0.0, float),
         help="share of the training pairs shown with their markup as placeholder tokens, so "

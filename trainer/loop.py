@@ -45,7 +45,7 @@ class TrainingLoop:
         run = self.run
         return data.pipeline(
             self.setup.corpus, self.setup.vocabulary, split,
-            batch_tokens=run.batching.batch_tokens, max_length=run.data.max_length,
+            batch_tokens=run.batching.batch_tokens, max_pair_length=run.data.max_pair_length,
             overlong=run.data.overlong, training=training,
             seed=run.optimization.seed if seed is None else seed,
             deterministic=run.optimization.deterministic,
@@ -85,7 +85,7 @@ class TrainingLoop:
         leaves = data.treebank.leaves_of(run.data.corpus) if parsing else None
         return evaluation.Evaluation(
             dev, self.setup.vocabulary, sources=sources, references=references,
-            every=run.evaluation.every, max_length=run.data.max_length, writer=writer,
+            every=run.evaluation.every, max_length=run.data.max_pair_length, writer=writer,
             beam_size=run.evaluation.beam_size, alpha=self.setup.hp.decode_alpha,
             keep_best=self.best,
             gold_trees=[tree for _, _, tree in data.spread(corpus.trees("dev"), len(sources))]

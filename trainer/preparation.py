@@ -125,11 +125,11 @@ def update_batches(run, distribution):
                                 per_replica=distribute.is_multi_worker(distribution),
                                 local_replicas=distribute.local_replicas(distribution))
     try:
-        share.check(run.data.max_length)
+        share.check(run.data.max_pair_length)
     except ValueError as error:
         raise ConfigError(f"batching.batch_tokens {batching.batch_tokens:,} with "
                           f"batching.accumulate_steps {batching.accumulate_steps} and "
-                          f"data.max_length {run.data.max_length}: {error}") from None
+                          f"data.max_pair_length {run.data.max_pair_length}: {error}") from None
     return share
 
 

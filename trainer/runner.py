@@ -297,7 +297,7 @@ class Trainer:
               flush=True)
         if run.compute.jit_compile:
             growth = bucket_growth(run)
-            shapes = data.batch_shapes(run.data.max_length, share.batch_tokens,
+            shapes = data.batch_shapes(run.data.max_pair_length, share.batch_tokens,
                                        share.size_multiple, step=growth)
             print(f"XLA compiles the train step once for each of {len(shapes)} batch shapes "
                   f"(padded lengths {', '.join(str(width) for _, width in shapes)}; "
