@@ -136,7 +136,7 @@ class DocumentTranslator(tf.Module):
                 f"limit is {self.max_sentences}; send fewer documents at a time")]):
             source_ids = source_ids_of(translator.vocabulary, sentences,
                                        translator.max_input_length, translator.max_input_bytes)
-        limits = translator._output_limits(source_ids)
+        limits = translator.output_limits_of(source_ids)
         order = tf.argsort(limits, direction="DESCENDING", stable=True)
         translated = tf.TensorArray(tf.string, size=0, dynamic_size=True, infer_shape=False,
                                     element_shape=[None])

@@ -81,7 +81,7 @@ class MarkupTranslator(tf.Module):
         translator = self.translator
         longest = tf.reduce_max(tf.concat([tf.strings.length(texts), [0]], 0))
         with tf.control_dependencies([
-                translator._check_batch(tf.size(texts)),
+                translator.check_batch(tf.size(texts)),
                 tf.debugging.assert_less_equal(longest, self.max_text_bytes, message=(
                     f"a text is longer than {self.max_text_bytes} bytes (the limit of "
                     f"translate_with_markup); split it"))]):
@@ -95,8 +95,8 @@ class MarkupTranslator(tf.Module):
         # its items' tokens in it.
         tagged = tf.reduce_any(masked.is_tag, axis=1)
         items = tf.cast(masked.tokens.row_lengths(), tf.int32)
-        source_ids = translator._checked(source_ids, translator.limits_of(source_ids) + tf.where(
-            tagged, 1 + items, 0), translator.beam_size)
+        limits = translator.limits_of(source_ids) + tf.where(tagged, 1 + items, 0)
+        source_ids = translator.checked_search(source_ids, limits, translator.beam_size)
         first = translator.translate_n_best_ids_with_markup(
             source_ids, *self._constraint(masked, ~masked.is_tag))
         ids, scores = first["ids"][:, 0], first["scores"][:, 0]

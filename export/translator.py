@@ -188,7 +188,8 @@ class Translator(ConstrainedSearches, tf.Module):
     def _length_penalty(self, lengths):
         return length_penalty(lengths, self.alpha, self.length_normalization)
 
-    def _check_batch(self, batch_size):
+    def check_batch(self, batch_size):
+        """An assertion that `batch_size` sentences are within max_batch_size."""
         return tf.debugging.assert_less_equal(
             batch_size, tf.cast(self.max_batch_size, batch_size.dtype),
             message=f"too many sentences in one request: the limit (max_batch_size) is "
@@ -205,7 +206,7 @@ class Translator(ConstrainedSearches, tf.Module):
         `str.isspace` has it) becomes a row of zeros (no end of sentence), which
         `translate_ids` answers with an empty translation.
         """
-        with tf.control_dependencies([self._check_batch(tf.size(texts))]):
+        with tf.control_dependencies([self.check_batch(tf.size(texts))]):
             texts = tf.identity(texts)
         return {"source_ids": source_ids_of(self.vocabulary, texts, self.max_input_length,
                                             self.max_input_bytes)}
@@ -233,8 +234,10 @@ class Translator(ConstrainedSearches, tf.Module):
             self.beam_size * tf.maximum(tf.cast(longest_limit, tf.int64), 1))
         return tf.cast(tf.clip_by_value(fit, 1, self.max_batch_size), tf.int32)
 
-    def _checked(self, source_ids, limits, beams):
-        """`source_ids`, read only after `_check_search` of `limits` has passed."""
+    def checked_search(self, source_ids, limits, beams):
+        """`source_ids` (int32 [batch, length]), to be read only after the check that a search
+        of `beams` hypotheses a sentence under `limits` (int32 [batch]) stays within
+        max_search_positions has passed (an INVALID_ARGUMENT error naming the limit if not)."""
         check = self._check_search(limits, beams)
         if check is None:
             return source_ids
@@ -244,7 +247,7 @@ class Translator(ConstrainedSearches, tf.Module):
     def _cut_sources(self, source_ids):
         """Rows cut to max_input_length, ending with end of sentence as `tokenize` cuts texts;
         bool [batch], the rows of only zeros (empty texts); bool [batch], the rows cut."""
-        with tf.control_dependencies([self._check_batch(tf.shape(source_ids)[0])]):
+        with tf.control_dependencies([self.check_batch(tf.shape(source_ids)[0])]):
             cut = tf.reduce_any(source_ids[:, self.max_input_length:] != PAD_ID, axis=1)
         source_ids = source_ids[:, :self.max_input_length]
         width = tf.shape(source_ids)[1]
@@ -252,15 +255,16 @@ class Translator(ConstrainedSearches, tf.Module):
         source_ids = tf.where(cut[:, None] & last_column, EOS_ID, source_ids)
         return source_ids, tf.reduce_all(source_ids == PAD_ID, axis=1), cut
 
-    def _output_limits(self, source_ids):
-        """int32 [batch]: the most tokens each translation may have."""
+    def output_limits_of(self, source_ids):
+        """int32 [batch]: the most tokens each translation of `source_ids` (int32 [batch,
+        length], already cut to max_input_length: `limits_of` cuts them) may have."""
         return output_limits(source_lengths(source_ids), extra_length=self.extra_length,
                              max_output_length=self.max_output_length)
 
     def limits_of(self, source_ids):
         """int32 [batch]: the most tokens (end of sentence included) the searches let each
         translation of `source_ids` (as for `translate_ids`) have."""
-        return self._output_limits(self._cut_sources(source_ids)[0])
+        return self.output_limits_of(self._cut_sources(source_ids)[0])
 
     @graph_function(input_signature=[IDS])
     def translate_n_best_ids(self, source_ids):
@@ -277,10 +281,10 @@ class Translator(ConstrainedSearches, tf.Module):
         int32 [batch], the output length each sentence needs at least (a kept text and its
         tags), or None."""
         source_ids, empty, _ = self._cut_sources(source_ids)
-        limits = tf.where(empty, 1, self._output_limits(source_ids))
+        limits = tf.where(empty, 1, self.output_limits_of(source_ids))
         if room is not None:
             limits = tf.maximum(limits, room)
-        source_ids = self._checked(source_ids, limits, self.beam_size)
+        source_ids = self.checked_search(source_ids, limits, self.beam_size)
         if self.jit_compile:
             ids, scores = self._beam_decode_xla(source_ids, limits, constraints)
         else:
@@ -344,8 +348,8 @@ class Translator(ConstrainedSearches, tf.Module):
             raise ValueError(f"top_k must be between 0 (every token) and the vocabulary's "
                              f"{vocab_size}, got {top_k}")
         source_ids, empty, _ = self._cut_sources(tf.constant(source_ids))
-        limits = tf.where(empty, 1, self._output_limits(source_ids))
-        source_ids = self._checked(source_ids, limits, n)
+        limits = tf.where(empty, 1, self.output_limits_of(source_ids))
+        source_ids = self.checked_search(source_ids, limits, n)
         source_ids, empty = tf.repeat(source_ids, n, axis=0), tf.repeat(empty, n)
         constraints = self.constraints(
             prefix_ids=None if prefix_ids is None else tf.constant(prefix_ids),
@@ -384,7 +388,7 @@ class Translator(ConstrainedSearches, tf.Module):
         that they went wrong, word alignments, and a confidence if calibrated."""
         source_ids, _, _ = self._cut_sources(source_ids)
         # Under "hf" a translation stopped at its limit ends with end of sentence all the same.
-        limits = (self._output_limits(source_ids) if self.length_normalization == "hf"
+        limits = (self.output_limits_of(source_ids) if self.length_normalization == "hf"
                   else None)
         return confidence.signs(self.model, source_ids, target_ids, scores, self.calibration,
                                 limits)
@@ -413,7 +417,7 @@ class Translator(ConstrainedSearches, tf.Module):
         # attend over however much padding its batch mates bring.
         first_column = tf.range(tf.shape(source_ids)[1]) == 0
         source_ids = tf.where(empty[:, None] & first_column, EOS_ID, source_ids)
-        limits = self._output_limits(source_ids)
+        limits = self.output_limits_of(source_ids)
         target_cut = tf.reduce_sum(tf.cast(scoring.target_mask(target_ids), tf.int32),
                                    axis=1) > limits
         # The decoder reads no more columns than a translation could have.
@@ -442,7 +446,7 @@ class Translator(ConstrainedSearches, tf.Module):
         return {"prefix_ids": tokens.to_tensor(PAD_ID)}
 
     def _target_subwords(self, texts):
-        with tf.control_dependencies([self._check_batch(tf.size(texts))]):
+        with tf.control_dependencies([self.check_batch(tf.size(texts))]):
             return self.target_subwords(texts)
 
     def target_subwords(self, texts):
