@@ -53,6 +53,7 @@ def tiny():
     return hp, kt.build_model(hp, VOCAB).get_weights()
 
 
+@pytest.mark.slow
 def test_micro_batches_of_unequal_tokens_make_the_update_of_the_whole_batch(tiny):
     hp, initial = tiny
     batch = batch_of_unequal_rows()

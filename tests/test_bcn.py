@@ -49,6 +49,7 @@ def test_padding_changes_no_score_of_a_sentence_or_a_pair():
     assert not np.allclose(pair, alone)  # y is read
 
 
+@pytest.mark.slow
 def test_the_bcn_learns_which_sentences_hold_a_word():
     """Class 1 when a marker vector occurs anywhere in the sentence, class 0 otherwise."""
     rng = np.random.default_rng(2)

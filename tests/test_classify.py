@@ -57,6 +57,7 @@ def test_an_unknown_task_or_missing_file_is_refused(tmp_path):
         classification.ClassificationTask(f"trec6:{tmp_path}")
 
 
+@pytest.mark.slow
 def test_kt_classify_trains_and_reports_accuracy_with_its_seed(tmp_path):
     lines = [f"{label}\t{text}" for label, text in QUESTIONS]
     task = write_task(tmp_path / "task", lines * 10, lines)

@@ -188,6 +188,7 @@ def write_task(directory):
     return directory
 
 
+@pytest.mark.slow
 def test_kt_classify_reads_cove_or_a_transformer_encoder_and_the_classifier_reloads(
         mt_lstm_run, trained_model_dir, corpus_and_glove, tmp_path):
     common = ["--task", f"trec50:{write_task(tmp_path / 'task')}", "--epochs", "1",

@@ -139,6 +139,7 @@ def precision_caches(tmp_path, speeds):
     return environments
 
 
+@pytest.mark.slow
 def test_two_workers_on_localhost_train_and_agree(tmp_path, small_corpus, worker_vocab):  # noqa: F811
     command = worker_command(tmp_path / "run", small_corpus, worker_vocab, "--accumulate_steps",
                              "2", "--train_steps", "4", "--mixed_precision", "auto")

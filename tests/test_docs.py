@@ -12,6 +12,7 @@ import sys
 from importlib import metadata
 
 import numpy as np
+import pytest
 import treebank_grammar
 
 DOCS = pathlib.Path(__file__).parent.parent / "docs"
@@ -51,6 +52,7 @@ def smaller(argv):
     return [SMALL.get(flag, {}).get(value, value) for flag, value in zip([""] + argv, argv)]
 
 
+@pytest.mark.slow
 def test_reproduce_page_commands_run_as_written(tmp_path):
     installed = {ep.name for ep in metadata.entry_points(group="console_scripts")}
     runs = []
@@ -169,6 +171,7 @@ README_SMALL = [("--vocab_size 8000", "--vocab_size 500"), ("--batch_tokens 3072
                 ("--train_steps 5000", "--train_steps 5"), ("ckpt-5000", "ckpt-5")]
 
 
+@pytest.mark.slow
 def test_readme_command_line_block_runs_small(tmp_path, monkeypatch):
     from conftest import bundled_lines, run_main
 

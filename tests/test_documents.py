@@ -103,6 +103,7 @@ def test_a_long_line_splits_in_memory_linear_in_its_size(bible_vocab_path):
     assert reply["growth"] < 200, reply
 
 
+@pytest.mark.slow
 def test_kt_translate_documents_translates_as_the_exported_signature(trained_model_dir, tmp_path,
                                                                     production_export):
     document = ("In the beginning God created the heavens and the earth. The earth was formless "
@@ -139,6 +140,7 @@ def test_kt_translate_documents_translates_as_the_exported_signature(trained_mod
         "drop --n_best" in refused.stderr
 
 
+@pytest.mark.slow
 def test_the_document_signature_refuses_what_it_cannot_take_whole(trained):
     translator = Translator(trained.model, trained.vocabulary, max_input_length=16,
                             max_batch_size=2, beam_size=1)

@@ -7,6 +7,7 @@ import sys
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 from conftest import run_main
 from test_accumulation import VOCAB, batch_of_unequal_rows
@@ -41,6 +42,7 @@ def test_the_average_follows_its_formula_and_evaluation_swaps_it_in_and_out():
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.slow
 def test_an_export_of_the_averages_loads_and_translates_in_a_fresh_process(
         tmp_path, small_corpus):  # noqa: F811
     run = tmp_path / "run"

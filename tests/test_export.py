@@ -276,6 +276,7 @@ print(json.dumps({"translations": [t.decode("utf-8") for t in out["translations"
 """
 
 
+@pytest.mark.slow
 def test_a_bfloat16_export_serves_with_half_the_weights(exported, trained_model_dir,
                                                         dev_sentences, translated, translator):
     output = exported.parent / "bfloat16"
@@ -338,6 +339,7 @@ def test_requests_are_bounded(translator):
         translator.translate_ids(tf.constant([[5, 2000, 1]]))
 
 
+@pytest.mark.slow
 def test_under_xla_the_translator_pads_to_a_few_shapes_and_translates_the_same(
         trained, dev_sentences):
     """kt-translate / kt-export --jit_compile: XLA compiles a program for each input shape."""

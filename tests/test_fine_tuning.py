@@ -26,6 +26,7 @@ def new_pairs(tmp_path_factory):
     return directory
 
 
+@pytest.mark.slow
 def test_fine_tuning_starts_from_the_trained_model_and_improves(tmp_path, trained_model_dir,
                                                                 new_pairs):
     run = tmp_path / "tuned"

@@ -232,6 +232,7 @@ print(json.dumps(replies))
 """
 
 
+@pytest.mark.slow
 def test_the_saved_model_holds_each_request_to_its_glossary_as_kt_translate_does(
         trained_model_dir, production_export, tmp_path):
     pairs = [("God", "el Creador"), ("the Lord", "el Señor Dios"), ("Lord", "Amo"),

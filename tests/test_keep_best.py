@@ -68,6 +68,7 @@ def test_a_damaged_state_file_is_named(tmp_path):
         keep_best.KeepBest(tmp_path, "loss")
 
 
+@pytest.mark.slow
 def test_kt_train_keeps_the_best_after_the_rotation_stops_early_and_translates_with_it(
         tmp_path, small_corpus, capsys, monkeypatch):  # noqa: F811
     # A learning rate too small to move a float32 weight: every dev loss after the first equals

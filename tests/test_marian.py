@@ -140,6 +140,7 @@ print(json.dumps({"our_modules": sorted(m for m in sys.modules if m.startswith("
 """
 
 
+@pytest.mark.slow
 def test_the_export_serves_generates_strings_in_a_fresh_process(imported, tmp_path):
     """Its translations are generate's; its scores of the 6 reference pairs (target.spm in the
     graph) are MarianMTModel's log-probabilities without <pad>, over length ** 1.0."""
@@ -294,6 +295,7 @@ def dev_losses(stdout):
             for line in stdout.splitlines() if line.startswith("evaluation at step")}
 
 
+@pytest.mark.slow
 def test_the_imported_model_fine_tunes_and_resumes(imported, loaded, tmp_path):
     """kt-train --init_from the import on bundled pairs: dev loss falls; a second run in the
     same model_dir resumes from its checkpoint with its vocab.marian; the result keeps the

@@ -124,6 +124,7 @@ def markup_run(tmp_path_factory, small_corpus):  # noqa: F811
     return run
 
 
+@pytest.mark.slow
 def test_every_search_keeps_each_item_once_and_kt_translate_puts_them_back(markup_run, tmp_path):
     loaded = model_dir.load(markup_run)
     translator = Translator(loaded.model, loaded.vocabulary, max_input_length=64,
@@ -181,6 +182,7 @@ print(json.dumps(replies))
 """
 
 
+@pytest.mark.slow
 def test_the_saved_model_translates_tagged_text_as_kt_translate_does(markup_run, tmp_path):
     flags = ("--beam_size", "1", "--max_input_length", "64", "--extra_length", "10")
     exported = run_main(saved_model.main, "--model_dir", markup_run, "--output",

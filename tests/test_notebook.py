@@ -4,6 +4,7 @@ import pathlib
 
 import nbformat
 import papermill
+import pytest
 
 NOTEBOOK = pathlib.Path(__file__).parent.parent / "notebooks" / "quickstart.ipynb"
 TINY = {"DATASET": "bible_en_es", "HPARAMS": "transformer_tiny", "VOCAB_SIZE": 600,
@@ -11,6 +12,7 @@ TINY = {"DATASET": "bible_en_es", "HPARAMS": "transformer_tiny", "VOCAB_SIZE": 6
         "BLEU_SENTENCES": 8}
 
 
+@pytest.mark.slow
 def test_quickstart_runs_and_shows_its_plots(tmp_path):
     executed = tmp_path / "quickstart.ipynb"
     papermill.execute_notebook(str(NOTEBOOK), str(executed), parameters=TINY, cwd=str(tmp_path),

@@ -157,6 +157,7 @@ def test_the_decode_functions_take_processors_beside_prefixes(rng):
     assert token not in sampled.numpy()
 
 
+@pytest.mark.slow
 def test_the_translator_applies_its_processors_to_every_search(rng, bible_vocab):
     model = kt.build_model(kt.hparams.get("transformer_tiny"), bible_vocab.vocab_size)
     source = rng.integers(2, bible_vocab.vocab_size, size=(3, 6)).astype("int32")

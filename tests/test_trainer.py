@@ -52,6 +52,7 @@ def kt_train_process(model_dir, corpus, *flags, timeout=600):
 TINY = ("--hparams", "transformer_tiny", "--hparams_override", "warmup_steps=20")
 
 
+@pytest.mark.slow
 def test_a_run_writes_its_files_evaluates_and_resumes(tmp_path, small_corpus, monkeypatch):
     model_dir = tmp_path / "run"
     # --mixed_precision auto reads this machine's measurement from the cache (written here as
@@ -101,6 +102,7 @@ def test_bad_hparams_are_refused(tmp_path, small_corpus, flags, message, capsys)
     assert not (tmp_path / "run" / "config.json").exists()
 
 
+@pytest.mark.slow
 def test_flags_that_contradict_the_saved_run_are_refused(tmp_path, small_corpus, capsys):
     model_dir = tmp_path / "run"
     assert kt_train(model_dir, small_corpus, *TINY, "--train_steps", "1").returncode == 0
@@ -122,6 +124,7 @@ def test_flags_that_contradict_the_saved_run_are_refused(tmp_path, small_corpus,
     assert saved["model"]["hparams_override"] == "warmup_steps=20,learning_rate_multiplier=0.5"
 
 
+@pytest.mark.slow
 def test_the_python_trainer_trains_what_kt_train_trains(tmp_path, small_corpus):
     """The same configuration through kt-train's flags and through `Trainer(config).fit()`:
     the same config.json and, --deterministic, the same weights."""
@@ -211,6 +214,7 @@ def test_a_damaged_or_newer_config_is_refused(tmp_path, small_corpus, capsys):
         assert (model_dir / "config.json").read_text() == text  # left for the user to look at
 
 
+@pytest.mark.slow
 def test_xla_and_bfloat16_training_compiles_once_a_bucket(tmp_path, small_corpus):
     # Without a dev split: its loss's step would be compiled for its own shapes, at a cost.
     corpus = tmp_path / "train_only"
@@ -286,6 +290,7 @@ def killed_at_checkpoint(command, checkpoint):
     assert process.returncode == -signal.SIGKILL
 
 
+@pytest.mark.slow
 def test_sigkill_and_sigterm_then_resume_equal_an_uninterrupted_run(tmp_path, small_corpus,
                                                                     capsys):
     """A run killed between micro-batches of an accumulated update, resumed, preempted with
@@ -488,6 +493,7 @@ def test_stop_on_signal_asks_once_then_gets_out_of_the_way():
             signal.signal(number, handler)
 
 
+@pytest.mark.slow
 def test_checkpoint_round_trip_keeps_optimizer_and_dropout_state(tmp_path):
     hp = kt.hparams.get("transformer_tiny", dropout=0.3, warmup_steps=5)
     rng = np.random.default_rng(0)

@@ -33,6 +33,7 @@ def compiled_tiny_model(hp):
     return model
 
 
+@pytest.mark.slow
 def test_tiny_model_learns_to_copy(rng):
     hp = kt.hparams.get("transformer_tiny", d_model=64, d_ff=128, warmup_steps=200,
                         learning_rate_multiplier=0.5)

@@ -134,6 +134,7 @@ def test_target_prefix_refusals_name_the_file_and_line(trained_model_dir, source
     assert f"--target_prefix {long}: line 4: the prefix has " in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_sampling_is_reproducible_by_seed_and_top_1_is_greedy(trained_model_dir, sources,
                                                                 tmp_path, capsys):
     source_file, english = sources
@@ -152,6 +153,7 @@ def test_sampling_is_reproducible_by_seed_and_top_1_is_greedy(trained_model_dir,
     assert sampled("--sampling_top_k", "1", "--seed", "3") == greedy
 
 
+@pytest.mark.slow
 def test_an_ensemble_of_the_model_with_itself_translates_as_the_model(
         trained, trained_model_dir, sources, tmp_path, capsys):
     source_file, _ = sources
@@ -307,6 +309,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow
 def test_the_exported_n_best_and_score_signatures_in_a_fresh_process(
         trained, trained_model_dir, sources, tmp_path, capsys):
     _, english = sources
@@ -342,6 +345,7 @@ def test_the_exported_n_best_and_score_signatures_in_a_fresh_process(
     assert sum(close) >= len(close) - 2
 
 
+@pytest.mark.slow
 def test_an_exported_ensemble_serves_as_its_translator(trained, tmp_path):
     members = [trained.model, trained.model]
     translator = export.Translator(members, trained.vocabulary, max_input_length=32)
