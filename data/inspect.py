@@ -109,6 +109,8 @@ def main(argv=None):
                         help="padded tokens per batch on each side (default: %(default)s)")
     parser.add_argument("--max_pair_length", type=int, default=256,
                         help="longest pair in tokens (default: %(default)s)")
+    parser.add_argument("--max_length", help=argparse.SUPPRESS,
+                        type=cli.renamed("--max_pair_length", "the longest pair"))
     parser.add_argument("--overlong", choices=input_pipeline.OVERLONG_MODES, default="drop",
                         help="what happens to longer pairs (default: %(default)s)")
     args = parser.parse_args(argv)

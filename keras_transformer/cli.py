@@ -33,6 +33,14 @@ def at_least(minimum, kind=int):
     return parse
 
 
+def renamed(new_flag, meaning):
+    """An argparse type that refuses a flag renamed `new_flag` (what it is: `meaning`), so an
+    old command line gets the new name instead of "unrecognized arguments"."""
+    def refuse(text):
+        raise argparse.ArgumentTypeError(f"renamed {new_flag} ({meaning}) in 0.1.0")
+    return refuse
+
+
 def check_output(parser, output, overwrite):
     """Refuses (as a usage error) an --output that exists without --overwrite, or that cannot
     be written."""

@@ -159,7 +159,7 @@ def test_the_python_trainer_trains_what_kt_train_trains(tmp_path, small_corpus):
         "dropout=0.0")
 
 
-def test_a_config_names_its_bad_field_and_reads_the_flat_format(tmp_path):
+def test_a_config_names_its_bad_field_and_reads_the_flat_format(tmp_path, capsys):
     with pytest.raises(config.ConfigError, match=r"batching\.batch_tokens must be at least 1, "
                                                  r"got 0"):
         config.BatchingConfig(batch_tokens=0)
@@ -192,6 +192,10 @@ def test_a_config_names_its_bad_field_and_reads_the_flat_format(tmp_path):
             second.model.hparams_override) == (80, 48, "dropout=0.0, max_positions=32")
     assert config_file.with_hparams(dataclasses.replace(second, model=dataclasses.replace(
         second.model, hparams=None))).model.hparams.max_positions == 32
+    with pytest.raises(SystemExit):  # and kt-train's flag of then names its new name
+        parse_args(["--model_dir", str(tmp_path / "bad"), "--max_length", "64"])
+    assert ("argument --max_length: renamed --max_pair_length (the longest training pair) in "
+            "0.1.0") in capsys.readouterr().err
     with pytest.raises(config.ConfigError, match=r"unknown fields \['batching\.size'\]"):
         config.RunConfig.from_dict({"format_version": 2, "batching": {"size": 3}})
 

@@ -6,7 +6,7 @@ import argparse
 import re
 
 from keras_transformer import cli, data, devices
-from keras_transformer.cli import at_least
+from keras_transformer.cli import at_least, renamed
 from keras_transformer.errors import UserError
 from keras_transformer.model_dir import config, layout
 from keras_transformer.trainer import callbacks, runner
@@ -72,6 +72,8 @@ def argument_parser():
              "learning-rate schedule (default: a fresh optimizer and schedule)")
     add("--max_pair_length", type=at_least(2),
         help=f"longest pair in tokens (default {defaults.max_pair_length})")
+    add("--max_length", type=renamed("--max_pair_length", "the longest training pair"),
+        help=argparse.SUPPRESS)
     add("--overlong", choices=("drop", "truncate"), help="longer pairs (default drop)")
     add("--markup_rate", type=at_least(0.0, float),
         help="share of the training pairs shown with their markup as placeholder tokens, so "
