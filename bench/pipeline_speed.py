@@ -25,7 +25,8 @@ def real_tokens(batch):
 
 
 def pipeline_rate(vocabulary, batch_tokens, batches):
-    iterator = iter(data.pipeline("bible_en_es", vocabulary, "train", batch_tokens, seed=1))
+    iterator = iter(data.pipeline("bible_en_es", vocabulary, "train", batch_tokens=batch_tokens,
+                                  seed=1))
     next(iterator)  # fills the shuffle buffer
     start, tokens = time.perf_counter(), 0
     for _ in range(batches):
@@ -49,8 +50,8 @@ def main():
     hp = kt.hparams.get("transformer_base")
     model = kt.build_model(hp, vocabulary.vocab_size)
     model.compile(optimizer=kt.build_optimizer(hp), loss=kt.build_loss(hp))
-    batch = next(iter(data.pipeline("bible_en_es", vocabulary, "train", args.batch_tokens,
-                                    seed=2)))
+    batch = next(iter(data.pipeline("bible_en_es", vocabulary, "train",
+                                    batch_tokens=args.batch_tokens, seed=2)))
     model.train_on_batch(*batch)  # traces and warms up
 
     pipeline_rates, model_rates = [], []

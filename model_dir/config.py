@@ -204,7 +204,8 @@ SECTIONS = {"model": ModelConfig, "data": DataConfig, "batching": BatchingConfig
             "optimization": OptimizationConfig, "evaluation": EvaluationConfig,
             "checkpoints": CheckpointConfig, "compute": ComputeConfig}
 
-# Format 1's top-level names (kt-train's flag names) -> (section, field).
+# kt-train's flag names -> (section, field): format 1's top-level names, but for
+# max_pair_length, which format 1 called max_length (`_sections_of_flat`).
 FLAT_NAMES = {
     "hparams_name": ("model", "hparams_name"), "hparams_override": ("model", "hparams_override"),
     "hparams": ("model", "hparams"), "vocab_size": ("model", "vocab_size"),
@@ -321,7 +322,7 @@ class RunConfig:
         if version == 1:
             values = _sections_of_flat(values, origin)
         if version < 3:
-            values = _with_format_3_names(values)
+            values = _with_format_3_names(values, origin)
         unknown = sorted(set(values) - {field.name for field in dataclasses.fields(cls)})
         if unknown:
             raise ConfigError(f"{origin}: unknown fields {unknown}")
@@ -367,17 +368,19 @@ def _sections_of_flat(values, origin):
     return sections
 
 
-def _with_format_3_names(values):
+def _with_format_3_names(values, origin):
     """Format 1 or 2's sections (a dict) under format 3's names."""
     values = dict(values)
     data_values, model_values = values.get("data"), values.get("model")
     if isinstance(data_values, dict) and "max_length" in data_values:
-        values["data"] = _renamed(data_values, "max_length", "max_pair_length")
+        values["data"] = _renamed(data_values, "max_length", "max_pair_length",
+                                  f"{origin}: data")
     if isinstance(model_values, dict):
         hparams, override = model_values.get("hparams"), model_values.get("hparams_override")
         model_values = dict(model_values)
         if isinstance(hparams, dict) and "max_length" in hparams:
-            model_values["hparams"] = _renamed(hparams, "max_length", "max_positions")
+            model_values["hparams"] = _renamed(hparams, "max_length", "max_positions",
+                                               f"{origin}: model.hparams")
         if isinstance(override, str):
             model_values["hparams_override"] = re.sub(r"(^|,)(\s*)max_length(\s*)=",
                                                       r"\1\2max_positions\3=", override)
@@ -385,7 +388,10 @@ def _with_format_3_names(values):
     return values
 
 
-def _renamed(values, old, new):
+def _renamed(values, old, new, where):
+    if new in values:
+        raise ConfigError(f"{where} holds both {old} (its name before format 3) and {new}; "
+                          f"keep one")
     return {(new if name == old else name): value for name, value in values.items()}
 
 

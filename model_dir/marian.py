@@ -13,7 +13,7 @@ vocab.json, and writes a model_dir that kt-translate, kt-score, kt-export, kt-at
 `kt-train --init_from` read as any other:
 
     config.json            hparams (transformer_base overridden with what the config says),
-                           vocab_size, data.max_pair_length (the position table's rows)
+                           vocab_size, data.max_pair_length (= max_positions, the table's rows)
     vocab.marian           the vocabulary, ids moved so that <pad> is 0 and </s> 1 (the
                            embedding rows and the logits' bias moved alike)
     checkpoints/ckpt-0/    the weights

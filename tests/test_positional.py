@@ -3,6 +3,7 @@ import pytest
 import tensorflow as tf
 from conftest import assert_roundtrip
 
+import keras_transformer as kt
 from keras_transformer import LearnedPositionEmbedding, SinusoidalPositionEncoding
 
 
@@ -75,3 +76,15 @@ def test_config_roundtrip():
     x = np.zeros((1, 3, 8), "float32")
     assert_roundtrip(SinusoidalPositionEncoding(max_wavelength=100), x)
     assert_roundtrip(LearnedPositionEmbedding(max_positions=6), x)
+
+
+def test_configs_saved_before_the_rename_load():
+    """Saved configs (kt-classify's classifier.keras holds the Transformer's) called the position
+    table max_length before 0.1.0."""
+    old = dict(LearnedPositionEmbedding(max_positions=6).get_config())
+    old["max_length"] = old.pop("max_positions")
+    assert LearnedPositionEmbedding.from_config(old).max_positions == 6
+    config = kt.Transformer(vocab_size=20, d_model=8, d_ff=16, num_heads=2, num_layers=1,
+                            position_encoding="learned", max_positions=7).get_config()
+    config["max_length"] = config.pop("max_positions")
+    assert kt.Transformer.from_config(config).max_positions == 7

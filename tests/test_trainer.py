@@ -185,13 +185,23 @@ def test_a_config_names_its_bad_field_and_reads_the_flat_format(tmp_path, capsys
         (tmp_path / "config.json").read_text())["format_version"] == 3
     assert loaded.model.hparams == kt.hparams.get("transformer_tiny")
     # Format 2's max_length meant the longest pair in data and the position table in hparams.
+    without_positions = kt.hparams.get("transformer_tiny").to_dict()
+    del without_positions["max_positions"]
     second = config.RunConfig.from_dict({"format_version": 2, "data": {"max_length": 80}, "model": {
         "hparams_name": "transformer_tiny", "hparams_override": "dropout=0.0, max_length=32",
-        "hparams": {**kt.hparams.get("transformer_tiny").to_dict(), "max_length": 48}}})
+        "hparams": {**without_positions, "max_length": 48}}})
     assert (second.data.max_pair_length, second.model.hparams.max_positions,
             second.model.hparams_override) == (80, 48, "dropout=0.0, max_positions=32")
     assert config_file.with_hparams(dataclasses.replace(second, model=dataclasses.replace(
         second.model, hparams=None))).model.hparams.max_positions == 32
+    with pytest.raises(config.ConfigError, match=r"config\.json: model\.hparams holds both "
+                                                 r"max_length \(its name before format 3\) and "
+                                                 r"max_positions"):
+        config.RunConfig.from_dict({"format_version": 2, "model": {"hparams": {
+            "max_length": 48, "max_positions": 48}}}, "config.json")
+    with pytest.raises(kt.hparams.HParamsError, match=r"'max_length' in override 'max_length=9' "
+                                                      r"\(max_length is now max_positions\)"):
+        kt.hparams.get("transformer_tiny").override_from_string("max_length=9")
     with pytest.raises(SystemExit):  # and kt-train's flag of then names its new name
         parse_args(["--model_dir", str(tmp_path / "bad"), "--max_length", "64"])
     assert ("argument --max_length: renamed --max_pair_length (the longest training pair) in "
