@@ -134,7 +134,6 @@ def test_step_by_step_cached_decoding_equals_full_pass(rng, overrides, cache_len
     assert held == (8 if cache_length else target.shape[1])
 
 
-@pytest.mark.slow
 def test_a_growing_cache_takes_chunks_in_a_compiled_loop(rng):
     model = tiny_model()
     source, target = padded_pair(rng)
@@ -415,7 +414,6 @@ def test_out_of_range_ids_are_caught_inside_tf_function(rng):
         tf.function(model)((source, target))
 
 
-@pytest.mark.slow
 def test_wrong_dtype_and_rank_are_named(rng):
     model = tiny_model()
     source, target = padded_pair(rng)
