@@ -97,14 +97,18 @@ class Sampling(typing.NamedTuple):
     top_k: int = 0
     seed: int = 0  # batch i of a call draws with the seed (seed, i)
 
+    def drawing(self, batch):
+        """`Translator.sample_n_best_ids`' temperature, top_k and seed for batch number
+        `batch` of an input."""
+        return self.temperature, self.top_k, (self.seed, batch)
+
 
 class PrefixError(UserError):
     """A target prefix that leaves a translation no room, naming its line."""
 
 
 def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, prefixes=None,
-                 sampling=None, markup_items=None, glossary_terms=None, kept_text=None, *,
-                 first_line=1):
+                 sampling=None, markup_items=None, glossary_terms=None, *, first_line=1):
     """The `n_best` best hypotheses of the beam for each of `lines` (bytes or str), in input
     order: a list of `Hypothesis` per line, best first (fewer where the beam found fewer).
     With `sampling` (a `Sampling`), `n_best` samples a line instead, in the order drawn.
@@ -113,11 +117,10 @@ def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, pre
     starts with ("" for none). An empty line translates to "" whatever its prefix.
 
     `markup_items`: each line's `data.markup.mask(...).items`, the lines being the masked texts:
-    every hypothesis holds each of its line's item tokens once, tag pairs well nested (the
-    texts are returned masked; `data.markup.unmask` puts the items back). With `kept_text`
-    (each line's translation without tags, int token ids ending with end of sentence), every
-    hypothesis is that text with the line's tags placed in it (`Translator.place_markup_ids`;
-    beam search only). `export.markup_lines.markup_n_best_lines` does both passes.
+    every hypothesis holds each of its line's item tokens once, tag pairs well nested, where
+    the model puts them (the texts are returned masked; `data.markup.unmask` puts the items
+    back). kt-translate --markup places the tags in a second pass instead
+    (`export.markup_lines.markup_n_best_lines`).
 
     `glossary_terms`: each line's required target terms (str; `data.glossary.Glossary.
     targets_in`): every hypothesis holds each (as the target vocabulary's subwords).
@@ -134,9 +137,7 @@ def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, pre
                                  "glossaries": glossary_terms is not None})
     if refusal:
         raise InputError(refusal)
-    if not 1 <= n_best <= (n_best if sampling else translator.beam_size):
-        raise InputError(f"n_best must be between 1 and the beam size {translator.beam_size}, "
-                         f"got {n_best}")
+    check_n_best(translator, n_best, sampling)
     source_ids = token_ids(translator.tokenize, lines, batch_size, translator.max_input_length)
     if prefixes is not None:
         if len(prefixes) != len(lines):
@@ -147,9 +148,8 @@ def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, pre
     if glossary_terms is not None:
         phrases = glossary_phrases(translator, source_ids, glossary_terms, batch_size,
                                    first_line)
-    hypotheses = [None] * len(lines)
-    for number, (rows, batch) in enumerate(sorted_batches(source_ids, batch_size,
-                                                          progress_every)):
+
+    def search(rows, batch, number):
         prefix = items = None
         if prefixes is not None:
             prefix = prefix_ids[rows]
@@ -158,19 +158,33 @@ def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, pre
             items = markup.constraint_inputs([markup_items[row] for row in rows],
                                              translator.vocabulary.markup_ids())
         glossary = None if glossary_terms is None else _stacked([phrases[row] for row in rows])
-        if kept_text is not None:
-            text = _stacked([[kept_text[row]] for row in rows])[:, 0]
-            result = translator.place_markup_ids(tf.constant(batch), *items, tf.constant(text))
-        elif sampling:
-            result = translator.sample_n_best_ids(batch, n_best, sampling.temperature,
-                                                  sampling.top_k,
-                                                  (sampling.seed, first_line - 1 + number),
-                                                  prefix, items, glossary)
-        else:
-            result = _beam_search(translator, batch, prefix, items, glossary)
+        if sampling:
+            return translator.sample_n_best_ids(batch, n_best, *sampling.drawing(
+                first_line - 1 + number), prefix, items, glossary)
+        return _beam_search(translator, batch, prefix, items, glossary)
+
+    return hypotheses_of(translator, source_ids, n_best, batch_size, search, progress_every)
+
+
+def check_n_best(translator, n_best, sampling):
+    """Raises InputError unless 1 <= n_best <= the beam size (any n >= 1 with `sampling`)."""
+    if not 1 <= n_best <= (n_best if sampling else translator.beam_size):
+        raise InputError(f"n_best must be between 1 and the beam size {translator.beam_size}, "
+                         f"got {n_best}")
+
+
+def hypotheses_of(translator, source_ids, n_best, batch_size, search, progress_every=None):
+    """Each row's `n_best` hypotheses (a list of `Hypothesis`, those with a finite score), in
+    input order, from `search(rows, batch, number)` -> an n-best result (ids int32 [batch, n,
+    length], scores and log_probs float32 [batch, n]) of batch `number` of `source_ids` (int
+    [lines, width]) in length-sorted batches (`sorted_batches`)."""
+    hypotheses = [None] * len(source_ids)
+    for number, (rows, batch) in enumerate(sorted_batches(source_ids, batch_size,
+                                                          progress_every)):
+        result = search(rows, batch, number)
         ids = result["ids"][:, :n_best]
         texts = translator.detokenize(tf.reshape(ids, [-1, tf.shape(ids)[2]])).numpy()
-        texts = texts.reshape(len(rows), n_best)
+        texts = texts.reshape(len(rows), -1)
         scores = result["scores"][:, :n_best].numpy()
         log_probs = result["log_probs"][:, :n_best].numpy()
         ids = ids.numpy()

@@ -1,45 +1,54 @@
 """Lines with markup (kt-translate --markup): masking each line, translating it with its tags
-placed in a second pass, and putting the items back (`data.markup`,
-`keras_transformer.markup_constraint`)."""
+placed in a second pass (`export.markup_translator.markup_passes`, the SavedModel's algorithm),
+and putting the items back (`data.markup`)."""
 
 import sys
 
 import numpy as np
+import tensorflow as tf
 
 from keras_transformer.data import markup
-from keras_transformer.export.lines import InputError, n_best_lines
-from keras_transformer.token_ids import EOS_ID
+from keras_transformer.export.lines import (
+    InputError,
+    check_n_best,
+    hypotheses_of,
+    token_ids,
+)
+from keras_transformer.export.markup_translator import markup_passes
 
 
 def markup_n_best_lines(translator, masked, n_best, batch_size, progress_every=None,
                         sampling=None, *, first_line=1):
-    """`n_best_lines` of masked lines (`markup.Masked`), every hypothesis holding each of its
-    line's items once, tags well nested, in two passes: the line without its tags is
-    translated (`markup.without_tags`; its other items held to by `MarkupConstraint`), then,
-    for a line with tags, its tags are placed in that translation's best hypothesis, whose
-    text stays as it is (`Translator.place_markup_ids`, beam search). So tags change where
-    they go, never what the translation says: BLEU of the text is the untagged line's.
-    A tagged line's n best are placements of one text; with `sampling`, that text is the
-    first sample. `first_line` as for `n_best_lines`.
+    """Each of the masked lines (`markup.Masked`)' n best (as `n_best_lines` gives them, the
+    texts masked), every hypothesis holding each of its line's items once, tags well nested:
+    `markup_passes` of length-sorted batches, the first pass beam search or `sampling`.
+    `first_line` as for `n_best_lines`.
     """
+    check_n_best(translator, n_best, sampling)
     untagged = [markup.without_tags(line) for line in masked]
-    first = n_best_lines(translator, [line.text for line in untagged], n_best, batch_size,
-                         progress_every, sampling=sampling,
-                         markup_items=[line.items for line in untagged], first_line=first_line)
-    tagged = [row for row, (line, plain) in enumerate(zip(masked, untagged))
-              if len(line.items) != len(plain.items) and first[row]]
-    if not tagged:
-        return first
-    texts = []
-    for row in tagged:
-        ids = first[row][0].ids
-        texts.append(ids if len(ids) and ids[-1] == EOS_ID else np.append(ids, EOS_ID))
-    placed = n_best_lines(translator, [masked[row].text for row in tagged], n_best, batch_size,
-                          progress_every, markup_items=[masked[row].items for row in tagged],
-                          kept_text=texts)
-    for row, hypotheses in zip(tagged, placed):
-        first[row] = hypotheses
-    return first
+    untagged_ids, tagged_ids = (
+        token_ids(translator.tokenize, [line.text for line in lines], batch_size,
+                  translator.max_input_length) for lines in (untagged, masked))
+    marker_ids = translator.vocabulary.markup_ids()
+
+    def search(rows, batch, number):
+        def first_pass(source_ids, item_ids, opening):
+            if sampling:
+                return translator.sample_n_best_ids(source_ids, n_best, *sampling.drawing(
+                    first_line - 1 + number), markup=(item_ids, opening))
+            return translator.translate_n_best_ids_with_markup(source_ids, item_ids, opening)
+
+        tagged = tagged_ids[rows]
+        return markup_passes(
+            translator, first_pass, untagged_ids=tf.constant(batch),
+            untagged_items=markup.constraint_inputs([untagged[row].items for row in rows],
+                                                    marker_ids),
+            source_ids=tf.constant(tagged[:, :max(1, np.count_nonzero(tagged, axis=1).max())]),
+            items=markup.constraint_inputs([masked[row].items for row in rows], marker_ids),
+            tagged=tf.constant([len(masked[row].items) != len(untagged[row].items)
+                                for row in rows]))
+
+    return hypotheses_of(translator, untagged_ids, n_best, batch_size, search, progress_every)
 
 
 def masked_lines(lines, name, prog="kt-translate"):

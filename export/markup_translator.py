@@ -1,7 +1,10 @@
-"""Tagged text with each request: the SavedModel's `translate_with_markup` signature (kt-export
---markup), which translates as kt-translate --markup does (export/markup_lines.py), in the graph:
-items masked (`data.markup_graph`, the same patterns as `data.markup`), the text without its
-tags translated, the tags placed in that translation, the items put back.
+"""Markup's two passes, once for every caller: `markup_passes` translates a batch of masked
+texts without their tags, then places each tagged text's tags in that translation (beam search
+or sampling first; kt-translate --markup and kt-translate --documents through
+export/markup_lines.py, which masks in Python and names a bad line). Beside it, the SavedModel's
+`translate_with_markup` signature (kt-export --markup), which masks in the graph
+(`data.markup_graph`, the same patterns as `data.markup`), runs `markup_passes` and puts the
+items back.
 """
 
 import tensorflow as tf
@@ -24,8 +27,69 @@ def _ended(ids):
     return ids[:, :tf.reduce_max(lengths + tf.cast(~ended, tf.int32))]
 
 
-def _widened(ids, width):
-    return tf.pad(ids, [[0, 0], [0, width - tf.shape(ids)[1]]])
+def _as_wide(values, width, padding):
+    """[batch, n, ...] -> [batch, width, ...]: cut, or padded with `padding` along axis 1."""
+    values = values[:, :width]
+    pad = [[0, 0], [0, width - tf.shape(values)[1]]] + [[0, 0]] * (len(values.shape) - 2)
+    return tf.pad(values, pad, constant_values=padding)
+
+
+def _replaced(first, rows, placed):
+    """The n-best result `first` (ids int32 [batch, n, length], scores and log_probs float32
+    [batch, n]) with its `rows` (int64 [tagged]) replaced by `placed` (the same keys, [tagged,
+    beam, ...]): n columns each, placements past the beam's padded with -inf scores."""
+    n = tf.shape(first["scores"])[1]
+    length = tf.maximum(tf.shape(first["ids"])[2], tf.shape(placed["ids"])[2])
+    replaced = {}
+    for key, padding in (("ids", PAD_ID), ("scores", float("-inf")),
+                         ("log_probs", float("-inf"))):
+        values, new = first[key], _as_wide(placed[key], n, padding)
+        if key == "ids":
+            values, new = (tf.pad(v, [[0, 0], [0, 0], [0, length - tf.shape(v)[2]]])
+                           for v in (values, new))
+        replaced[key] = tf.tensor_scatter_nd_update(values, rows[:, None], new)
+    return replaced
+
+
+def markup_passes(translator, first_pass, *, untagged_ids, untagged_items, source_ids, items,
+                  tagged):
+    """Masked texts' n best, every hypothesis holding each of its text's items once, tags well
+    nested, in two passes: the texts without their tags (`markup.without_tags`) are translated
+    by `first_pass`, their other items held to; then, for each text with tags whose first pass
+    found a hypothesis, its tags are placed in that pass's best hypothesis (the first sample,
+    with sampling), whose words stay as they are (`Translator.place_markup_ids`, beam search).
+    So tags change where they go, never what the translation says; a tagged text's n best are
+    placements of one text. Runs in a graph or eagerly.
+
+    Args:
+        translator: a `Translator` whose vocabulary holds markup's tokens.
+        first_pass: (source ids int32 [batch, length], item_ids, opening) -> an n-best
+            result as `Translator.translate_n_best_ids_with_markup` gives it (ids int32
+            [batch, n, length], scores and log_probs float32 [batch, n]); that search, or
+            `Translator.sample_n_best_ids`.
+        untagged_ids: int32 [batch, length], the texts without their tags, tokenized.
+        untagged_items: (item_ids, opening) of those texts' items
+            (`markup.constraint_inputs`, `markup_graph.constraint_inputs`).
+        source_ids: int32 [batch, length], the masked texts with their tags, tokenized.
+        items: (item_ids, opening) of all their items.
+        tagged: bool [batch], the texts with tags.
+
+    Returns:
+        `first_pass`'s result, each placed row's n hypotheses replaced by its placements (the
+        beam's, cut to n, or padded with -inf scores).
+    """
+    first = first_pass(untagged_ids, *untagged_items)
+    rows = tf.where(tagged & tf.math.is_finite(first["scores"][:, 0]))[:, 0]
+
+    def placed():
+        def of_rows(values):
+            return tf.gather(values, rows)
+
+        text_ids = _ended(of_rows(first["ids"][:, 0]))
+        return _replaced(first, rows, translator.place_markup_ids(
+            of_rows(source_ids), *map(of_rows, items), text_ids))
+
+    return tf.cond(tf.size(rows) > 0, placed, lambda: dict(first))
 
 
 # The most bytes of one tagged text: it is masked whole before tokenizing cuts it (its tags
@@ -45,26 +109,6 @@ class MarkupTranslator(tf.Module):
         self.translator = translator
         self.max_text_bytes = max_text_bytes
         self.token_ids = tf.constant(translator.vocabulary.markup_ids(), tf.int32)
-
-    def _constraint(self, masked, keep):
-        return markup_graph.constraint_inputs(tf.ragged.boolean_mask(masked.tokens, keep),
-                                              self.token_ids)
-
-    def _placed(self, masked, ids, scores):
-        """`ids` and `scores` with the rows of tagged texts replaced by their translations (ids)
-        with the tags placed in them (`Translator.place_markup_ids`)."""
-        translator = self.translator
-        rows = tf.where(tf.reduce_any(masked.is_tag, axis=1))[:, 0]
-        text_ids = _ended(tf.gather(ids, rows))
-        source_ids = translator.tokenize(tf.gather(masked.text, rows))["source_ids"]
-        tokens = tf.gather(masked.tokens, rows)
-        item_ids, opening = markup_graph.constraint_inputs(tokens, self.token_ids)
-        placed = translator.place_markup_ids(source_ids, item_ids, opening, text_ids)
-        placed_ids = placed["ids"][:, 0]
-        width = tf.maximum(tf.shape(ids)[1], tf.shape(placed_ids)[1])
-        ids = tf.tensor_scatter_nd_update(_widened(ids, width), rows[:, None],
-                                          _widened(placed_ids, width))
-        return ids, tf.tensor_scatter_nd_update(scores, rows[:, None], placed["scores"][:, 0])
 
     @graph_function(input_signature=[TEXTS])
     def translate_with_markup(self, texts):
@@ -89,18 +133,20 @@ class MarkupTranslator(tf.Module):
             # makes are still placed, not lost.
             masked = markup_graph.mask(tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8",
                                                                     errors="replace"))
-        source_ids = translator.tokenize(masked.untagged)["source_ids"]
+        untagged_ids = translator.tokenize(masked.untagged)["source_ids"]
         # Both searches held to the translator's bounds before the first runs: placing the tags
         # searches a tagged text's translation (at most its limit, and an end of sentence) with
         # its items' tokens in it.
         tagged = tf.reduce_any(masked.is_tag, axis=1)
         items = tf.cast(masked.tokens.row_lengths(), tf.int32)
-        limits = translator.limits_of(source_ids) + tf.where(tagged, 1 + items, 0)
-        source_ids = translator.checked_search(source_ids, limits, translator.beam_size)
-        first = translator.translate_n_best_ids_with_markup(
-            source_ids, *self._constraint(masked, ~masked.is_tag))
-        ids, scores = first["ids"][:, 0], first["scores"][:, 0]
-        ids, scores = tf.cond(tf.reduce_any(tagged), lambda: self._placed(masked, ids, scores),
-                              lambda: (ids, scores))
-        return {"translations": markup_graph.unmask(translator.detokenize(ids), masked),
-                "scores": scores}
+        limits = translator.limits_of(untagged_ids) + tf.where(tagged, 1 + items, 0)
+        untagged_ids = translator.checked_search(untagged_ids, limits, translator.beam_size)
+        best = markup_passes(
+            translator, translator.translate_n_best_ids_with_markup, untagged_ids=untagged_ids,
+            untagged_items=markup_graph.constraint_inputs(
+                tf.ragged.boolean_mask(masked.tokens, ~masked.is_tag), self.token_ids),
+            source_ids=translator.tokenize(masked.text)["source_ids"],
+            items=markup_graph.constraint_inputs(masked.tokens, self.token_ids), tagged=tagged)
+        return {"translations": markup_graph.unmask(translator.detokenize(best["ids"][:, 0]),
+                                                    masked),
+                "scores": best["scores"][:, 0]}

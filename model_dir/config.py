@@ -25,7 +25,7 @@ import re
 
 from keras_transformer import data
 from keras_transformer.errors import UserError
-from keras_transformer.hparams import HParams, HParamsError, field_names
+from keras_transformer.hparams import RENAMED_FIELDS, HParams, HParamsError, field_names
 
 FORMAT_VERSION = 3
 KEEP_BEST_METRICS = ("bleu", "chrf", "loss", "f1")  # f1: a parser's (EVALB)
@@ -378,12 +378,13 @@ def _with_format_3_names(values, origin):
     if isinstance(model_values, dict):
         hparams, override = model_values.get("hparams"), model_values.get("hparams_override")
         model_values = dict(model_values)
-        if isinstance(hparams, dict) and "max_length" in hparams:
-            model_values["hparams"] = _renamed(hparams, "max_length", "max_positions",
-                                               f"{origin}: model.hparams")
-        if isinstance(override, str):
-            model_values["hparams_override"] = re.sub(r"(^|,)(\s*)max_length(\s*)=",
-                                                      r"\1\2max_positions\3=", override)
+        for old, new in RENAMED_FIELDS.items():
+            if isinstance(hparams, dict) and old in hparams:
+                hparams = _renamed(hparams, old, new, f"{origin}: model.hparams")
+                model_values["hparams"] = hparams
+            if isinstance(override, str):
+                override = re.sub(rf"(^|,)(\s*){old}(\s*)=", rf"\1\2{new}\3=", override)
+                model_values["hparams_override"] = override
         values["model"] = model_values
     return values
 
