@@ -21,8 +21,9 @@ def markup_n_best_lines(translator, masked, n_best, batch_size, progress_every=N
                         sampling=None, *, first_line=1):
     """Each of the masked lines (`markup.Masked`)' n best (as `n_best_lines` gives them, the
     texts masked), every hypothesis holding each of its line's items once, tags well nested:
-    `markup_passes` of length-sorted batches, the first pass beam search or `sampling`.
-    `first_line` as for `n_best_lines`.
+    `markup_passes` of length-sorted batches, the first pass beam search or `sampling`. A
+    tagged line's n best are placements of one text (at most the beam's, also when sampling
+    draws more). `first_line` as for `n_best_lines`.
     """
     check_n_best(translator, n_best, sampling)
     untagged = [markup.without_tags(line) for line in masked]
@@ -38,12 +39,13 @@ def markup_n_best_lines(translator, masked, n_best, batch_size, progress_every=N
                     first_line - 1 + number), markup=(item_ids, opening))
             return translator.translate_n_best_ids_with_markup(source_ids, item_ids, opening)
 
-        tagged = tagged_ids[rows]
+        with_tags = tagged_ids[rows]
         return markup_passes(
             translator, first_pass, untagged_ids=tf.constant(batch),
             untagged_items=markup.constraint_inputs([untagged[row].items for row in rows],
                                                     marker_ids),
-            source_ids=tf.constant(tagged[:, :max(1, np.count_nonzero(tagged, axis=1).max())]),
+            source_ids=tf.constant(
+                with_tags[:, :max(1, np.count_nonzero(with_tags, axis=1).max())]),
             items=markup.constraint_inputs([masked[row].items for row in rows], marker_ids),
             tagged=tf.constant([len(masked[row].items) != len(untagged[row].items)
                                 for row in rows]))

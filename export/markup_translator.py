@@ -56,10 +56,11 @@ def markup_passes(translator, first_pass, *, untagged_ids, untagged_items, sourc
     """Masked texts' n best, every hypothesis holding each of its text's items once, tags well
     nested, in two passes: the texts without their tags (`markup.without_tags`) are translated
     by `first_pass`, their other items held to; then, for each text with tags whose first pass
-    found a hypothesis, its tags are placed in that pass's best hypothesis (the first sample,
-    with sampling), whose words stay as they are (`Translator.place_markup_ids`, beam search).
-    So tags change where they go, never what the translation says; a tagged text's n best are
-    placements of one text. Runs in a graph or eagerly.
+    found a hypothesis, its tags are placed in that pass's best hypothesis (with sampling, the
+    first sample drawn with a finite score), whose words stay as they are
+    (`Translator.place_markup_ids`, beam search). So tags change where they go, never what the
+    translation says; a tagged text's n best are placements of one text. Runs in a graph or
+    eagerly.
 
     Args:
         translator: a `Translator` whose vocabulary holds markup's tokens.
@@ -79,13 +80,15 @@ def markup_passes(translator, first_pass, *, untagged_ids, untagged_items, sourc
         beam's, cut to n, or padded with -inf scores).
     """
     first = first_pass(untagged_ids, *untagged_items)
-    rows = tf.where(tagged & tf.math.is_finite(first["scores"][:, 0]))[:, 0]
+    found = tf.math.is_finite(first["scores"])  # samples are in the order drawn, not ranked
+    rows = tf.where(tagged & tf.reduce_any(found, axis=1))[:, 0]
 
     def placed():
         def of_rows(values):
             return tf.gather(values, rows)
 
-        text_ids = _ended(of_rows(first["ids"][:, 0]))
+        best = tf.argmax(tf.cast(of_rows(found), tf.int32), axis=1, output_type=tf.int32)
+        text_ids = _ended(tf.gather(of_rows(first["ids"]), best, batch_dims=1))
         return _replaced(first, rows, translator.place_markup_ids(
             of_rows(source_ids), *map(of_rows, items), text_ids))
 

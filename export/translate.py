@@ -145,7 +145,8 @@ def parse_args(argv=None):
                         help="write 'score<TAB>translation' lines")
     parser.add_argument("--n_best", type=at_least(1),
                         help="write the N best hypotheses of each beam (N <= --beam_size) with "
-                             "their scores, in --n_best_format")
+                             "their scores, in --n_best_format (with --markup, a tagged line's "
+                             "are placements of one text, at most --beam_size of them)")
     parser.add_argument("--n_best_format", choices=("jsonl", "moses"), default="jsonl",
                         help="jsonl (default): a JSON object a line, {\"line\": L (1-based), "
                              "\"hypotheses\": [{\"text\", \"score\", \"log_prob\"}, ...]}; "
