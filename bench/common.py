@@ -7,7 +7,6 @@ import datetime
 import os
 import pathlib
 import platform
-import re
 import shlex
 import statistics
 import sys
@@ -81,53 +80,18 @@ def command_line():
     return shlex.join(["python", *program, *sys.argv[1:]])
 
 
-def _heading(title):
-    """A script's section heading: `## <title> (YYYY-MM-DD)`. Notes written by hand have
-    other headings (e.g. `(2026-11-23, written by hand)`), so a script never replaces them."""
-    return re.compile(rf"## {re.escape(title)} \(\d{{4}}-\d{{2}}-\d{{2}}\)")
-
-
-def replace_section(text, title, section):
-    """`text` (a results file) with every section headed `## <title> (date)` replaced by
-    `section`, at the first one's place, or with `section` at the end if there was none.
-
-    A section runs from its `## ` line to the next line that starts with `## ` (or the end);
-    what precedes the first one (the title and introduction) is kept as it is.
-    """
-    blocks, current = [], []
-    for line in text.splitlines():
-        if line.startswith("## ") and (blocks or current):
-            blocks.append(current)
-            current = []
-        current.append(line)
-    if current:
-        blocks.append(current)
-    heading = _heading(title)
-    kept, place = [], None
-    for block in blocks:
-        if heading.fullmatch(block[0].rstrip()):
-            place = len(kept) if place is None else place
-        else:
-            kept.append("\n".join(block).strip("\n"))
-    new = section.strip("\n")
-    if place is None:
-        kept.append(new)
-    else:
-        kept.insert(place, new)
-    return "\n\n".join(block for block in kept if block) + "\n"
-
-
 def append_results(title, table, results=RESULTS, machine_line=None):
     """Writes a dated section with the machine (`machine_line`, or the CPU's and the
-    libraries' from `machine()`) and the command to `results` (bench/RESULTS.md unless given):
-    it replaces the section of the same title, so the file keeps the newest run of each
-    benchmark (older ones are in git history), or goes at the end for a new title."""
+    libraries' from `machine()`) and the command at the end of `results` (bench/RESULTS.md
+    unless given). Every run keeps its section, the newest last: readings written by hand
+    cite earlier runs of the same benchmark (on other machines, or before a change), which
+    replacing sections of the same title had twice written over."""
     section = (f"## {title} ({datetime.date.today().isoformat()})\n\n"
                f"Machine: {machine_line or machine()}  \nCommand: `{command_line()}`\n\n"
                f"{table}\n")
     results = pathlib.Path(results)
     text = results.read_text(encoding="utf-8") if results.exists() else ""
     # A crash mid-write leaves the old file, not half of it.
-    cli.write_text(results, replace_section(text, title, section))
+    cli.write_text(results, text.rstrip("\n") + "\n\n" + section if text.strip() else section)
     print(section)
     print(f"(written to {results})")

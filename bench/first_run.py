@@ -9,7 +9,7 @@ run's start line), the updates trained, target tokens a second (median of the pr
 where the learning rate peaked and where it began to cool down (kt-train's plan lines), the
 demo's dev BLEU (beam 4, its 100 spread dev sentences), the command's wall time, and the
 float32 and bfloat16 2048^3 matmul peaks before and after it. One run; the section is titled
-with the CPU's model (and kt-demo's flags, if any), so that each machine kind keeps its own.
+with the CPU's model (and kt-demo's flags, if any).
 """
 
 import argparse
@@ -92,7 +92,7 @@ def main(argv=None):
              f"Matmul peaks (2048^3) before and after: float32 {before[0]:.0f} and "
              f"{after[0]:.0f}, bfloat16 {before[1]:.0f} and {after[1]:.0f} GFLOP/s.\n\n"
              + markdown_table(COLUMNS, [row_of(result.stdout, seconds)]))
-    # A run with flags is another benchmark than the defaults' first run: its own section.
+    # The title says the flags: a run with them is not the defaults' first run.
     flags = f" ({shlex.join(args.demo_flags)})" if args.demo_flags else ""
     append_results(f"kt-demo's first run on {devices.cpu_model() or platform.processor()}"
                    f"{flags}", table)
