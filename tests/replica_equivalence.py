@@ -47,8 +47,13 @@ def batches(count=2, seed=0):
 
 
 def dataset(data):
-    spec = tf.TensorSpec([None, None], tf.int32)
-    return tf.data.Dataset.from_generator(lambda: iter(data), output_signature=((spec, spec), spec))
+    """The batches as a dataset of tensors. Not `from_generator`: destroying its iterator (the
+    next fit's tracing collects the last fit's) waits for a tf.data thread that needs the GIL the
+    destructor holds, 20-80 s at a time whenever another process keeps a core busy; this report
+    took 408 s beside one busy loop on 2 cores, 97 s alone (2026-11-29)."""
+    source, target_input, target = (np.stack(part) for part in zip(*(
+        (source, target_input, target) for (source, target_input), target in data)))
+    return tf.data.Dataset.from_tensor_slices(((source, target_input), target))
 
 
 STRATEGIES = {1: tf.distribute.get_strategy()}
