@@ -6,12 +6,11 @@ and kt-calibrate / kt-translate --checks --alignments --min_confidence on the tr
 import argparse
 import json
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from client_process import run_client
 from conftest import CALIBRATION_LINES, PRODUCTION_FLAGS, bundled_lines, run_main
 
 from keras_transformer import confidence
@@ -227,9 +226,7 @@ def test_the_saved_model_of_a_calibrated_run_serves_its_confidence(calibrated, c
     settings = json.loads((production_export / "assets" / "export.json").read_text())
     assert settings["calibration"] == json.loads((model_dir / CALIBRATION_FILE).read_text())
     sources = [line.rstrip("\n") for line in bundled_lines("dev", "en", CALIBRATION_LINES)]
-    reply = subprocess.run([sys.executable, "-c", SERVING_CLIENT, str(production_export)],
-                           input=json.dumps(sources), capture_output=True, text=True,
-                           timeout=600)
+    reply = run_client(SERVING_CLIENT, production_export, input=json.dumps(sources))
     assert reply.returncode == 0, reply.stderr
     served = json.loads(reply.stdout)
     assert sorted(served) == ["confidence", "repeated_ngrams", "scores", "stopped_at_limit",

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 import tensorflow as tf
+from client_process import run_client
 from conftest import PRODUCTION_FLAGS, run_main
 from hypothesis import given
 from hypothesis import strategies as st
@@ -125,9 +126,8 @@ def test_kt_translate_documents_translates_as_the_exported_signature(trained_mod
               "out = serve(documents=tf.constant([open(sys.argv[2], 'rb').read()]))\n"
               "print(*(int(out[name][0]) for name in sys.argv[3:]))\n"
               "print(json.dumps(out['translations'].numpy()[0].decode()))\n")
-    loaded = subprocess.run([sys.executable, "-c", script, str(production_export),
-                             str(tmp_path / "doc.en"), "sentences", "split_at_clauses",
-                             "split_into_windows"], capture_output=True, text=True, timeout=600)
+    loaded = run_client(script, production_export, tmp_path / "doc.en", "sentences",
+                        "split_at_clauses", "split_into_windows")
     assert loaded.returncode == 0, loaded.stderr
     counts_line, translation = loaded.stdout.split("\n", 1)
     assert json.loads(translation) == result.stdout and result.stdout.count("\r\n") == 2

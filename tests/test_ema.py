@@ -1,14 +1,13 @@
 """The moving average of the weights (--ema_decay): the formula, and an export of the averages
-that loads and translates in a fresh process."""
+that loads and translates in a process without this package."""
 
 import json
-import subprocess
-import sys
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from client_process import run_client
 from conftest import run_main
 from test_accumulation import VOCAB, batch_of_unequal_rows
 from test_trainer import kt_train, small_corpus  # noqa: F401  (a fixture)
@@ -43,7 +42,7 @@ def test_the_average_follows_its_formula_and_evaluation_swaps_it_in_and_out():
 
 
 @pytest.mark.slow
-def test_an_export_of_the_averages_loads_and_translates_in_a_fresh_process(
+def test_an_export_of_the_averages_loads_and_translates_without_this_package(
         tmp_path, small_corpus):  # noqa: F811
     run = tmp_path / "run"
     trained = kt_train(run, small_corpus, "--hparams", "transformer_tiny", "--train_steps", "8",
@@ -68,8 +67,7 @@ def test_an_export_of_the_averages_loads_and_translates_in_a_fresh_process(
               "serve = tf.saved_model.load(sys.argv[1]).signatures['serving_default']\n"
               "out = serve(inputs=tf.constant(['In the beginning.', 'He said to them.']))\n"
               "print('\\n'.join(t.decode() for t in out['translations'].numpy()))\n")
-    loaded = subprocess.run([sys.executable, "-c", script, str(version)], capture_output=True,
-                            text=True, timeout=600)
+    loaded = run_client(script, version)
     assert loaded.returncode == 0, loaded.stderr
     translator = Translator(averages.model, averages.vocabulary, beam_size=1)
     in_python = [text.decode() for text in translator.translate(

@@ -1,5 +1,5 @@
-"""kt-translate and kt-export on a trained model_dir, and the SavedModel in a fresh process that
-imports only tensorflow and tensorflow_text."""
+"""kt-translate and kt-export on a trained model_dir, and the SavedModel in a process that imports
+only tensorflow and tensorflow_text (tests/client_process.py)."""
 
 import io
 import json
@@ -11,6 +11,7 @@ import hostile_inputs
 import numpy as np
 import pytest
 import tensorflow as tf
+from client_process import run_client
 from conftest import run_main
 
 from keras_transformer import decoding, export
@@ -208,7 +209,7 @@ def test_kt_translate_refusals_name_the_problem(trained_model_dir, input_lines, 
         translate.main, [*model_dir, "--output", str(tmp_path / "no_such_dir" / "out")], capsys)
 
 
-def test_the_saved_model_in_a_fresh_process_translates_as_kt_translate(
+def test_the_saved_model_without_this_package_translates_as_kt_translate(
         exported, translated, input_lines):
     _, _, lines = input_lines
     requests = [
@@ -218,8 +219,7 @@ def test_the_saved_model_in_a_fresh_process_translates_as_kt_translate(
         ["In the beginning God created the heaven and the earth. " * 10] * 48,
         ["In the beginning God created the heaven and the earth."],  # still serving
     ]
-    result = run([sys.executable, "-c", CLIENT, str(exported / "1")],
-                 input=json.dumps(requests), cwd=exported)
+    result = run_client(CLIENT, exported / "1", input=json.dumps(requests), cwd=exported)
     assert result.returncode == 0, result.stderr
     reply = json.loads(result.stdout)
     assert reply["our_modules"] == []
@@ -258,8 +258,8 @@ def test_each_export_is_a_new_version_and_none_is_replaced(exported, trained_mod
     assert sorted(p.name for p in exported.iterdir()) == ["1", "2", "3"]  # no leftovers
 
 
-# Translates `inputs` with a SavedModel in a fresh process and scores `targets` as translations
-# of them with its `score` signature.
+# Translates `inputs` with a SavedModel in a process without this package and scores `targets` as
+# translations of them with its `score` signature.
 SCORING_CLIENT = r"""
 import json, sys
 import tensorflow as tf
@@ -294,8 +294,8 @@ def test_a_bfloat16_export_serves_with_half_the_weights(exported, trained_model_
     sentences = [en for en, _ in dev_sentences]
     float32 = translated.stdout.split("\n")[:len(sentences)]
     float32_scores = translator.score(tf.constant(sentences), tf.constant(float32))["scores"]
-    reply = run([sys.executable, "-c", SCORING_CLIENT, str(output / "1")],
-                input=json.dumps({"inputs": sentences, "targets": float32}), cwd=output)
+    reply = run_client(SCORING_CLIENT, output / "1", cwd=output,
+                       input=json.dumps({"inputs": sentences, "targets": float32}))
     assert reply.returncode == 0, reply.stderr
     bfloat16 = json.loads(reply.stdout)
     assert all(bfloat16["translations"]) and all(np.isfinite(bfloat16["scores"]))

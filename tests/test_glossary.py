@@ -3,13 +3,12 @@ required target phrases; data/glossary.py: which a sentence requires; kt-transla
 
 
 import json
-import subprocess
-import sys
 import unicodedata
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from client_process import run_client
 from conftest import PRODUCTION_FLAGS, run_main
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -253,9 +252,8 @@ def test_the_saved_model_holds_each_request_to_its_glossary_as_kt_translate_does
                   # What found terms are overwritten with, in data.glossary
                   (["God", "\x01"], ["Dios", "Señor"])]
     glossaries = [(*glossary, 3)[:3] for glossary in glossaries]  # (sources, targets, lines)
-    reply = subprocess.run([sys.executable, "-c", GLOSSARY_CLIENT, str(production_export)],
-                           input=json.dumps({"lines": lines, "glossaries": glossaries}),
-                           capture_output=True, text=True, timeout=600)
+    reply = run_client(GLOSSARY_CLIENT, production_export,
+                       input=json.dumps({"lines": lines, "glossaries": glossaries}))
     assert reply.returncode == 0, reply.stderr
     held, free, no_room, empty, unpaired, too_many, no_lines, not_utf8, control = json.loads(
         reply.stdout)

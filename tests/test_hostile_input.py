@@ -1,7 +1,8 @@
 """Hostile input at the serving boundary: the Translator's string signature (what kt-export saves
 and kt-translate runs) answers every input with a translation or a clear error, and then still
-translates as before. The SavedModel in a fresh process and kt-translate get the same fixed
-cases in tests/test_export.py; reliability/soak.py mixes them into a 10-minute, 8-thread load.
+translates as before. The SavedModel in a process without this package and kt-translate get the
+same fixed cases in tests/test_export.py; reliability/soak.py mixes them into a 10-minute,
+8-thread load.
 
 Hypothesis runs the "ci" profile here (a fixed set of examples); for the long form:
     python -m pytest tests/test_hostile_input.py --hypothesis-profile campaign

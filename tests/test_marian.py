@@ -14,12 +14,12 @@ import shutil
 import sys
 import types
 import zipfile
-from subprocess import run
 from unittest import mock
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from client_process import run_client
 from conftest import run_main
 
 from keras_transformer import data
@@ -141,15 +141,14 @@ print(json.dumps({"our_modules": sorted(m for m in sys.modules if m.startswith("
 
 
 @pytest.mark.slow
-def test_the_export_serves_generates_strings_in_a_fresh_process(imported, tmp_path):
+def test_the_export_serves_generates_strings_without_this_package(imported, tmp_path):
     """Its translations are generate's; its scores of the 6 reference pairs (target.spm in the
     graph) are MarianMTModel's log-probabilities without <pad>, over length ** 1.0."""
     result = run_main(saved_model.main, "--model_dir", imported, "--output", tmp_path)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "1" / "assets" / "vocab.marian").is_file()
-    served = run([sys.executable, "-c", CLIENT, str(tmp_path / "1")], capture_output=True,
-                 text=True, timeout=600, input=json.dumps(
-                     {"inputs": REFERENCE["sources"], "targets": REFERENCE["targets"]}))
+    served = run_client(CLIENT, tmp_path / "1", input=json.dumps(
+        {"inputs": REFERENCE["sources"], "targets": REFERENCE["targets"]}))
     assert served.returncode == 0, served.stderr
     reply = json.loads(served.stdout)
     assert reply["our_modules"] == [] and reply["translations"] == REFERENCE["beam4"]

@@ -6,10 +6,9 @@ search, greedy decoding and sampling."""
 import json
 import random
 import re
-import subprocess
-import sys
 
 import pytest
+from client_process import run_client
 from conftest import bundled_lines, run_main
 from test_trainer import kt_train, small_corpus  # noqa: F401  (a fixture)
 
@@ -201,9 +200,7 @@ def test_the_saved_model_translates_tagged_text_as_kt_translate_does(markup_run,
     assert result.returncode == 0, result.stderr
     requests = [TAGGED, TAGGED[5:], TAGGED[5:7], ["<br/>" * 51], ["a ｟1｠ b"],
                 ["ok", "<b>" + "1 " * 40_000 + "</b>"]]  # refused before it is masked
-    reply = subprocess.run([sys.executable, "-c", MARKUP_CLIENT, str(tmp_path / "export" / "1")],
-                           input=json.dumps(requests), capture_output=True, text=True,
-                           timeout=600)
+    reply = run_client(MARKUP_CLIENT, tmp_path / "export" / "1", input=json.dumps(requests))
     assert reply.returncode == 0, reply.stderr
     served, untagged, no_items, too_many, holds_token, too_long = json.loads(reply.stdout)
     assert served == result.stdout.splitlines()

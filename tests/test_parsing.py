@@ -3,13 +3,12 @@ EVALB F1; the paper's setup by name; bad input to the parsing commands."""
 
 import json
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 import treebank_grammar
+from client_process import run_client
 from conftest import made_once, run_main
 from conftest import run_module as run
 
@@ -201,7 +200,7 @@ def test_the_tree_constraint_holds_xx_and_tag_leaves_too(parser_dir, wsj, leaves
         assert trees.linearize(read, leaves)[1] == tokens, tokens
 
 
-def test_an_exported_parser_serves_trees_in_a_fresh_process(parser_dir, wsj, tmp_path):
+def test_an_exported_parser_serves_trees_without_this_package(parser_dir, wsj, tmp_path):
     """kt-export of a parser keeps the search among trees: its serving_default, loaded where
     none of this package is imported, writes what the Translator writes (beam 21, trees only)."""
     result = run_main(saved_model.main, "--model_dir", parser_dir, "--output", tmp_path / "p")
@@ -214,8 +213,7 @@ def test_an_exported_parser_serves_trees_in_a_fresh_process(parser_dir, wsj, tmp
               "serve = tf.saved_model.load(sys.argv[1]).signatures['serving_default']\n"
               "out = serve(inputs=tf.constant(json.loads(sys.stdin.read())))\n"
               "print(json.dumps([t.decode() for t in out['translations'].numpy()]))")
-    served = subprocess.run([sys.executable, "-c", client, str(tmp_path / "p" / "1")],
-                            input=json.dumps(sentences), capture_output=True, text=True)
+    served = run_client(client, tmp_path / "p" / "1", input=json.dumps(sentences))
     assert served.returncode == 0, served.stderr
     loaded = model_dir.load(parser_dir)
     translator = Translator(loaded.model, loaded.vocabulary, beam_size=21, alpha=0.3,

@@ -8,13 +8,12 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from client_process import run_client
 from conftest import run_main
 
 import keras_transformer as kt
@@ -310,7 +309,7 @@ print(json.dumps({
 
 
 @pytest.mark.slow
-def test_the_exported_n_best_and_score_signatures_in_a_fresh_process(
+def test_the_exported_n_best_and_score_signatures_without_this_package(
         trained, trained_model_dir, sources, tmp_path, capsys):
     _, english = sources
     output = tmp_path / "exported"
@@ -321,9 +320,7 @@ def test_the_exported_n_best_and_score_signatures_in_a_fresh_process(
                                    max_input_length=trained.run.data.max_pair_length)
     expected = export.lines.n_best_lines(translator, english, BEAM, batch_size=32)
     targets = [hypotheses[-1].text for hypotheses in expected]
-    result = subprocess.run([sys.executable, "-c", CLIENT, str(output / "1")],
-                            input=json.dumps([english, targets]), capture_output=True,
-                            text=True, timeout=600, cwd=tmp_path)
+    result = run_client(CLIENT, output / "1", input=json.dumps([english, targets]), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     reply = json.loads(result.stdout)
     for row, hypotheses in enumerate(expected[:-1]):
