@@ -15,9 +15,9 @@ from test_trainer import kt_train, small_corpus  # noqa: F401  (a fixture)
 
 from keras_transformer import devices, precision_probe
 
-# The replica report's process (288 s alone on a 2-core Cascade Lake Xeon, one thread, before one
-# device trained once a precision; 147 s after, 2026-11-28) ran past the suite's 600 s a test
-# beside the other worker's load there.
+# The replica report's process: 147 s alone on a 2-core Cascade Lake Xeon (2026-11-28), 97 s on
+# the AMX Xeon. Beside the other worker it took 168-448 s while it fed fit from a generator
+# (tests/replica_equivalence.py's `dataset` says why), and ran past the suite's 600 s a test.
 pytestmark = pytest.mark.timeout(1200)
 
 
