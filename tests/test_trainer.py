@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import os
+import pathlib
 import re
 import shutil
 import signal
@@ -52,21 +53,36 @@ def kt_train_process(model_dir, corpus, *flags, timeout=600):
 TINY = ("--hparams", "transformer_tiny", "--hparams_override", "warmup_steps=20")
 
 
-@pytest.mark.slow
-def test_a_run_writes_its_files_evaluates_and_resumes(tmp_path, small_corpus, monkeypatch):
-    model_dir = tmp_path / "run"
+@pytest.fixture(scope="module")
+def six_steps(tmp_path_factory, small_corpus):
+    """kt-train of transformer_tiny for 6 steps, evaluated at 3 and 6 (BLEU on 2 sentences),
+    checkpoints every 2 (2 kept) and the last 2 averaged, its precision chosen by `auto`: the
+    (model_dir, CompletedProcess) of one run that the tests below copy before they change it."""
+    directory = tmp_path_factory.mktemp("six_steps")
     # --mixed_precision auto reads this machine's measurement from the cache (written here as
     # the probe would write it for the model's widths: 0.6x, as on the AMX-hidden Xeon).
-    monkeypatch.setenv("KERAS_TRANSFORMER_CACHE", str(tmp_path / "cache"))
     key = precision_probe.machine_key(devices.cpu_flags(), devices.cores_available(),
                                       precision_probe.probe_shape(32, 64, 1500))
-    (tmp_path / "cache").mkdir()
-    (tmp_path / "cache" / "precision.json").write_text(json.dumps({key: {
+    (directory / "cache").mkdir()
+    (directory / "cache" / "precision.json").write_text(json.dumps({key: {
         "float32_gflops": 281.0, "bfloat16_gflops": 166.0, "measured": "2026-11-27"}}))
-    first = kt_train(model_dir, small_corpus, *TINY, "--train_steps", "6", "--eval_every", "3",
-                     "--eval_sentences", "2", "--checkpoint_every_steps", "2",
-                     "--keep_checkpoints", "2", "--mixed_precision", "auto")
-    assert first.returncode == 0, first.stderr
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KERAS_TRANSFORMER_CACHE", str(directory / "cache"))
+        result = kt_train(directory / "run", small_corpus, *TINY, "--train_steps", "6",
+                          "--eval_every", "3", "--eval_sentences", "2",
+                          "--checkpoint_every_steps", "2", "--keep_checkpoints", "2",
+                          "--average_last", "2", "--mixed_precision", "auto")
+    assert result.returncode == 0, result.stderr
+    return directory / "run", result
+
+
+def copy_of(six_steps, tmp_path):
+    """A copy of six_steps' model_dir in tmp_path, to resume or change."""
+    return pathlib.Path(shutil.copytree(six_steps[0], tmp_path / "run"))
+
+
+def test_a_run_writes_its_files_evaluates_and_resumes(six_steps, tmp_path, small_corpus):
+    first = six_steps[1]
     assert "starting at step 0 of 6" in first.stdout
     assert ("float32 (--mixed_precision auto: bfloat16 matmuls ran 0.59x float32 here (166 "
             "against 281 GFLOP/s at 1500x32x64, measured 2026-11-27, cached))") in first.stdout
@@ -74,6 +90,7 @@ def test_a_run_writes_its_files_evaluates_and_resumes(tmp_path, small_corpus, mo
     assert re.search(r"dev BLEU \d+\.\d\d, chrF \d+\.\d\d on 2 sentences", first.stdout)
     assert "sacrebleu nrefs:1|case:mixed|eff:no|tok:13a" in first.stdout
     assert "step 6: learning_rate" in first.stdout
+    model_dir = copy_of(six_steps, tmp_path)
     saved = json.loads((model_dir / "config.json").read_text())
     assert saved["model"]["hparams"]["d_model"] == 32 and saved["model"]["vocab_size"] == 600
     assert saved["versions"]["tensorflow"] and saved["format_version"] == 3
@@ -103,9 +120,9 @@ def test_bad_hparams_are_refused(tmp_path, small_corpus, flags, message, capsys)
 
 
 @pytest.mark.slow
-def test_flags_that_contradict_the_saved_run_are_refused(tmp_path, small_corpus, capsys):
-    model_dir = tmp_path / "run"
-    assert kt_train(model_dir, small_corpus, *TINY, "--train_steps", "1").returncode == 0
+def test_flags_that_contradict_the_saved_run_are_refused(six_steps, tmp_path, small_corpus,
+                                                        capsys):
+    model_dir = copy_of(six_steps, tmp_path)
     before = (model_dir / "config.json").read_text()
     assert task.main(kt_train_command(model_dir, small_corpus, "--hparams", "transformer_small",
                                       "--max_pair_length", "32")[3:]) == 2
@@ -116,7 +133,7 @@ def test_flags_that_contradict_the_saved_run_are_refused(tmp_path, small_corpus,
     assert (model_dir / "config.json").read_text() == before
     # Training fields may change on resume, on top of the run's own overrides.
     lower = kt_train(model_dir, small_corpus, "--hparams_override",
-                     "learning_rate_multiplier=0.5", "--train_steps", "2")
+                     "learning_rate_multiplier=0.5", "--train_steps", "7")
     assert lower.returncode == 0, lower.stderr
     saved = json.loads((model_dir / "config.json").read_text())
     assert saved["model"]["hparams"]["learning_rate_multiplier"] == 0.5
@@ -642,14 +659,10 @@ def test_a_checkpoint_from_another_optimizer_setup_is_refused(tmp_path):
         keras.mixed_precision.set_global_policy("float32")
 
 
-def test_average_last_and_kt_average_write_the_mean_of_the_last_checkpoints(tmp_path,
-                                                                            small_corpus, capsys):
-    model_dir = tmp_path / "run"
-    result = kt_train(model_dir, small_corpus, *TINY, "--train_steps", "6",
-                      "--checkpoint_every_steps", "2", "--eval_sentences", "0",
-                      "--average_last", "2")
-    assert result.returncode == 0, result.stderr
-    assert "averaged ckpt-4, ckpt-6 into" in result.stdout
+def test_average_last_and_kt_average_write_the_mean_of_the_last_checkpoints(six_steps, tmp_path,
+                                                                            capsys):
+    assert "averaged ckpt-4, ckpt-6 into" in six_steps[1].stdout
+    model_dir = copy_of(six_steps, tmp_path)
     inputs = [weights_at(model_dir, f"ckpt-{step}") for step in (4, 6)]
     output = weights_at(model_dir, "ckpt-6", directory="averaged")
     for a, b, mean in zip(*inputs, output):
