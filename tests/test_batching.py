@@ -82,10 +82,23 @@ def random_pairs(rng, count, max_pair_length):
              .astype("int32")) for n, m in lengths]
 
 
+def dataset_of(pairs):
+    """The (source, target) id arrays as a dataset of [None]-shaped int32 pairs. Not
+    `from_generator`: an unfinished generator dataset's iterator, collected later, stalls the
+    test that collects it for 20-80 s whenever another process keeps a core busy (its tf.data
+    thread needs the GIL the destructor holds; tests/replica_equivalence.py, 2026-11-29)."""
+    lengths = np.array([(len(source), len(target)) for source, target in pairs], "int32")
+    width = int(lengths.max())
+    padded = np.zeros((len(pairs), 2, width), "int32")
+    for row, (source, target) in enumerate(pairs):
+        padded[row, 0, :len(source)], padded[row, 1, :len(target)] = source, target
+    return tf.data.Dataset.from_tensor_slices((padded, lengths)).map(
+        lambda both, length: (both[0, :length[0]], both[1, :length[1]]))
+
+
 def test_every_batch_is_within_budget_and_every_pair_comes_out_once(rng):
     pairs = random_pairs(rng, 2000, 100)
-    spec = tf.TensorSpec([None], tf.int32)
-    dataset = tf.data.Dataset.from_generator(lambda: iter(pairs), output_signature=(spec, spec))
+    dataset = dataset_of(pairs)
     boundaries = data.bucket_boundaries(100)
     seen = collections.Counter()
     for source, target in data.batch_by_length(dataset, 700, 100).as_numpy_iterator():
@@ -99,8 +112,7 @@ def test_every_batch_is_within_budget_and_every_pair_comes_out_once(rng):
 @pytest.mark.parametrize("repeat", [True, False])
 def test_batch_sizes_split_evenly_across_replicas(rng, repeat):
     pairs = random_pairs(rng, 301, 30)
-    spec = tf.TensorSpec([None], tf.int32)
-    dataset = tf.data.Dataset.from_generator(lambda: iter(pairs), output_signature=(spec, spec))
+    dataset = dataset_of(pairs)
     dataset = dataset.repeat() if repeat else dataset
     batches = list(data.batch_by_length(dataset, 400, 30, batch_size_multiple=4).take(60)
                    .as_numpy_iterator())
@@ -114,8 +126,7 @@ def test_batch_sizes_split_evenly_across_replicas(rng, repeat):
 def test_static_shapes_are_one_a_bucket_and_lose_no_pair(rng, multiple):
     """For XLA: a finite dataset's partial batches too take their bucket's one shape."""
     pairs = random_pairs(rng, 301, 60)
-    spec = tf.TensorSpec([None], tf.int32)
-    dataset = tf.data.Dataset.from_generator(lambda: iter(pairs), output_signature=(spec, spec))
+    dataset = dataset_of(pairs)
     shapes = data.batch_shapes(60, 600, multiple, step=data.XLA_BUCKET_GROWTH)
     assert [width for _, width in shapes] == [7, 11, 17, 26, 39, 59, 60]
     assert all(rows % multiple == 0 and rows * width <= 600 for rows, width in shapes)
