@@ -53,7 +53,7 @@ _FIRST = ("test_distributed",  # 250, of which the replica report 205
 
 # Fixtures that train or trace for 20 s or more (2 workers, Cascade Lake): every test using one is
 # `slow` too, so that `pytest -m "not slow"` (the inner loop; CI runs everything) builds none.
-_SLOW_FIXTURES = {"replicas_report", "parser_dir", "both", "demo_run", "mt_lstm_run", "six_steps"}
+_SLOW_FIXTURES = {"replicas_report", "both", "demo_run", "mt_lstm_run", "six_steps"}
 
 
 def pytest_collection_modifyitems(items):

@@ -3,6 +3,7 @@ EVALB F1; the paper's setup by name; bad input to the parsing commands."""
 
 import json
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -10,7 +11,8 @@ import tensorflow as tf
 import treebank_grammar
 from client_process import run_client
 from conftest import made_once, run_main
-from conftest import run_module as run
+from make_trained_parser import CORPUS_PLACEHOLDER
+from make_trained_parser import OUTPUT as TRAINED_PARSER
 
 import keras_transformer as kt
 from keras_transformer import data, model_dir
@@ -21,54 +23,51 @@ from keras_transformer.export.translator import Translator
 from keras_transformer.model_dir import config_file, layout
 from keras_transformer.trainer import task
 
-# Sized to learn the grammar in about a minute of kt-train on two cores: held-out F1 among trees
-# (kt-parse's default) with beam 21 98.4 and 99.7, greedy 89.0 and 95.9, in two trainings (seeds
-# 3 and 4); twice as long (seed 3), 99.7 and 95.9. --deterministic, so that every run trains the
-# same parser (one that was not wrote a tree too deep for Python's recursion, 2026-11-26): beam 21
-# 98.7 on the 400 test trees, 99.0 and greedy 87.9 on the first 200, in two runs.
-PARSER_FLAGS = ["--hparams", "transformer_tiny", "--hparams_override",
-                "num_layers=1,d_model=64,d_ff=256,num_heads=4,warmup_steps=200", "--vocab_size",
-                "600",
-                "--batch_tokens", "2048", "--train_steps", "750", "--eval_every", "375",
-                "--eval_sentences", "50", "--keep_best", "f1", "--log_every", "500",
-                "--seed", "3", "--deterministic"]
+# A short kt-train run on the treebank: enough for two evaluations by F1, not to learn it (the
+# other tests read tests/data/trained_parser, which did).
+SHORT_RUN_FLAGS = ["--hparams", "transformer_tiny", "--hparams_override",
+                   "num_layers=1,d_model=64,d_ff=256,num_heads=4,warmup_steps=200",
+                   "--vocab_size", "600", "--batch_tokens", "2048", "--train_steps", "20",
+                   "--eval_every", "10", "--eval_sentences", "20", "--keep_best", "f1",
+                   "--log_every", "10", "--seed", "3"]
 
 
 @pytest.fixture(scope="session")
 def wsj(tmp_path_factory):
-    """A treebank from tests/treebank_grammar.py in LDC's layout: 3,000 training trees, 100
-    held-out dev trees and 400 test trees whose sentences are not in the training ones."""
+    """treebank_grammar.write_parsing_treebank's treebank (3,000 training trees, 100 held-out
+    dev and 400 test trees), written once for all workers: the wsj directory."""
     with made_once(tmp_path_factory, "treebank") as (directory, done):
-        root = directory / "treebank_3"
         if not done:
-            train = treebank_grammar.treebank(3000, seed=1)
-            seen = {" ".join(trees.normalize(next(trees.parse_trees([t]))[1]).words())
-                    for t in train}
-            held_out = treebank_grammar.treebank(500, seed=2, exclude=seen)
-            treebank_grammar.write_wsj(root, {"train": train, "dev": held_out[:100],
-                                              "test": held_out[100:]})
-    return root / "parsed" / "mrg" / "wsj"
+            treebank_grammar.write_parsing_treebank(directory / "treebank_3")
+    return directory / "treebank_3" / "parsed" / "mrg" / "wsj"
 
 
 @pytest.fixture(scope="session")
 def parser_dir(tmp_path_factory, wsj):
+    """A copy of tests/data/trained_parser (made by tests/make_trained_parser.py on this
+    treebank), its corpus pointed at `wsj`, once for all workers."""
     with made_once(tmp_path_factory, "parser") as (directory, done):
         model_dir = directory / "run"
         if not done:
-            result = run("keras_transformer.trainer", "--model_dir", str(model_dir), "--data",
-                         f"ptb:{wsj}", *PARSER_FLAGS)
-            (directory / "stdout.txt").write_text(result.stdout)
+            shutil.copytree(TRAINED_PARSER, model_dir)
+            config = json.loads((model_dir / "config.json").read_text())
+            assert config["data"]["corpus"] == CORPUS_PLACEHOLDER
+            config["data"]["corpus"] = f"ptb:{wsj}"
+            (model_dir / "config.json").write_text(json.dumps(config, indent=2))
     return model_dir
 
 
-def test_kt_train_scores_dev_parses_and_keeps_the_best(parser_dir):
-    stdout = (parser_dir.parent / "stdout.txt").read_text()
-    f1s = [float(f1) for f1 in re.findall(r"dev F1 ([0-9.]+) \(EVALB, COLLINS.prm\)", stdout)]
-    assert len(f1s) == 2, stdout  # at steps 375 and 750
-    best = json.loads((parser_dir / layout.BEST_DIR / "best.json").read_text())
+def test_kt_train_scores_dev_parses_and_keeps_the_best(wsj, tmp_path):
+    run = tmp_path / "run"
+    result = run_main(task.main, "--model_dir", run, "--data", f"ptb:{wsj}", *SHORT_RUN_FLAGS)
+    assert result.returncode == 0, result.stderr
+    f1s = [float(f1) for f1 in re.findall(r"dev F1 ([0-9.]+) \(EVALB, COLLINS.prm\)",
+                                          result.stdout)]
+    assert len(f1s) == 2, result.stdout  # at steps 10 and 20
+    best = json.loads((run / layout.BEST_DIR / "best.json").read_text())
     assert best["metric"] == "f1" and best["value"] == pytest.approx(max(f1s), abs=0.01)
     # The vocabulary keeps each bracket whole (six pieces and the end of sentence, not 13).
-    vocabulary = data.Vocabulary.load(parser_dir / layout.VOCAB_FILE)
+    vocabulary = data.Vocabulary.load(run / layout.VOCAB_FILE)
     assert vocabulary.encode(["(S (NP )NP (VP )VP )S"]).row_lengths().numpy().tolist() == [7]
 
 
@@ -159,8 +158,8 @@ def test_beam_21_parses_no_worse_than_greedy_among_trees(parser_dir, wsj):
     three trainings twice as long as this one: the model, not the search, preferred sequences
     that lose brackets when repaired. Among trees, beam 21 reached 98.4-99.9 and greedy
     89.0-96.3 in five trainings (docs/data.md)."""
-    # 200 of the 400 test trees: on the fixture's training (seed 3), greedy 88.7 and beam 21
-    # 98.5 on them, 89.0 and 98.4 on all; beam's parse scored at least greedy's on 198 of 200.
+    # 200 of the 400 test trees: on tests/data/trained_parser, greedy 87.5 and beam 21 98.8 on
+    # them, beam 21 98.8 on all; beam's parse scored at least greedy's on 199 of 200.
     greedy_f1, greedy, gold, _ = decode_test_trees(parser_dir, wsj, 1, count=200)
     beam_f1, beam, _, translator = decode_test_trees(parser_dir, wsj, 21, count=200)
     print(f"held-out F1 among trees: greedy {greedy_f1:.2f}, beam 21 alpha 0.3 {beam_f1:.2f}")

@@ -124,3 +124,16 @@ def write_wsj(root, splits):
     (wsj / "00").mkdir(exist_ok=True)  # a section no split uses
     (wsj / "00" / "wsj_0001.mrg").write_text("( (S (NP-SBJ (PRP it)) (VP (VBZ is)) (. .)) )\n")
     return wsj
+
+
+def write_parsing_treebank(root):
+    """The parsing tests' treebank under `root` (write_wsj's layout): 3,000 training trees, 100
+    held-out dev trees and 400 test trees whose sentences are not in the training ones, the
+    same on every call (tests/data/trained_parser was trained on it); returns the wsj
+    directory."""
+    from keras_transformer.data import trees
+
+    train = treebank(3000, seed=1)
+    seen = {" ".join(trees.normalize(next(trees.parse_trees([t]))[1]).words()) for t in train}
+    held_out = treebank(500, seed=2, exclude=seen)
+    return write_wsj(root, {"train": train, "dev": held_out[:100], "test": held_out[100:]})
