@@ -129,6 +129,12 @@ class MTLSTM(TokenLevelTraining, keras.Model):
         attended = self.dropout_layer(attended, training=training)
         return (attended, new_states), attended
 
+    def logits_spec(self, inputs):
+        """What `call` returns for (source_ids, target_ids) `inputs` (anything with shapes): a
+        `keras.KerasTensor` of logits [batch, target length, target_vocab_size]."""
+        return keras.KerasTensor((*inputs[1].shape, self.target_vocab_size),
+                                 self.output_projection.compute_dtype)
+
     def call(self, inputs, training=None):
         source_ids, target_ids = inputs
         memory, memory_mask = self.encode(source_ids, training=training)

@@ -4,6 +4,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras.src.backend import compute_output_spec
 
 import keras_transformer as kt
 from keras_transformer.decoding import greedy_decode
@@ -119,3 +120,28 @@ def test_evaluate_under_a_strategy_traces_the_model_once(rng):
     for _ in range(2):
         model.evaluate(x, y, batch_size=16, verbose=0)
     assert len(traces) == 1  # the test step's own trace
+
+
+def test_fit_traces_the_model_once(rng):
+    # Keras would trace it once more (in a scratch graph) to learn its output's shape before
+    # building the compiled loss and metrics; `logits_spec` tells it (TokenLevelTraining).
+    model = compiled_tiny_model(kt.hparams.get("transformer_tiny"))
+    traces = []
+    call = model.call
+    model.call = lambda *args, **kwargs: traces.append(1) or call(*args, **kwargs)
+    x, y = copy_task(rng, 32)
+    model.fit(x, y, batch_size=16, verbose=0)
+    assert len(traces) == 1 and model.optimizer.iterations.numpy() == 2
+
+
+@pytest.mark.parametrize("name, policy", [("transformer_tiny", "float32"),
+                                          ("transformer_tiny", "mixed_bfloat16"),
+                                          ("cove_mt_lstm", "float32")])
+def test_logits_spec_is_what_the_model_returns(name, policy):
+    sizes = dict(source_vocab_size=30, embedding_dim=8) if name == "cove_mt_lstm" else {}
+    model = kt.build_model(kt.hparams.get(name, num_layers=1, d_model=16), VOCAB, dtype=policy,
+                           **sizes)
+    inputs = (keras.KerasTensor((3, None), "int32"), keras.KerasTensor((3, 7), "int32"))
+    spec, traced = model.logits_spec(inputs), compute_output_spec(model, inputs)
+    assert (spec.shape, spec.dtype) == (traced.shape, traced.dtype)
+    assert spec.shape == (3, 7, VOCAB)
