@@ -53,7 +53,10 @@ def dataset(data):
     took 408 s beside one busy loop on 2 cores, 97 s alone (2026-11-29)."""
     source, target_input, target = (np.stack(part) for part in zip(*(
         (source, target_input, target) for (source, target_input), target in data)))
-    return tf.data.Dataset.from_tensor_slices(((source, target_input), target))
+    options = tf.data.Options()
+    options.autotune.enabled = False  # as data.pipeline's: an iterator's end waits for its thread
+    return tf.data.Dataset.from_tensor_slices(((source, target_input), target)).with_options(
+        options)
 
 
 STRATEGIES = {1: tf.distribute.get_strategy()}
