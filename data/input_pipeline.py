@@ -217,12 +217,12 @@ def pipeline(source, vocabulary, split="train", *, batch_tokens=25_000, max_pair
                           num_parallel_calls=tf.data.AUTOTUNE)
     options = tf.data.Options()
     options.deterministic = deterministic
-    # No autotuning thread: TF 2.21 sleeps it for a period that doubles up to about a minute
-    # and does not wake it when the iterator goes, so dropping an iterator that had run ~45 s
-    # (a run's training batches; at exit, or whenever Python collects it) waited 33-37 s
-    # (`python -m bench.iterator_teardown`). The AUTOTUNE values below then mean a map per
-    # core and a prefetch buffer that grows while the model waits: 14.5-15.8 batches/s of
-    # the bundled corpus at 25k tokens against 13.7-14.8 with the thread (2 cores).
+    # No autotuning thread: while the test suite ran, dropping a finished run's iterator waited
+    # 5-37 s for it (it sleeps for a period that doubles, and the iterator's end waits), and a
+    # process holding one exited 33-38 s late; not reproduced on demand since
+    # (bench/iterator_teardown.py). The AUTOTUNE values below then mean a map per core and a
+    # prefetch buffer that grows while the model waits: 14.5-15.8 batches/s of the bundled
+    # corpus at 25k tokens against 13.7-14.8 with the thread (2 cores).
     options.autotune.enabled = False
     if shard is not None:  # Sharded above; tf.distribute must not shard again.
         options.experimental_distribute.auto_shard_policy = (
