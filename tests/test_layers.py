@@ -143,3 +143,40 @@ def test_config_roundtrip(rng):
     assert_roundtrip(EncoderLayer(**ARGS, dropout=0.2, attention_dropout=0.1, relu_dropout=0.1), x)
     assert_roundtrip(DecoderLayer(**ARGS, layer_norm_epsilon=1e-5, layer_norm_position="pre"),
                      x, x)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_layer_normalization_is_keras_own_with_its_gradient_written_out(rng, policy):
+    """The same outputs as keras.layers.LayerNormalization, to the bit, and the same gradients
+    with respect to the inputs, gamma and beta within float32 rounding (the written-out formula
+    against automatic differentiation of Keras's)."""
+    import keras
+    import tensorflow as tf
+
+    from keras_transformer.layer_norm import LayerNormalization
+
+    x = rng.normal(1.0, 3.0, size=(3, 5, 16)).astype("float32")
+    upstream = rng.normal(size=(3, 5, 16)).astype("float32")
+    weights = [rng.normal(1.0, 0.5, 16).astype("float32"), rng.normal(0.0, 0.5, 16).astype(
+        "float32")]
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        results = []
+        for layer in (LayerNormalization(epsilon=1e-6), keras.layers.LayerNormalization(
+                epsilon=1e-6)):
+            layer.build(x.shape)
+            layer.set_weights(weights)
+            inputs = tf.cast(x, layer.compute_dtype)
+            with tf.GradientTape() as tape:
+                tape.watch(inputs)
+                outputs = layer(inputs)
+                loss = tf.reduce_sum(tf.cast(outputs, "float32") * upstream)
+            gradients = tape.gradient(loss, [inputs, layer.gamma, layer.beta])
+            results.append([np.asarray(tf.cast(value, "float32"))
+                            for value in [outputs, *gradients]])
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    (ours, *our_gradients), (keras_own, *keras_gradients) = results
+    np.testing.assert_array_equal(ours, keras_own)
+    for name, a, b in zip(("inputs", "gamma", "beta"), our_gradients, keras_gradients):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * np.abs(b).max(), err_msg=name)
