@@ -17,6 +17,7 @@ import pathlib
 import tensorflow as tf
 
 from keras_transformer.data import batching, sources
+from keras_transformer.data.dataset_options import untuned_options
 from keras_transformer.data.vocab import PAD_ID
 from keras_transformer.data.vocabularies import KINDS, load_vocabulary
 
@@ -215,15 +216,8 @@ def pipeline(source, vocabulary, split="train", *, batch_tokens=25_000, max_pair
                                        static_shapes=static_shapes)
     batches = batches.map(lambda s, t: ((s, shift_right(t)), t),
                           num_parallel_calls=tf.data.AUTOTUNE)
-    options = tf.data.Options()
+    options = untuned_options()  # data.dataset_options says why
     options.deterministic = deterministic
-    # No autotuning thread: while the test suite ran, dropping a finished run's iterator waited
-    # 5-37 s for it (it sleeps for a period that doubles, and the iterator's end waits), and a
-    # process holding one exited 33-38 s late; not reproduced on demand since
-    # (bench/iterator_teardown.py). The AUTOTUNE values below then mean a map per core and a
-    # prefetch buffer that grows while the model waits: 14.5-15.8 batches/s of the bundled
-    # corpus at 25k tokens against 13.7-14.8 with the thread (2 cores).
-    options.autotune.enabled = False
     if shard is not None:  # Sharded above; tf.distribute must not shard again.
         options.experimental_distribute.auto_shard_policy = (
             tf.data.experimental.AutoShardPolicy.OFF)

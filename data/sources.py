@@ -31,6 +31,7 @@ import pathlib
 import tensorflow as tf
 
 from keras_transformer.data import treebank
+from keras_transformer.data.dataset_options import without_autotuning
 from keras_transformer.data.errors import CorpusError
 
 SPLITS = ("train", "dev", "test")
@@ -121,7 +122,8 @@ def _check_tsv(path, invalid_utf8):
 
 
 def _text_lines(path, invalid_utf8):
-    lines = tf.data.TextLineDataset(os.fspath(path), compression_type=_compression(path))
+    lines = without_autotuning(tf.data.TextLineDataset(os.fspath(path),
+                                                       compression_type=_compression(path)))
     if invalid_utf8 == "replace":
         lines = lines.map(lambda s: tf.strings.unicode_transcode(
             s, "UTF-8", "UTF-8", errors="replace"))
@@ -252,8 +254,9 @@ class TfdsSource:
                 f"{TFDS_SPLITS.get(split, split)!r}) cannot be read: {error}. Prepare it with "
                 f"download=True (--download, needs network) or `tfds build`") from None
         source_lang, target_lang = self.source_lang, self.target_lang
-        return examples.map(lambda example: (example[source_lang], example[target_lang]),
-                            num_parallel_calls=tf.data.AUTOTUNE)
+        return without_autotuning(examples).map(
+            lambda example: (example[source_lang], example[target_lang]),
+            num_parallel_calls=tf.data.AUTOTUNE)
 
     def __repr__(self):
         return f"TfdsSource({self.name!r}, {self.source_lang}->{self.target_lang})"

@@ -21,6 +21,7 @@ import pathlib
 import tensorflow as tf
 
 from keras_transformer.data import trees
+from keras_transformer.data.dataset_options import without_autotuning
 from keras_transformer.data.errors import CorpusError
 from keras_transformer.token_ids import PAD_ID
 from keras_transformer.tree_constraint import ANY_LEAF, TreeConstraint, bracket_tables
@@ -188,8 +189,8 @@ class TreebankSource:
             words, tokens = trees.linearize(tree, self.leaves)
             sources.append(" ".join(words))
             targets.append(" ".join(tokens))
-        return tf.data.Dataset.from_tensor_slices((tf.constant(sources, tf.string),
-                                                   tf.constant(targets, tf.string)))
+        return without_autotuning(tf.data.Dataset.from_tensor_slices((
+            tf.constant(sources, tf.string), tf.constant(targets, tf.string))))
 
     def __repr__(self):
         return f"TreebankSource({str(self.directory)!r}, leaves={self.leaves!r})"

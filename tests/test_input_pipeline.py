@@ -22,8 +22,10 @@ def test_batches_have_the_models_structure(bible_vocab):
         # Real tokens first, then padding; each sentence ends with end of sentence.
         assert np.all(real == (np.arange(row.shape[1]) < lengths[:, None]))
         assert np.all(row[np.arange(len(row)), lengths - 1] == data.EOS_ID)
-    # No autotuning thread, whose sleep (up to a minute) an iterator's end waits for.
+    # No autotuning thread, whose sleep (up to a minute) an iterator's end waits for: not in
+    # the pipeline, nor in what a source gives an evaluation or a vocabulary to read.
     assert batches.options().autotune.enabled is False
+    assert data.get_source("bible_en_es").pairs("dev").options().autotune.enabled is False
 
 
 def test_targets_detokenize_to_the_corpus(bible_vocab):
