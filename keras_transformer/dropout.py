@@ -75,8 +75,9 @@ class Dropout(keras.layers.Dropout):
         # tf.nn.experimental.stateless_dropout's draw and mask, written with fewer graph ops:
         # its uniform draw is scaled to [0, 1) by `* 1 + 0`, and its mask applied by a select
         # whose gradient reduces over broadcast axes; a product by the scaled mask is the same
-        # outputs (to the bit, but for a dropped -x giving -0, and a dropped inf NaN, which
-        # float16's loss scaling skips as it skips the infs beside it) with a cheaper gradient.
+        # outputs (to the bit, but for a dropped -x giving -0, and a dropped inf NaN: under
+        # float16 loss scaling, a step whose only overflow is dropped is now skipped) with a
+        # cheaper gradient.
         key, counter = tf.raw_ops.StatelessRandomGetKeyCounter(
             seed=replica_seed(self.seed_generator))
         uniform = tf.raw_ops.StatelessRandomUniformV2(
