@@ -53,17 +53,34 @@ def tiny():
     return hp, kt.build_model(hp, VOCAB).get_weights()
 
 
-@pytest.mark.slow
-def test_micro_batches_of_unequal_tokens_make_the_update_of_the_whole_batch(tiny):
+@pytest.fixture(scope="module")
+def float32_update(tiny):
+    """steps -> (model, logs) of `one_update(steps, ...)` from `tiny` on batch_of_unequal_rows()
+    in float32, made once a module: each is a build, compile and traced step, and no test changes
+    the model it reads."""
     hp, initial = tiny
+    made = {}
+
+    def update(steps):
+        if steps not in made:
+            made[steps] = one_update(steps, initial, hp, batch_of_unequal_rows())
+        return made[steps]
+
+    return update
+
+
+@pytest.mark.slow
+def test_micro_batches_of_unequal_tokens_make_the_update_of_the_whole_batch(tiny,
+                                                                           float32_update):
+    _, initial = tiny
     batch = batch_of_unequal_rows()
     assert real_tokens_per_micro_batch(batch[1], 2) == [33, 7]
     assert real_tokens_per_micro_batch(batch[1], 4) == [18, 15, 3, 4]
-    whole, whole_logs = one_update(1, initial, hp, batch)
+    whole, whole_logs = float32_update(1)
     assert largest_movement(initial, whole) > 1e-3
     # 3 does not divide 8 rows: the last micro-batch is made up with an all-padding row.
     for steps in (2, 3, 4, 8):
-        model, logs = one_update(steps, initial, hp, batch)
+        model, logs = float32_update(steps)
         assert int(model.optimizer.iterations) == 1  # one update, not K
         for a, b in zip(whole.get_weights(), model.get_weights()):
             np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
@@ -72,22 +89,21 @@ def test_micro_batches_of_unequal_tokens_make_the_update_of_the_whole_batch(tiny
             np.testing.assert_allclose(logs[name], value, rtol=1e-5, err_msg=name)
 
 
-def test_accumulation_compiles_with_xla(tiny):
+def test_accumulation_compiles_with_xla(tiny, float32_update):
     hp, initial = tiny
-    batch = batch_of_unequal_rows()
-    whole, _ = one_update(1, initial, hp, batch)
-    compiled, _ = one_update(4, initial, hp, batch, jit_compile=True)
+    whole, _ = float32_update(1)
+    compiled, _ = one_update(4, initial, hp, batch_of_unequal_rows(), jit_compile=True)
     for a, b in zip(whole.get_weights(), compiled.get_weights()):
         np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
 
 
-def test_an_equal_weight_average_of_micro_batches_would_differ(tiny):
+def test_an_equal_weight_average_of_micro_batches_would_differ(tiny, float32_update):
     # What Keras's own gradient_accumulation_steps computes: the mean of the micro-batches'
     # token-normalized gradients. With these unequal counts it is measurably another update,
     # so the test above can tell the two apart.
     hp, initial = tiny
     (source, target_input), target = batch_of_unequal_rows()
-    whole, _ = one_update(1, initial, hp, ((source, target_input), target))
+    whole, _ = float32_update(1)
     model = kt.build_model(hp, VOCAB)
     model.set_weights(initial)
     model.compile(optimizer=keras.optimizers.SGD(1.0, gradient_accumulation_steps=2),
@@ -122,9 +138,8 @@ def test_loss_scaling_spans_the_micro_batches(tiny):
     assert all(changed)
 
 
-def test_accumulate_steps_survives_save_and_load(tiny, tmp_path):
-    hp, initial = tiny
-    model, _ = one_update(4, initial, hp, batch_of_unequal_rows())
+def test_accumulate_steps_survives_save_and_load(float32_update, tmp_path):
+    model, _ = float32_update(4)
     model.save(tmp_path / "m.keras")
     loaded = keras.models.load_model(tmp_path / "m.keras")
     assert loaded.accumulate_steps == 4

@@ -158,9 +158,11 @@ def test_cached_decoding_equals_recomputing_every_prefix(trained, dev_sentences)
     results = []
     # The cached step keeps the encoder's keys and values one row a sentence, which all its
     # hypotheses attend with at once; the recomputing one leaves tiling the memory to the search.
+    # Traced: run eagerly, a search's loop is a Python loop of ~50 steps of ~800 ops each.
+    search = tf.function(kt.beam_search)
     for step_fn, cache in (cached_step(trained.model, source, length),
                            recomputing_step(trained.model, source, length)):
-        results.append(kt.beam_search(step_fn, cache, limits, beam_size=3, alpha=0.6))
+        results.append(search(step_fn, cache, limits, beam_size=3, alpha=0.6))
     np.testing.assert_array_equal(results[0][0].numpy(), results[1][0].numpy())
     np.testing.assert_allclose(results[0][1].numpy(), results[1][1].numpy(), atol=1e-5)
 

@@ -29,6 +29,16 @@ def small_corpus(tmp_path_factory):
     return write_corpus_subset(tmp_path_factory.mktemp("corpus"), train=400, dev=40)
 
 
+@pytest.fixture(scope="module")
+def train_only_corpus(small_corpus, tmp_path_factory):
+    """small_corpus's train split alone: a run without a dev split builds no dev pipeline and
+    evaluates nothing as it ends (a loss step traced, under XLA compiled, for the dev shapes)."""
+    corpus = tmp_path_factory.mktemp("train_only")
+    for path in small_corpus.glob("train.*"):
+        shutil.copy(path, corpus)
+    return corpus
+
+
 def kt_train_command(model_dir, corpus, *flags):
     return [sys.executable, "-m", "keras_transformer.trainer.task", "--model_dir", str(model_dir),
             "--data", str(corpus), "--source_lang", "en", "--target_lang", "es",
@@ -246,14 +256,9 @@ def test_a_damaged_or_newer_config_is_refused(tmp_path, small_corpus, capsys):
 
 
 @pytest.mark.slow
-def test_xla_and_bfloat16_training_compiles_once_a_bucket(tmp_path, small_corpus):
-    # Without a dev split: its loss's step would be compiled for its own shapes, at a cost.
-    corpus = tmp_path / "train_only"
-    corpus.mkdir()
-    for path in small_corpus.glob("train.*"):
-        shutil.copy(path, corpus)
+def test_xla_and_bfloat16_training_compiles_once_a_bucket(tmp_path, train_only_corpus):
     dumps = tmp_path / "xla"
-    command = kt_train_command(tmp_path / "run", corpus, *TINY, "--train_steps", "3",
+    command = kt_train_command(tmp_path / "run", train_only_corpus, *TINY, "--train_steps", "3",
                                "--jit_compile", "--mixed_precision", "mixed_bfloat16",
                                "--deterministic", "--seed", "1")
     # XLA writes each program it compiles to --xla_dump_to: one per batch shape of the step.
@@ -325,8 +330,8 @@ def killed_at_checkpoint(command, checkpoint):
 
 
 @pytest.mark.slow
-def test_sigkill_and_sigterm_then_resume_equal_an_uninterrupted_run(tmp_path, small_corpus,
-                                                                    capsys):
+def test_sigkill_and_sigterm_then_resume_equal_an_uninterrupted_run(tmp_path,
+                                                                    train_only_corpus, capsys):
     """A run killed between micro-batches of an accumulated update, resumed, preempted with
     SIGTERM and resumed again ends with the weights and moving averages of one that ran
     straight through. The resumed runs start inside the learning rate's cooldown (its last 90%),
@@ -336,7 +341,7 @@ def test_sigkill_and_sigterm_then_resume_equal_an_uninterrupted_run(tmp_path, sm
              "--accumulate_steps", "4", "--batch_tokens", "400", "--ema_decay", "0.9",
              "--checkpoint_every_steps", "3", "--deterministic", "--seed", "3", "--eval_every",
              "1000", "--eval_sentences", "0")
-    straight = kt_train(tmp_path / "straight", small_corpus, *flags)
+    straight = kt_train(tmp_path / "straight", train_only_corpus, *flags)
     assert straight.returncode == 0, straight.stderr
     assert ("each update: 4 micro-batch(es) x 400 padded tokens a side over 1 replica(s) = "
             "1,600 padded tokens a side") in straight.stdout
@@ -345,11 +350,11 @@ def test_sigkill_and_sigterm_then_resume_equal_an_uninterrupted_run(tmp_path, sm
 
     # Killed as soon as ckpt-3 exists: inside update 4, between micro-batches.
     interrupted = tmp_path / "interrupted"
-    killed_at_checkpoint(kt_train_command(interrupted, small_corpus, *flags),
+    killed_at_checkpoint(kt_train_command(interrupted, train_only_corpus, *flags),
                          interrupted / "checkpoints" / "ckpt-3")
 
     # Resumed, then preempted: SIGTERM at its first progress line.
-    process = subprocess.Popen(kt_train_command(interrupted, small_corpus, *flags),
+    process = subprocess.Popen(kt_train_command(interrupted, train_only_corpus, *flags),
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         lines = []
@@ -368,7 +373,7 @@ def test_sigkill_and_sigterm_then_resume_equal_an_uninterrupted_run(tmp_path, sm
     assert 3 < int(stopped.group(1)) < 12
     assert stopped.group(2).endswith(f"ckpt-{stopped.group(1)}")
 
-    finished = kt_train(interrupted, small_corpus, *flags)
+    finished = kt_train(interrupted, train_only_corpus, *flags)
     assert finished.returncode == 0, finished.stderr
     assert f"ckpt-{stopped.group(1)} at step {stopped.group(1)} of 12" in finished.stdout
     assert "done: step 12" in finished.stdout
