@@ -25,22 +25,6 @@ SMALL = {"--train_steps": {"100000": "5", "300000": "20"}, "--batch_tokens": {"2
 SHRUNKEN_MODEL = ["--hparams_override", "num_layers=1,d_model=32,d_ff=64,num_heads=2",
                   "--checkpoint_every_steps", "1"]
 
-# Runs each (entry point, argv) inside TFDS's mock data and stops at the first failure.
-RUNNER = r"""
-import json, sys
-from importlib import metadata
-import tensorflow_datasets as tfds
-
-scripts = {ep.name: ep for ep in metadata.entry_points(group="console_scripts")}
-with tfds.testing.mock_data(num_examples=24):
-    for name, argv in json.loads(sys.stdin.read()):
-        print(f"$ {name} {' '.join(argv)}", flush=True)
-        code = scripts[name].load()(argv)
-        if code:
-            sys.exit(f"{name} exited with {code}")
-"""
-
-
 def commands(page):
     """The shell commands of a page's ```sh blocks, continuation lines joined."""
     blocks = re.findall(r"```sh\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL)
@@ -53,8 +37,12 @@ def smaller(argv):
 
 
 @pytest.mark.slow
-def test_reproduce_page_commands_run_as_written(tmp_path):
-    installed = {ep.name for ep in metadata.entry_points(group="console_scripts")}
+def test_reproduce_page_commands_run_as_written(tmp_path, monkeypatch):
+    import tensorflow_datasets as tfds
+    from conftest import run_main
+
+    scripts = {ep.name: ep for ep in metadata.entry_points(group="console_scripts")}
+    installed = set(scripts)
     runs = []
     for name, *argv in commands(DOCS / "reproduce.md"):
         assert name in installed, f"docs/reproduce.md runs {name}, which is not a console script"
@@ -74,9 +62,16 @@ def test_reproduce_page_commands_run_as_written(tmp_path):
               "dev": treebank_grammar.treebank(6, seed=2), "test": treebank_grammar.treebank(
                   6, seed=3)}
     treebank_grammar.write_wsj(tmp_path / "treebank_3", splits)
-    result = subprocess.run([sys.executable, "-c", RUNNER], input=json.dumps(runs), cwd=tmp_path,
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout + result.stderr
+    # In this process, as the README's commands below run (a fresh one cost TensorFlow's start).
+    monkeypatch.chdir(tmp_path)
+    stdout, stderr = [], []
+    with tfds.testing.mock_data(num_examples=24):
+        for name, argv in runs:
+            result = run_main(scripts[name].load(), *argv)
+            assert result.returncode == 0, f"{name} {argv}\n{result.stdout}\n{result.stderr}"
+            stdout.append(result.stdout)
+            stderr.append(result.stderr)
+    result = subprocess.CompletedProcess(runs, 0, "".join(stdout), "".join(stderr))
     for model in ("base", "big"):
         translations = (tmp_path / f"newstest2014.{model}.de").read_text().splitlines()
         assert len(translations) == 24
