@@ -72,19 +72,41 @@ def strategy_of(replicas):
     return STRATEGIES[replicas]
 
 
-def train(hp, initial, data, *, replicas, policy, accumulate_steps=1):
-    """Weights, loss scale (None outside float16) and optimizer steps after fit on `data`."""
-    keras.mixed_precision.set_global_policy(policy)
-    try:
+# transformer_tiny with one layer (traced once a replica), no dropout, and embeddings of its own on
+# each side: `overflow` makes one source token's embedding overflow float16, which a shared
+# output projection would turn into overflowing logits in every case.
+HPARAMS = kt.hparams.get("transformer_tiny", dropout=0.0, num_layers=1, embedding_sharing="none")
+COMPILED = {}
+
+
+def compiled(replicas, policy, accumulate_steps):
+    """The model of HPARAMS compiled for a case, once a process: a run over N replicas traces
+    its step N times, and `equivalence` and `overflow` run most cases twice. (model, the values
+    of its optimizer's variables before its first update)."""
+    key = replicas, policy, accumulate_steps
+    if key not in COMPILED:
         with strategy_of(replicas).scope():
-            model = kt.build_model(hp, VOCAB)
-            model.set_weights(initial)
-            # SGD: the weights move by the gradient itself. Adam would hide a gradient off by a
-            # factor (its steps are lr * g / |g|), and its first steps would turn rounding in
+            model = kt.build_model(HPARAMS, VOCAB)
+            # SGD: the weights move by the gradient itself. Adam would hide a gradient off by
+            # a factor (its steps are lr * g / |g|), and its first steps would turn rounding in
             # near-zero gradients into whole steps. Under mixed_float16 compile wraps it in a
             # kt.LossScaleOptimizer.
-            model.compile(optimizer=keras.optimizers.SGD(0.5), loss=kt.build_loss(hp),
+            model.compile(optimizer=keras.optimizers.SGD(0.5), loss=kt.build_loss(HPARAMS),
                           accumulate_steps=accumulate_steps)
+            model.optimizer.build(model.trainable_variables)
+        COMPILED[key] = model, [v.numpy() for v in model.optimizer.variables]
+    return COMPILED[key]
+
+
+def train(initial, data, *, replicas, policy, accumulate_steps=1):
+    """Weights, loss scale (None outside float16) and optimizer steps after fit on `data`, from
+    the weights `initial` and a fresh optimizer state."""
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        model, fresh_state = compiled(replicas, policy, accumulate_steps)
+        model.set_weights(initial)
+        for variable, value in zip(model.optimizer.variables, fresh_state):
+            variable.assign(value)
         model.fit(dataset(data), epochs=1, verbose=0)
     finally:
         keras.mixed_precision.set_global_policy("float32")
@@ -104,17 +126,16 @@ def equivalence(cases):
     One device trains on whole batches, without accumulation, in each precision: the reference
     for N replicas both with and without accumulating, since K micro-batches make the update of
     their whole batch (tests/test_accumulation.py). A run per precision instead of two."""
-    hp = kt.hparams.get("transformer_tiny", dropout=0.0, num_layers=1)  # 1 layer: traced N times
     keras.utils.set_random_seed(1)
-    initial = kt.build_model(hp, VOCAB).get_weights()
+    initial = kt.build_model(HPARAMS, VOCAB).get_weights()
     data = batches()
     report, one_device = {}, {}
     for policy, accumulate_steps, replicas in cases:
         if policy not in one_device:
-            one_device[policy], _, _ = train(hp, initial, data, replicas=1, policy=policy)
+            one_device[policy], _, _ = train(initial, data, replicas=1, policy=policy)
         key = f"{policy} accumulate {accumulate_steps}"
         report.setdefault(key, {"moved": largest_difference(initial, one_device[policy])})
-        weights, _, _ = train(hp, initial, data, replicas=replicas, policy=policy,
+        weights, _, _ = train(initial, data, replicas=replicas, policy=policy,
                               accumulate_steps=accumulate_steps)
         report[key][str(replicas)] = largest_difference(one_device[policy], weights)
     return report
@@ -123,12 +144,11 @@ def equivalence(cases):
 def overflow():
     """mixed_float16: rows holding HOT overflow in the encoder. Overflow in one replica's rows
     (or one micro-batch's) must skip the update on every replica and halve the loss scale."""
-    hp = kt.hparams.get("transformer_tiny", dropout=0.0, num_layers=1, embedding_sharing="none")
     keras.utils.set_random_seed(2)
-    model = kt.build_model(hp, VOCAB)
+    model = kt.build_model(HPARAMS, VOCAB)
     model.source_embedding.embeddings.assign(  # inf in float16 once it reaches the queries
         tf.tensor_scatter_nd_update(model.source_embedding.embeddings, [[HOT]],
-                                    tf.fill([1, hp.d_model], 1e4)))
+                                    tf.fill([1, HPARAMS.d_model], 1e4)))
     initial = model.get_weights()
     report = {}
     for name, replicas, accumulate_steps, hot_rows in [
@@ -140,7 +160,7 @@ def overflow():
         (source, target_input), target = batches(1, seed=5)[0]
         source = source.copy()
         source[hot_rows, 0] = HOT
-        weights, scale, steps = train(hp, initial, [((source, target_input), target)],
+        weights, scale, steps = train(initial, [((source, target_input), target)],
                                       replicas=replicas, policy="mixed_float16",
                                       accumulate_steps=accumulate_steps)
         report[name] = {"changed": largest_difference(initial, weights), "scale": scale,
