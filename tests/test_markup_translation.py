@@ -123,8 +123,26 @@ def markup_run(tmp_path_factory, small_corpus):  # noqa: F811
     return run
 
 
+GREEDY_FLAGS = ("--beam_size", "1", "--max_input_length", "64", "--extra_length", "10")
+
+
+@pytest.fixture(scope="module")
+def tagged_translation(markup_run, tmp_path_factory):
+    """kt-translate --markup of TAGGED (written to tagged.en) with GREEDY_FLAGS, all 8 lines in
+    one batch: (the input file, the CompletedProcess). One run for both tests that read it, as
+    each compares it with 8 lines searched together: translations computed at batch size 8, and
+    the SavedModel's, served in one request of 8."""
+    source = tmp_path_factory.mktemp("tagged") / "tagged.en"
+    source.write_text("\n".join(TAGGED) + "\n", encoding="utf-8")
+    result = run_main(translate.main, "--model_dir", markup_run, "--markup", "--input", source,
+                      "--batch_size", len(TAGGED), *GREEDY_FLAGS)
+    assert result.returncode == 0, result.stderr
+    return source, result
+
+
 @pytest.mark.slow
-def test_every_search_keeps_each_item_once_and_kt_translate_puts_them_back(markup_run, tmp_path):
+def test_every_search_keeps_each_item_once_and_kt_translate_puts_them_back(markup_run,
+                                                                           tagged_translation):
     loaded = model_dir.load(markup_run)
     translator = Translator(loaded.model, loaded.vocabulary, max_input_length=64,
                             extra_length=10)  # an untrained model runs to the limit
@@ -157,13 +175,9 @@ def test_every_search_keeps_each_item_once_and_kt_translate_puts_them_back(marku
                         extra_length=10)
     expected = [markup.unmask(best[0].text, line.items) for line, best in zip(
         masked, markup_n_best_lines(greedy, masked, 1, 8))]
-    (tmp_path / "tagged.en").write_text("\n".join(TAGGED) + "\n", encoding="utf-8")
-    result = run_main(translate.main, "--model_dir", markup_run, "--markup", "--beam_size", "1",
-                      "--input", tmp_path / "tagged.en", "--max_input_length", "64",
-                      "--extra_length", "10")
-    assert result.returncode == 0, result.stderr
+    tagged_file, result = tagged_translation
     assert result.stdout.splitlines() == expected
-    assert f"{tmp_path / 'tagged.en'}:5: unbalanced tags <unclosed>: each is kept once" in (
+    assert f"{tagged_file}:5: unbalanced tags <unclosed>: each is kept once" in (
         result.stderr) and result.stderr.count("unbalanced") == 1
     assert all(source.count("<") == output.count("<") for source, output in zip(
         TAGGED, expected))
@@ -188,16 +202,15 @@ print(json.dumps(replies))
 
 
 @pytest.mark.slow
-def test_the_saved_model_translates_tagged_text_as_kt_translate_does(markup_run, tmp_path):
-    flags = ("--beam_size", "1", "--max_input_length", "64", "--extra_length", "10")
+def test_the_saved_model_translates_tagged_text_as_kt_translate_does(markup_run,
+                                                                      tagged_translation,
+                                                                      tmp_path):
     exported = run_main(saved_model.main, "--model_dir", markup_run, "--output",
-                        tmp_path / "export", "--markup", "--max_batch_size", len(TAGGED), *flags)
+                        tmp_path / "export", "--markup", "--max_batch_size", len(TAGGED),
+                        *GREEDY_FLAGS)
     assert exported.returncode == 0, exported.stderr
     assert ", translate_with_markup;" in exported.stdout
-    (tmp_path / "tagged.en").write_text("\n".join(TAGGED) + "\n", encoding="utf-8")
-    result = run_main(translate.main, "--model_dir", markup_run, "--markup", "--input",
-                      tmp_path / "tagged.en", "--batch_size", len(TAGGED), *flags)
-    assert result.returncode == 0, result.stderr
+    _, result = tagged_translation
     requests = [TAGGED, TAGGED[5:], TAGGED[5:7], ["<br/>" * 51], ["a ｟1｠ b"],
                 ["ok", "<b>" + "1 " * 40_000 + "</b>"]]  # refused before it is masked
     reply = run_client(MARKUP_CLIENT, tmp_path / "export" / "1", input=json.dumps(requests))

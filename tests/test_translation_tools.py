@@ -47,6 +47,19 @@ def beams(trained, sources):
     return found
 
 
+@pytest.fixture(scope="module")
+def beam_n_best(trained_model_dir, sources, tmp_path_factory):
+    """kt-translate --n_best BEAM of the sources (every hypothesis of the beam, the model_dir's
+    default checkpoint, batches of 5), as `n_best` runs it: (its JSON lines, its stderr). One
+    run for the tests that compare with it."""
+    output = tmp_path_factory.mktemp("n_best") / "n_best.txt"
+    result = run_main(translate.main, "--model_dir", trained_model_dir, "--input", sources[0],
+                      "--output", output, "--beam_size", BEAM, "--batch_size", "5", "--n_best",
+                      BEAM)
+    assert result.returncode == 0, result.stderr
+    return output.read_text(encoding="utf-8"), result.stderr
+
+
 def n_best(trained_model_dir, source, tmp_path, capsys, *flags):
     output = tmp_path / "n_best.txt"
     assert translate.main(["--model_dir", str(trained_model_dir), "--input", str(source),
@@ -57,9 +70,9 @@ def n_best(trained_model_dir, source, tmp_path, capsys, *flags):
 
 
 def test_n_best_lists_are_the_beams_in_order_with_their_teacher_forced_scores(
-        trained, trained_model_dir, sources, beams, tmp_path, capsys):
+        trained, trained_model_dir, sources, beams, beam_n_best, tmp_path, capsys):
     source_file, english = sources
-    text = n_best(trained_model_dir, source_file, tmp_path, capsys, "--n_best", str(BEAM))
+    text, _ = beam_n_best
     records = [json.loads(line) for line in text.splitlines()]
     assert [record["line"] for record in records] == list(range(1, len(english) + 1))
     for record, (source, ids, scores) in zip(records, beams):
@@ -154,14 +167,18 @@ def test_sampling_is_reproducible_by_seed_and_top_1_is_greedy(trained_model_dir,
 
 @pytest.mark.slow
 def test_an_ensemble_of_the_model_with_itself_translates_as_the_model(
-        trained, trained_model_dir, sources, tmp_path, capsys):
+        trained, trained_model_dir, sources, beam_n_best, tmp_path, capsys):
     source_file, _ = sources
     checkpoint = str(trained.checkpoint)
-    alone = n_best(trained_model_dir, source_file, tmp_path, capsys, "--n_best", "2",
-                   "--checkpoint", checkpoint)
+    # The model alone: kt-translate's whole beam, translated with `checkpoint` as its summary
+    # line says; the ensembles' whole beams are compared with it.
+    alone, summary = beam_n_best
+    assert f" with {checkpoint}, beam {BEAM}," in summary
     for flags in (["--checkpoint", checkpoint, "--checkpoint", checkpoint],
                   ["--ensemble", str(trained_model_dir)]):
-        twice = n_best(trained_model_dir, source_file, tmp_path, capsys, "--n_best", "2", *flags)
+        twice = n_best(trained_model_dir, source_file, tmp_path, capsys, "--n_best", str(BEAM),
+                       *flags)
+        assert len(twice.splitlines()) == len(alone.splitlines())
         for one, two in zip(alone.splitlines(), twice.splitlines()):
             one, two = json.loads(one)["hypotheses"], json.loads(two)["hypotheses"]
             assert [h["text"] for h in one] == [h["text"] for h in two]
