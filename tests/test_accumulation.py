@@ -2,6 +2,8 @@
 update of their union, weighted by real target tokens (the two-replica case is in
 tests/test_distributed.py)."""
 
+import functools
+
 import keras
 import numpy as np
 import pytest
@@ -59,14 +61,7 @@ def float32_update(tiny):
     in float32, made once a module: each is a build, compile and traced step, and no test changes
     the model it reads."""
     hp, initial = tiny
-    made = {}
-
-    def update(steps):
-        if steps not in made:
-            made[steps] = one_update(steps, initial, hp, batch_of_unequal_rows())
-        return made[steps]
-
-    return update
+    return functools.cache(lambda steps: one_update(steps, initial, hp, batch_of_unequal_rows()))
 
 
 @pytest.mark.slow
