@@ -187,6 +187,9 @@ def main(argv=None):
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     x_train, x_eval = inputs.arrays(train_texts), inputs.arrays(eval_texts)
     y_train = np.asarray(task.label_ids(train_labels))
+    # Without a strategy Keras builds the optimizer and the metrics in fit's first trace, and
+    # tf.function traces a step that creates variables twice; built first, it is traced once.
+    model._symbolic_build(data_batch=(x_train, y_train))
     y_eval = np.asarray(task.label_ids(eval_labels))
     unknown = float(np.mean(x_eval[0][x_eval[0] > 0] == glove.UNK_ID))
     print(f"{task.name}: {len(train_texts):,} training and {len(eval_texts):,} "
