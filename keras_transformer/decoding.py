@@ -24,7 +24,7 @@ import tensorflow as tf
 from keras_transformer.beam_search import beam_search
 from keras_transformer.masks import padding_mask
 from keras_transformer.processors import PrefixForcing
-from keras_transformer.sampling import sampling_search
+from keras_transformer.sampling import check_temperature, sampling_search
 from keras_transformer.search import NEG_INF, longest, write_position
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 
@@ -292,6 +292,14 @@ def sample_decode(model, source_ids, *, max_output_length=None, extra_length=EXT
         (ids int32 [batch, length], 0 after each sentence's end of sentence; scores float32
         [batch], the sum of the chosen tokens' log-probabilities).
     """
+    if not tf.is_tensor(temperature):
+        check_temperature(temperature)
+        # Tensors, not Python values, for what only sets numbers in the search: a new
+        # temperature or seed must not trace it again (greedy or sampling, and top_k, choose
+        # the graph).
+        temperature = 0.0 if temperature == 0 else tf.constant(temperature, tf.float32)
+    if seed is not None:
+        seed = tf.cast(seed, tf.int32)
     return _sample_decode(model, source_ids, max_output_length, extra_length, temperature,
                           top_k, seed,
                           _with_conveniences(processors, prefix_ids, tree_constraint))

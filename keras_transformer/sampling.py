@@ -46,7 +46,8 @@ def sampling_search(step_fn, cache, max_lengths, *, temperature=0.0, top_k=0, se
         step_fn, cache, max_lengths, buffer_length, eos_id, start_id, processors: as for
             `beam_search`.
         temperature: 0 takes the most probable token (greedy decoding); > 0 samples from
-            softmax(logits / temperature).
+            softmax(logits / temperature). A float32 scalar tensor samples at its value (> 0):
+            a traced search then serves every temperature.
         top_k: with sampling, draw only among the `top_k` most probable tokens (0: all).
         seed: int [2] (or a Python pair) for `tf.random.stateless_categorical`; the same seed
             gives the same samples. None draws one.
@@ -56,8 +57,8 @@ def sampling_search(step_fn, cache, max_lengths, *, temperature=0.0, top_k=0, se
         the sum of the chosen tokens' log-probabilities under the model, untempered; -inf for a
         sentence its processors left no token).
     """
-    if not 0 <= temperature < float("inf"):
-        raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
+    if not tf.is_tensor(temperature):
+        check_temperature(temperature)
     if top_k < 0:
         raise ValueError(f"top_k must be >= 0, got {top_k}")
     batch = batch_size(cache)
@@ -102,15 +103,22 @@ def sampling_search(step_fn, cache, max_lengths, *, temperature=0.0, top_k=0, se
     return final.ids, final.scores
 
 
+def check_temperature(temperature):
+    """Raises ValueError unless `temperature` (a Python number) is finite and >= 0."""
+    if not 0 <= temperature < float("inf"):
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
+
+
 def _chooser(temperature, top_k, seed):
     """A function (logits float32 [batch, vocab], step) -> int32 [batch], the tokens chosen:
     the most probable at temperature 0, else drawn (see `sampling_search`)."""
-    if temperature > 0:
+    greedy = not tf.is_tensor(temperature) and temperature == 0
+    if not greedy:
         seed = (tf.random.uniform([2], maxval=tf.int32.max, dtype=tf.int32) if seed is None
                 else tf.cast(seed, tf.int32))
 
     def choose(logits, step):
-        if temperature == 0:
+        if greedy:
             return tf.argmax(logits, axis=-1, output_type=tf.int32)
         logits = logits / temperature
         if top_k:

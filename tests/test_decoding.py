@@ -3,6 +3,7 @@ import pytest
 import tensorflow as tf
 
 import keras_transformer as kt
+from keras_transformer import decoding
 from keras_transformer.decoding import greedy_decode, output_limits, source_lengths
 
 VOCAB = 25
@@ -199,8 +200,13 @@ def test_sampled_scores_are_the_models_log_probabilities(trained, dev_sentences)
     limits = np.count_nonzero(source, axis=1) + 50
     ids, scores = kt.sample_decode(trained.model, source, temperature=0.8, top_k=20,
                                    seed=[7, 8])
+    traced = decoding._sample_decode.experimental_get_tracing_count()
     again, _ = kt.sample_decode(trained.model, source, temperature=0.8, top_k=20, seed=[7, 8])
     np.testing.assert_array_equal(ids.numpy(), again.numpy())
+    # Another temperature and seed draw other samples from the same trace.
+    other, _ = kt.sample_decode(trained.model, source, temperature=1.3, top_k=20, seed=[9, 8])
+    assert decoding._sample_decode.experimental_get_tracing_count() == traced
+    assert not np.array_equal(ids.numpy(), other.numpy())
     lengths = hypothesis_lengths(ids.numpy(), limits)
     expected = teacher_forced_log_probs(trained.model, source, ids.numpy()[:, None],
                                         lengths[:, None])[:, 0]
