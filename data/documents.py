@@ -75,7 +75,8 @@ def _sentence_spans(lines):
     keep = sentence_ends > sentence_starts
     nrows = tf.shape(lines, out_type=tf.int32)[0]
     return tuple(tf.RaggedTensor.from_value_rowids(tf.boolean_mask(offsets, keep),
-                                                   tf.boolean_mask(line_of, keep), nrows)
+                                                   tf.boolean_mask(line_of, keep), nrows,
+                                                   validate=False)
                  for offsets in (sentence_starts, sentence_ends))
 
 
@@ -106,10 +107,11 @@ def _interleave(texts, starts, ends):
         tf.size(span_texts))) + 1  # after the gap of the same index
     positions = [gap_position, span_position]
     return (tf.RaggedTensor.from_row_lengths(
-                tf.dynamic_stitch(positions, [gaps, span_texts]), 2 * spans + 1),
+                tf.dynamic_stitch(positions, [gaps, span_texts]), 2 * spans + 1,
+                validate=False),
             tf.RaggedTensor.from_row_lengths(tf.dynamic_stitch(positions, [
                 tf.zeros_like(gaps, tf.bool), tf.ones_like(span_texts, tf.bool)]),
-                2 * spans + 1))
+                2 * spans + 1, validate=False))
 
 
 def split(documents):
@@ -150,8 +152,8 @@ def refine(pieces, is_sentence, where, starts, ends):
     flags = tf.dynamic_stitch(positions, [tf.gather(is_sentence.flat_values, kept),
                                           sub_is_span.flat_values])
     per_document = tf.math.unsorted_segment_sum(lengths, pieces.value_rowids(), pieces.nrows())
-    return (tf.RaggedTensor.from_row_lengths(values, per_document),
-            tf.RaggedTensor.from_row_lengths(flags, per_document))
+    return (tf.RaggedTensor.from_row_lengths(values, per_document, validate=False),
+            tf.RaggedTensor.from_row_lengths(flags, per_document, validate=False))
 
 
 def clause_spans(texts):
@@ -189,10 +191,10 @@ def word_windows(texts, count_tokens, limit):
     nrows = tf.size(texts)
     return (tf.RaggedTensor.from_value_rowids(
                 tf.math.unsorted_segment_min(starts.flat_values, window_of, count), text_of,
-                nrows),
+                nrows, validate=False),
             tf.RaggedTensor.from_value_rowids(
                 tf.math.unsorted_segment_max(ends.flat_values, window_of, count), text_of,
-                nrows))
+                nrows, validate=False))
 
 
 def join(pieces):

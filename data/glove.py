@@ -192,7 +192,8 @@ class WordVocabulary(tf.Module):
         if max_length is not None:
             ids = ids[:, :max_length - 1]
         ends = tf.cast(ids.row_lengths() > 0, tf.int64)
-        eos = tf.RaggedTensor.from_row_lengths(tf.fill([tf.reduce_sum(ends)], EOS_ID), ends)
+        eos = tf.RaggedTensor.from_row_lengths(tf.fill([tf.reduce_sum(ends)], EOS_ID), ends,
+                                               validate=False)
         return tf.concat([ids, eos], axis=1)
 
     def embedding_matrix(self):

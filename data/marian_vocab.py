@@ -197,7 +197,7 @@ def _prepend(heads, present, tokens):
     rows = tf.where(present)[:, 0]
     values = tf.tensor_scatter_nd_update(values, tf.gather(starts, rows)[:, None],
                                          tf.cast(tf.gather(heads, rows), tokens.dtype))
-    return tf.RaggedTensor.from_row_lengths(values, new_lengths)
+    return tf.RaggedTensor.from_row_lengths(values, new_lengths, validate=False)
 
 
 def _check_sentencepiece(proto, what):

@@ -130,7 +130,7 @@ def _tag_tokens(tags):
 
 
 def _rows(values, like):
-    return tf.RaggedTensor.from_row_splits(values, like.row_splits)
+    return tf.RaggedTensor.from_row_splits(values, like.row_splits, validate=False)
 
 
 def _flat_positions(pieces):

@@ -255,9 +255,11 @@ def append_end_of_sentence(tokens):
     """
     lengths = tokens.row_lengths()
     ends = tf.cast(lengths > 0, lengths.dtype)
+    # Not validated: the lengths add up to the values by construction, and validating them
+    # traced assertion branches into every graph that encodes text.
     with_eos = tf.RaggedTensor.from_row_lengths(
         tf.fill([tf.reduce_sum(lengths + ends)], tf.constant(EOS_ID, tokens.dtype)),
-        lengths + ends)
+        lengths + ends, validate=False)
     # A token moves right by one for each end of sentence added to the rows before its own.
     shift = tf.gather(tf.cumsum(ends, exclusive=True), tokens.value_rowids())
     positions = tf.range(tf.size(tokens.values, out_type=lengths.dtype)) + shift
