@@ -21,7 +21,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.data.vocab import normalize_texts
+from keras_transformer.data.vocab import encoded, normalize_texts
 from keras_transformer.errors import UserError
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 
@@ -189,12 +189,7 @@ class WordVocabulary(tf.Module):
         to `max_length - 1` if longer, then end of sentence; an empty text stays an empty row
         (the contract of `Vocabulary.encode`, so the pipelines take either)."""
         ids = tf.ragged.map_flat_values(self._table.lookup, tokenize_words(texts))
-        if max_length is not None:
-            ids = ids[:, :max_length - 1]
-        ends = tf.cast(ids.row_lengths() > 0, tf.int64)
-        eos = tf.RaggedTensor.from_row_lengths(tf.fill([tf.reduce_sum(ends)], EOS_ID), ends,
-                                               validate=False)
-        return tf.concat([ids, eos], axis=1)
+        return encoded(ids, max_length)
 
     def embedding_matrix(self):
         """float32 [vocab_size, dimensions]: zero rows for padding, end and unknown words."""
