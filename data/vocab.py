@@ -246,15 +246,16 @@ def encoded(tokens, max_length=None):
     return append_end_of_sentence(tokens)
 
 
-def append_end_of_sentence(tokens):
-    """int RaggedTensor [batch, (length)] -> the same with EOS_ID after each non-empty row.
+def append_end_of_sentence(tokens, *, empty_rows=False):
+    """int RaggedTensor [batch, (length)] -> the same with EOS_ID after each non-empty row (after
+    every row with `empty_rows`: a target's ids, where an empty text is an end of sentence).
 
     Written as a scatter rather than `tf.concat([tokens, eos], axis=1)`: a ragged concatenation
     transposes a matrix of row indices, and oneDNN has no integer Transpose, so it logs an E line
     on stderr ("oneDNN supports DT_INT64 only on platforms with AVX-512") that is no error.
     """
     lengths = tokens.row_lengths()
-    ends = tf.cast(lengths > 0, lengths.dtype)
+    ends = tf.cast(lengths > 0, lengths.dtype) if not empty_rows else tf.ones_like(lengths)
     # Not validated: the lengths add up to the values by construction, and validating them
     # traced assertion branches into every graph that encodes text.
     with_eos = tf.RaggedTensor.from_row_lengths(

@@ -11,6 +11,7 @@ import tensorflow as tf
 from keras_transformer import confidence, model_dir, scoring
 from keras_transformer.beam_search import length_penalty
 from keras_transformer.data import batching, treebank
+from keras_transformer.data.vocab import append_end_of_sentence
 from keras_transformer.decoding import (
     EXTRA_LENGTH,
     beam_decode,
@@ -434,9 +435,8 @@ class Translator(ConstrainedSearches, tf.Module):
         """tf.string [batch] -> {"target_ids": int32 [batch, length]}: subwords + end of
         sentence, 0-padded, what a translation of the text would be; an empty text is an end
         of sentence alone. Read up to max_input_bytes bytes, as `tokenize` reads sources."""
-        tokens = self._target_subwords(texts)
-        ends = tf.RaggedTensor.from_tensor(tf.fill([tf.size(texts), 1], EOS_ID))
-        return {"target_ids": tf.concat([tokens, ends], axis=1).to_tensor(PAD_ID)}
+        return {"target_ids": append_end_of_sentence(self._target_subwords(texts),
+                                                     empty_rows=True).to_tensor(PAD_ID)}
 
     @graph_function(input_signature=[TEXTS])
     def tokenize_prefixes(self, texts):
