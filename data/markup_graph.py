@@ -266,17 +266,21 @@ def constraint_inputs(tokens, token_ids):
     """`markup.constraint_inputs` in the graph: ragged tf.string tokens [batch, (items)] (a
     `MaskedTexts`' tokens, or some of them) and int32 token_ids [len(markup.TOKENS)]
     (`Vocabulary.markup_ids`) -> (item_ids, opening), int32 [batch, max(1, most items)]."""
-    number = tf.strings.to_number(tf.strings.regex_replace(tokens, "[^0-9]", ""), tf.int32)
-    closing = tf.strings.regex_full_match(tokens, "｟/t.*")
+    # Over the flat values: a `tf.where` of ragged tensors tiles its scalars to their rows and
+    # traces assertion branches.
+    flat = tokens.flat_values
+    number = tf.strings.to_number(tf.strings.regex_replace(flat, "[^0-9]", ""), tf.int32)
+    closing = tf.strings.regex_full_match(flat, "｟/t.*")
     # markup.TOKENS' order: ｟N｠, ｟tN｠, ｟/tN｠, ｟tN/｠ for N = 1..MAX_ITEMS.
-    kind = tf.where(closing, 2, tf.where(tf.strings.regex_full_match(tokens, ".*/｠"), 3, tf.where(
-        tf.strings.regex_full_match(tokens, "｟t.*"), 1, 0)))
-    item_ids = _at_least_one_column(
-        tf.gather(token_ids, kind * markup.MAX_ITEMS + number - 1).to_tensor(0), 0)
+    kind = tf.where(closing, 2, tf.where(tf.strings.regex_full_match(flat, ".*/｠"), 3, tf.where(
+        tf.strings.regex_full_match(flat, "｟t.*"), 1, 0)))
+    item_ids = _at_least_one_column(tokens.with_flat_values(
+        tf.gather(token_ids, kind * markup.MAX_ITEMS + number - 1)).to_tensor(0), 0)
     dense = _at_least_one_column(tokens.to_tensor(""), "")
     # A closing tag's entry: the column of its opening ("｟/tN｠" -> "｟tN｠").
     same = dense[:, None, :] == tf.strings.regex_replace(dense, "^｟/t", "｟t")[:, :, None]
-    opening = tf.where(_at_least_one_column(closing.to_tensor(False), False),
+    opening = tf.where(_at_least_one_column(tokens.with_flat_values(closing).to_tensor(False),
+                                            False),
                        tf.argmax(tf.cast(same, tf.int32), axis=2, output_type=tf.int32), -1)
     return item_ids, opening
 

@@ -44,8 +44,10 @@ def parts(vocabulary, texts, max_input_length):
         return tf.cast(vocabulary.tokenize(texts).row_lengths(), tf.int32)
 
     def too_long(pieces, is_sentence):
-        return is_sentence & pieces.with_flat_values(
-            count_tokens(pieces.flat_values) > limit)
+        # Over the flat values (the two share their rows): `&` of two ragged tensors traces
+        # assertions that their rows match.
+        return is_sentence.with_flat_values(
+            is_sentence.flat_values & (count_tokens(pieces.flat_values) > limit))
 
     def per_document(flags):
         return tf.reduce_sum(tf.cast(flags, tf.int32), axis=1)
