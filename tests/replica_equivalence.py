@@ -21,11 +21,10 @@ HOT = VOCAB - 1  # a source token whose embedding overflows float16 in the encod
 ROWS = 16  # splits over 8 replicas x 2 micro-batches
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 # Every precision with and without accumulation, each replica count at least once (8 in float32,
-# the tightest tolerance; 4 in mixed_bfloat16, and in mixed_float16 by `overflow`'s "last of 4
-# replicas"): what the suite runs. A run over 8 replicas traces the model 8 times, 11-18 s
-# against 3 for 2 (Zen 5, 2026-11-27); on a Cascade Lake Xeon alone, 42 s, and mixed_float16
-# accumulating over 4 replicas 59 s against 26 for 2 (2026-11-28), so that case runs on 2.
-# "full" (the first argument) runs all 18.
+# the tightest tolerance; 4 in mixed_bfloat16): what the suite runs. A run over 8 replicas
+# traces the model 8 times, 11-18 s against 3 for 2 (Zen 5, 2026-11-27); on a Cascade Lake
+# Xeon alone, 42 s, and mixed_float16 accumulating over 4 replicas 59 s against 26 for 2
+# (2026-11-28), so that case runs on 2. "full" (the first argument) runs all 18.
 COVERING = [("float32", 1, 8), ("float32", 2, 2), ("mixed_bfloat16", 1, 4),
             ("mixed_bfloat16", 2, 2), ("mixed_float16", 1, 2), ("mixed_float16", 2, 2)]
 FULL = [(policy, accumulate_steps, replicas) for policy in PRECISIONS
@@ -151,11 +150,12 @@ def overflow():
                                     tf.fill([1, HPARAMS.d_model], 1e4)))
     initial = model.get_weights()
     report = {}
+    # Every case's model is one `equivalence` compiled (over 4 replicas it would trace 4 more
+    # steps, 9 s of this report's 60, for what 2 replicas show).
     for name, replicas, accumulate_steps, hot_rows in [
             ("no overflow", 2, 1, slice(0, 0)),
-            ("one device", 1, 1, slice(12, 16)), ("last of 4 replicas", 4, 1, slice(12, 16)),
-            # Overflow in the second replica of two needs no case of its own: it is in both
-            # of these (one replica of four, one micro-batch of the second of two).
+            ("one device", 1, 1, slice(12, 16)),
+            ("last rows of replica 1 of 2", 2, 1, slice(12, 16)),
             ("micro-batch 1 of replica 1 of 2", 2, 2, slice(8, 12))]:
         (source, target_input), target = batches(1, seed=5)[0]
         source = source.copy()

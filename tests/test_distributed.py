@@ -55,7 +55,7 @@ def test_float16_overflow_in_any_replica_or_micro_batch_skips_the_update_everywh
     report = dict(replicas_report["overflow"])
     control = report.pop("no overflow")
     assert control["changed"] > 1e-3 and control["scale"] == 32768.0
-    assert sorted(report) == ["last of 4 replicas", "micro-batch 1 of replica 1 of 2",
+    assert sorted(report) == ["last rows of replica 1 of 2", "micro-batch 1 of replica 1 of 2",
                               "one device"]
     for case, entry in report.items():  # Keras's own loss scaling: nan weights on one replica
         assert entry == {"changed": 0.0, "scale": 16384.0, "finite": True}, case
