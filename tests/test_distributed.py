@@ -107,17 +107,6 @@ def run_workers(commands, timeout=420, environments=None):
     return [(process.returncode, *result) for process, result in zip(processes, results)]
 
 
-@pytest.fixture()
-def worker_vocab(tmp_path, small_corpus):  # noqa: F811
-    vocab = tmp_path / "vocab.model"
-    assert subprocess.run([sys.executable, "-m", "keras_transformer.data.build_vocab", "--data",
-                           str(small_corpus),
-                           "--source_lang", "en", "--target_lang", "es", "--vocab_size", "600",
-                           "--output", str(vocab)], capture_output=True, timeout=300
-                          ).returncode == 0
-    return vocab
-
-
 def worker_command(model_dir, corpus, vocab, *flags):
     return [sys.executable, "-m", "keras_transformer.trainer.task", "--model_dir", str(model_dir),
             "--data", str(corpus), "--source_lang", "en", "--target_lang", "es",
@@ -141,8 +130,9 @@ def precision_caches(tmp_path, speeds):
 
 
 @pytest.mark.slow
-def test_two_workers_on_localhost_train_and_agree(tmp_path, small_corpus, worker_vocab):  # noqa: F811
-    command = worker_command(tmp_path / "run", small_corpus, worker_vocab, "--accumulate_steps",
+def test_two_workers_on_localhost_train_and_agree(tmp_path, small_corpus,  # noqa: F811
+                                                  bible_vocab_path):
+    command = worker_command(tmp_path / "run", small_corpus, bible_vocab_path, "--accumulate_steps",
                              "2", "--train_steps", "4", "--mixed_precision", "auto")
     # Machines that measure bfloat16 1.2x and 3x float32: alone, one would take float32 and the
     # other mixed_bfloat16; together they compare the slowest in each dtype (a synchronous step
@@ -165,8 +155,9 @@ def test_two_workers_on_localhost_train_and_agree(tmp_path, small_corpus, worker
 
 
 def test_workers_that_do_not_share_the_model_dir_are_refused(tmp_path, small_corpus,  # noqa: F811
-                                                              worker_vocab):
-    results = run_workers([worker_command(tmp_path / f"own_{index}", small_corpus, worker_vocab,
+                                                              bible_vocab_path):
+    results = run_workers([worker_command(tmp_path / f"own_{index}", small_corpus,
+                                          bible_vocab_path,
                                           "--train_steps", "2") for index in range(2)])
     for returncode, _, stderr in results:  # both stop, and neither waits for the other
         assert returncode == 2, stderr
