@@ -15,9 +15,11 @@ import tempfile
 # defaults (a young collection every 700 allocations, a full one after 100 of them) took 4-7% of
 # a module's time: test_translation_tools, 3.5-5.6 s of 75-106 s, 12 full collections of
 # 0.25-0.4 s (gc.callbacks, 2026-11-30). A young collection every 50,000 allocations instead,
-# set before the imports below: set after them, that module still made 862 young collections
-# (2.0 s in all, against 0.8). Over a whole run the workers' collections took 30 s and 18 s,
-# now 6 s and 15 s.
+# a full one after 200 of them (10 million allocations: cyclic garbage lives longer, the
+# workers peaked at 3.6 and 4.6 GB against 4.3 and 4.1). Set before the imports below: set
+# after them, that module still made 862-863 young collections (2.0 s, against 0.8), for a
+# reason not found. Over a whole run the workers' collections took 30 s and 18 s, now 6 and 15
+# (the commands the tests start in fresh processes keep Python's defaults).
 gc.set_threshold(50_000, 20, 10)
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 # --mixed_precision auto's measurements (keras_transformer/precision_probe.py) cached for the

@@ -150,8 +150,10 @@ def overflow():
                                     tf.fill([1, HPARAMS.d_model], 1e4)))
     initial = model.get_weights()
     report = {}
-    # Every case's model is one `equivalence` compiled (over 4 replicas it would trace 4 more
-    # steps, 9 s of this report's 60, for what 2 replicas show).
+    # Every case's model is one `equivalence` compiled. Keras's own LossScaleOptimizer read the
+    # first replica's gradients only, so an overflow on a later replica is the case to hold: on
+    # replica 1 of 2 here, not the last of 4, whose model no other case shares (4 more traced
+    # steps: the overflow part 12.8-13.7 s, now 5.9; AMX Xeon, 2026-11-30).
     for name, replicas, accumulate_steps, hot_rows in [
             ("no overflow", 2, 1, slice(0, 0)),
             ("one device", 1, 1, slice(12, 16)),

@@ -158,11 +158,12 @@ def test_beam_21_parses_no_worse_than_greedy_among_trees(parser_dir, wsj):
     three trainings twice as long as this one: the model, not the search, preferred sequences
     that lose brackets when repaired. Among trees, beam 21 reached 98.4-99.9 and greedy
     89.0-96.3 in five trainings (docs/data.md)."""
-    # 100 of the 400 test trees: on tests/data/trained_parser, greedy 84.1 and beam 21 98.4 on
-    # them, beam 21 98.8 on all; beam's parse scored at least greedy's on 99 of 100 (on the
-    # first 200: greedy 87.5, beam 98.8, 199 of 200, in 19 s against 11).
-    greedy_f1, greedy, gold, _ = decode_test_trees(parser_dir, wsj, 1, count=100)
-    beam_f1, beam, _, translator = decode_test_trees(parser_dir, wsj, 21, count=100)
+    # 150 of the 400 test trees: on tests/data/trained_parser, greedy 85.9 and beam 21 98.6 on
+    # them, beam 21 98.8 on all; beam's parse scored at least greedy's on 149 of 150, room for
+    # two near-ties lost on another machine (100 trees: 99 of 100, room for one; 200 trees: 199,
+    # in 19 s against 13 for 150).
+    greedy_f1, greedy, gold, _ = decode_test_trees(parser_dir, wsj, 1, count=150)
+    beam_f1, beam, _, translator = decode_test_trees(parser_dir, wsj, 21, count=150)
     print(f"held-out F1 among trees: greedy {greedy_f1:.2f}, beam 21 alpha 0.3 {beam_f1:.2f}")
     assert beam_f1 >= greedy_f1 and beam_f1 > 90.0
     # Every output is a tree over its sentence as written: reading it back repairs nothing.
