@@ -7,7 +7,8 @@ a CPU without bfloat16 instructions emulates them (0.23x on a Xeon of family 6 m
 `measure` times the matrix products a model's training runs (a dense layer's forward pass and
 both gradients at its feed-forward width) in each dtype, alternating them, within a time budget
 of a second or two; `speedup` reads a cached measurement or measures and caches it, per CPU
-model, CPU flags, cores, TensorFlow version and shape, so that later runs start at once.
+model, CPU flags, cores, TensorFlow version, shape and oneDNN settings (KERNEL_SETTINGS), so
+that later runs start at once.
 
 The cache is one JSON file: $KERAS_TRANSFORMER_CACHE/precision.json, else
 $XDG_CACHE_HOME/keras_transformer/precision.json, else ~/.cache/keras_transformer/precision.json.
@@ -36,6 +37,13 @@ MIN_REPEATS = 3
 # The largest product measured: a big model's widths are cut to this many tokens' worth, which
 # says as much about the ratio of the dtypes in a fraction of the time.
 MAX_FLOPS = 4e9
+# Environment variables that choose the kernels a matmul runs, so a measurement holds only under
+# the settings it was taken with. On the AMX Xeon, bfloat16 ran 3.2x float32 with oneDNN's
+# defaults and 0.67x with ONEDNN_MAX_CPU_ISA=AVX10_1_512 (AMX off, as on the AMX-hidden Xeon);
+# DNNL_MAX_CPU_ISA is that variable's older name; TF_ENABLE_ONEDNN_OPTS=0 leaves the matmuls
+# to Eigen (bfloat16 0.86x there). A run under other settings than the cached measurement's
+# had trained in bfloat16 at 0.67x (2026-11-30).
+KERNEL_SETTINGS = ("TF_ENABLE_ONEDNN_OPTS", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
 
 
 class Measurement(typing.NamedTuple):
@@ -124,12 +132,15 @@ def cache_path():
 
 def machine_key(cpuinfo, cores, shape):
     """What a measurement holds for: the CPU's model name, a digest of its flags (a hypervisor
-    can hide AMX from the same model), the cores, TensorFlow's version and the shape."""
+    can hide AMX from the same model), the cores, TensorFlow's version, the shape, and the
+    environment variables of KERNEL_SETTINGS that are set."""
     model = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.MULTILINE)
     flags = re.search(r"^flags\s*:\s*(.+)$", cpuinfo, re.MULTILINE)
     digest = hashlib.sha256((flags.group(1) if flags else "").encode()).hexdigest()[:12]
+    settings = "".join(f" | {name}={os.environ[name]}" for name in KERNEL_SETTINGS
+                       if name in os.environ)
     return (f"{model.group(1).strip() if model else 'unknown CPU'} | flags {digest} | {cores} "
-            f"cores | TensorFlow {tf.__version__} | {'x'.join(map(str, shape))}")
+            f"cores | TensorFlow {tf.__version__} | {'x'.join(map(str, shape))}{settings}")
 
 
 def _read(path):

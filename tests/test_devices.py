@@ -50,7 +50,9 @@ def test_auto_precision_on_gpus_follows_their_compute_capability():
                                                  "--mixed_precision mixed_float16")
 
 
-def test_a_measurement_is_cached_per_machine(tmp_path):
+def test_a_measurement_is_cached_per_machine(tmp_path, monkeypatch):
+    for name in precision_probe.KERNEL_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
     path = tmp_path / "cache" / "precision.json"
     calls = []
 
@@ -73,6 +75,17 @@ def test_a_measurement_is_cached_per_machine(tmp_path):
         precision_probe.speedup(other, cpuinfo=cpuinfo, cores=cores, path=path,
                                 measure_fn=measure)
     assert len(calls) == 4 and len(json.loads(path.read_text())) == 4
+    # oneDNN's settings choose the kernels: each is measured under its own, and unset again
+    # reads the first measurement.
+    for name, value in [("ONEDNN_MAX_CPU_ISA", "AVX10_1_512"), ("TF_ENABLE_ONEDNN_OPTS", "0")]:
+        monkeypatch.setenv(name, value)
+        assert not precision_probe.speedup(shape, cpuinfo=XEON_AMX_HIDDEN, cores=2, path=path,
+                                           measure_fn=measure).cached
+    assert len(calls) == 6
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
+    monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS")
+    assert precision_probe.speedup(shape, cpuinfo=XEON_AMX_HIDDEN, cores=2, path=path,
+                                   measure_fn=measure).cached
     # A cache that cannot be read is measured around and written anew; one that cannot be
     # written (its directory is a file) is no error.
     path.write_text("{not json")
