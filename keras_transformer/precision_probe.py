@@ -41,8 +41,8 @@ MAX_FLOPS = 4e9
 # the settings it was taken with. On the AMX Xeon, bfloat16 ran 3.2x float32 with oneDNN's
 # defaults and 0.67x with ONEDNN_MAX_CPU_ISA=AVX10_1_512 (AMX off, as on the AMX-hidden Xeon);
 # DNNL_MAX_CPU_ISA is that variable's older name; TF_ENABLE_ONEDNN_OPTS=0 leaves the matmuls
-# to Eigen (bfloat16 0.86x there). A run under other settings than the cached measurement's
-# had trained in bfloat16 at 0.67x (2026-11-30).
+# to Eigen (bfloat16 0.86x there). Keyed without them, `auto` under the cap read the 3.2x
+# measured without it and chose mixed_bfloat16 (2026-11-30).
 KERNEL_SETTINGS = ("TF_ENABLE_ONEDNN_OPTS", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
 
 
