@@ -48,21 +48,6 @@ def add_flags(parser):
                             "calibrated model_dir")
 
 
-def refused_flag(args):
-    """The first flag the checks cannot go with, as an error message, or None."""
-    if not (args.checks or args.alignments or args.min_confidence is not None):
-        return None
-    given = "--checks" if args.checks else "--alignments" if args.alignments else (
-        "--min_confidence")
-    for flag, present in (("--n_best", args.n_best), ("--documents", args.documents),
-                          ("--engine ctranslate2", args.engine == "ctranslate2"),
-                          ("--scores", args.scores and args.checks),
-                          ("--markup", args.markup and args.alignments)):
-        if present:
-            return f"{given} cannot go with {flag}"
-    return None
-
-
 def check_lines(translator, lines, best, batch_size):
     """A `Checked` per line of `lines` (bytes or str) for its translation `best` (an
     `export.lines.Hypothesis` with ids, or None for a line with none)."""
@@ -112,17 +97,24 @@ def _word_numbers(vocabulary, ids):
     return np.maximum(np.cumsum(starts) - 1, 0) if len(starts) else np.zeros(0, int)
 
 
-def checked_text(args, lines, translations, hypotheses, checked, first_line=1):
+def checked_text(lines, translations, hypotheses, checked, *, as_json, alignments,
+                 min_confidence, first_line=1):
     """(kt-translate's output for --checks/--alignments/--min_confidence, how many lines were
-    left untranslated); `lines[0]` is line `first_line` of the input."""
+    left untranslated); `lines[0]` is line `first_line` of the input.
+
+    Args:
+        as_json: a JSON record a line (--checks), else text lines.
+        alignments: word alignments with each translation (--alignments).
+        min_confidence: lines whose confidence is below it are left untranslated, or None.
+    """
     out, untranslated = [], 0
     for number, (line, translation, best, check) in enumerate(zip(
             lines, translations, hypotheses, checked), first_line):
-        low = (args.min_confidence is not None and check.confidence is not None
-               and check.confidence < args.min_confidence)
+        low = (min_confidence is not None and check.confidence is not None
+               and check.confidence < min_confidence)
         untranslated += low
         source = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
-        if args.checks:
+        if as_json:
             record = {"line": number, "translation": None if low else translation,
                       "score": round(best[0].score, 6),
                       "stopped_at_limit": check.stopped_at_limit,
@@ -130,20 +122,20 @@ def checked_text(args, lines, translations, hypotheses, checked, first_line=1):
                       "uncovered": round(check.uncovered, 4)}
             if check.confidence is not None:
                 record["confidence"] = round(check.confidence, 4)
-            if args.min_confidence is not None:
+            if min_confidence is not None:
                 record["untranslated"] = bool(low)
-            if args.alignments:
+            if alignments:
                 record["alignment"] = check.alignment
             out.append(json.dumps(record, ensure_ascii=False) + "\n")
         elif low:
             out.append(f"{UNTRANSLATED_MARK}{' '.join(source.splitlines())}\n")
         else:
-            out.append(f"{translation} ||| {check.alignment}\n" if args.alignments
+            out.append(f"{translation} ||| {check.alignment}\n" if alignments
                        else f"{translation}\n")
     return "".join(out), untranslated
 
 
-def warn_if_stale(translator, args, checkpoint, prog="kt-translate"):
+def warn_if_stale(translator, checkpoint, prog="kt-translate"):
     """A warning on stderr when the calibration was fitted for another checkpoint or search:
     its confidence then reads scores on another scale."""
     about = translator.calibration.about if translator.calibration else {}

@@ -30,7 +30,7 @@ import time
 
 from keras_transformer import cli, data
 from keras_transformer.cli import at_least
-from keras_transformer.data import glossary, markup
+from keras_transformer.data import glossary, markup, source_flags
 from keras_transformer.errors import UserError
 from keras_transformer.export import checks
 from keras_transformer.export.constrained import combination_error
@@ -136,7 +136,7 @@ def parse_args(argv=None):
                                             "and chrF (sacrebleu) to stderr")
     corpus = parser.add_argument_group(
         "a corpus split instead of --input and --reference (e.g. a test set from TFDS)")
-    data.sources.add_flags(corpus, default=None)
+    source_flags.add_flags(corpus, default=None)
     corpus.add_argument("--split", choices=data.sources.SPLITS,
                         help="which split of --data (default test); the languages default to "
                              "the model's")
@@ -185,8 +185,8 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     check_engine_flags(parser, args)
     check_mode_flags(parser, args)
-    if checks.refused_flag(args):
-        parser.error(checks.refused_flag(args))
+    if checks_refusal(args):
+        parser.error(checks_refusal(args))
     if args.output:
         cli.check_output(parser, args.output, args.overwrite)
     return with_batch_size(args)
@@ -213,6 +213,22 @@ def check_engine_flags(parser, args):
         parser.error(f"{flag} needs --engine ctranslate2")
     elif not args.model_dir:
         parser.error("the following arguments are required: --model_dir")
+
+
+def checks_refusal(args):
+    """The first flag the checks (--checks, --alignments, --min_confidence) cannot go with, as
+    an error message, or None."""
+    if not (args.checks or args.alignments or args.min_confidence is not None):
+        return None
+    given = "--checks" if args.checks else "--alignments" if args.alignments else (
+        "--min_confidence")
+    for flag, present in (("--n_best", args.n_best), ("--documents", args.documents),
+                          ("--engine ctranslate2", args.engine == "ctranslate2"),
+                          ("--scores", args.scores and args.checks),
+                          ("--markup", args.markup and args.alignments)):
+        if present:
+            return f"{given} cannot go with {flag}"
+    return None
 
 
 def check_mode_flags(parser, args):
@@ -402,7 +418,7 @@ def _main(args):
     if args.documents:
         return translate_whole_document(args, translator, used, lines)
     if args.checks or args.alignments or args.min_confidence is not None:
-        checks.warn_if_stale(translator, args, used)
+        checks.warn_if_stale(translator, used)
     start = time.perf_counter()
     try:
         output = cli.PieceWriter(args.output)
@@ -506,8 +522,10 @@ def chunk_output(args, translator, lines, masked, hypotheses, first_line):
         checked = checks.check_lines(translator, [line.text for line in masked] if masked
                                      else lines, [best[0] for best in hypotheses],
                                      args.batch_size)
-        text, untranslated = checks.checked_text(args, lines, translations, hypotheses,
-                                                 checked, first_line)
+        text, untranslated = checks.checked_text(
+            lines, translations, hypotheses, checked, as_json=args.checks,
+            alignments=args.alignments, min_confidence=args.min_confidence,
+            first_line=first_line)
         return text, translations, untranslated
     if args.n_best:
         return format_n_best(hypotheses, args.n_best_format, first_line), translations, 0

@@ -3,7 +3,6 @@ export/calibrate.py): the signs of trouble against hand-made outputs and attenti
 cross-attention against the model's own weights, the calibration's fit against known weights,
 and kt-calibrate / kt-translate --checks --alignments --min_confidence on the trained model."""
 
-import argparse
 import json
 import shutil
 
@@ -174,9 +173,9 @@ def test_min_confidence_leaves_low_lines_untranslated_and_marked(calibrated, che
     assert f"{sum(low)} of 12 line(s) left untranslated" in result.stderr
     # Without --checks, a low line is its source after the mark.
     fake = [checks.Checked(False, False, 0.0, value, (), "0-0") for value in (0.2, 0.9)]
-    flags = argparse.Namespace(checks=False, alignments=False, min_confidence=0.5)
-    text, count = checks.checked_text(flags, [b"Low one.", b"High one."], ["-", "Alta."],
-                                      [[None], [None]], fake)
+    text, count = checks.checked_text([b"Low one.", b"High one."], ["-", "Alta."],
+                                      [[None], [None]], fake, as_json=False, alignments=False,
+                                      min_confidence=0.5)
     assert (text, count) == ("[untranslated] Low one.\nAlta.\n", 1)
 
 
