@@ -19,7 +19,7 @@ import time
 import sentencepiece
 
 from keras_transformer import cli
-from keras_transformer.data import markup, sources, treebank
+from keras_transformer.data import markup, source_flags, treebank
 from keras_transformer.data.vocab import NORMALIZATION_RULES, Vocabulary, VocabularyError
 from keras_transformer.errors import UserError
 from keras_transformer.token_ids import EOS_ID, PAD_ID, UNK_ID
@@ -99,7 +99,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="kt-vocab", description="Build a shared SentencePiece subword vocabulary from the "
                                      "train split of a corpus (both languages).")
-    sources.add_flags(parser)
+    source_flags.add_flags(parser)
     parser.add_argument("--vocab_size", type=cli.at_least(260),
                         help="number of ids (the paper: ~37000 for WMT en-de; default 16000 "
                              "for a treebank, as section 6.3, else 8000, which suits the "
@@ -119,7 +119,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
-        source = sources.from_flags(args)
+        source = source_flags.from_flags(args)
         vocab_size = args.vocab_size or default_vocab_size(args.data)
         vocabulary = build_vocabulary(corpus_texts(source), vocab_size, args.output,
                                       args.model_type, args.max_sentences, args.num_threads,

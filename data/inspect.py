@@ -15,9 +15,9 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer import cli
-from keras_transformer.data import batching, input_pipeline, sources
-from keras_transformer.data.vocab import VocabularyError
+from keras_transformer.data import batching, input_pipeline, source_flags
 from keras_transformer.data.vocabularies import load_vocabulary
+from keras_transformer.errors import UserError
 
 PERCENTILES = (50, 90, 95, 99, 100)
 
@@ -101,7 +101,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m keras_transformer.data.inspect", description=__doc__.split("\n\n")[1],
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    sources.add_flags(parser)
+    source_flags.add_flags(parser)
     cli.add_verbose_flag(parser)
     parser.add_argument("--vocab", required=True, help="SentencePiece .model file (kt-vocab)")
     parser.add_argument("--split", default="train", help="train, dev or test (default: train)")
@@ -115,9 +115,14 @@ def main(argv=None):
                         help="what happens to longer pairs (default: %(default)s)")
     args = parser.parse_args(argv)
     try:
-        report = describe(sources.from_flags(args), load_vocabulary(args.vocab), args.split,
-                          args.batch_tokens, args.max_pair_length, args.overlong)
-    except (sources.CorpusError, VocabularyError, ValueError) as error:
+        batching.update_batches(args.batch_tokens).check(args.max_pair_length)
+    except ValueError as error:  # the library's refusal of its arguments: here, of two flags
+        parser.error(f"--batch_tokens {args.batch_tokens} with --max_pair_length "
+                     f"{args.max_pair_length}: {error}")
+    try:
+        report = describe(source_flags.from_flags(args), load_vocabulary(args.vocab),
+                          args.split, args.batch_tokens, args.max_pair_length, args.overlong)
+    except UserError as error:
         print(f"data.inspect: error: {error}", file=sys.stderr)
         return 2
     print(report.format())

@@ -20,3 +20,7 @@ def test_inspect_names_bad_input(tmp_path, bible_vocab_path):
     assert missing.returncode == 2 and "v.model: no such vocabulary file" in missing.stderr
     no_split = run_inspect("--vocab", str(bible_vocab_path), "--split", "test")
     assert no_split.returncode == 2 and "has no split 'test'; it has train, dev" in no_split.stderr
+    # The library's ValueError about its arguments, said of the flags that gave them.
+    small = run_inspect("--vocab", str(bible_vocab_path), "--batch_tokens", "100")
+    assert small.returncode == 2 and ("--batch_tokens 100 with --max_pair_length 256: an update "
+                                      "of 100 padded tokens") in small.stderr, small.stderr

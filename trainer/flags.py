@@ -7,6 +7,7 @@ import re
 
 from keras_transformer import cli, data, devices
 from keras_transformer.cli import at_least, renamed
+from keras_transformer.data import source_flags
 from keras_transformer.errors import UserError
 from keras_transformer.model_dir import config, layout
 from keras_transformer.trainer import callbacks, runner
@@ -51,7 +52,7 @@ def argument_parser():
         help=f"named hyper-parameter set (default {defaults.hparams_name}); "
              f"python -m keras_transformer.hparams lists them")
     add("--hparams_override", help='comma-separated overrides, e.g. "dropout=0.2,num_layers=4"')
-    data.sources.add_flags(parser, config.DataConfig.corpus, unset_defaults=True)
+    source_flags.add_flags(parser, config.DataConfig.corpus, unset_defaults=True)
     add("--vocab", help="SentencePiece model to use; built here from the training data if the "
                         "file does not exist (default: model_dir/vocab.model), or an imported "
                         "model's vocab.marian")
