@@ -42,18 +42,19 @@ def translate_ids(model, source_ids, extra_length=EXTRA_LENGTH, batch_size=64, b
     return outputs
 
 
-def source_ids(vocabulary, sources, max_length):
+def source_ids(vocabulary, sources, max_input_length):
     """Dev sentences (str) as the model's input, int32 [n, length], 0-padded: `Vocabulary.encode`,
     as in training and in the Translator."""
-    return vocabulary.encode(tf.constant(sources), max_length).to_tensor().numpy()
+    return vocabulary.encode(tf.constant(sources), max_input_length).to_tensor().numpy()
 
 
-def bleu(model, vocabulary, sources, references, max_length, extra_length=EXTRA_LENGTH, beam_size=1,
-         alpha=0.6, source_vocabulary=None, tree_constraints=None):
+def bleu(model, vocabulary, sources, references, max_input_length, extra_length=EXTRA_LENGTH,
+         beam_size=1, alpha=0.6, source_vocabulary=None, tree_constraints=None):
     """sacrebleu corpus BLEU of greedy (or beam-search) translations; returns (BLEUScore,
     signature, hypotheses). `source_vocabulary` encodes the sources instead of `vocabulary` (an
     MT-LSTM's words); `tree_constraints` as for `translate_ids`."""
-    ids = translate_ids(model, source_ids(source_vocabulary or vocabulary, sources, max_length),
+    ids = translate_ids(model, source_ids(source_vocabulary or vocabulary, sources,
+                                          max_input_length),
                         extra_length, beam_size=beam_size, alpha=alpha,
                         tree_constraints=tree_constraints)
     hypotheses = [text.decode("utf-8")
@@ -111,7 +112,8 @@ class Evaluation(keras.callbacks.Callback):
         vocabulary: for BLEU.
         sources, references: dev sentences (str) for BLEU; may be empty.
         every: steps between evaluations.
-        max_length: source truncation for BLEU.
+        max_input_length: the dev sources are cut to this many tokens for BLEU, as the
+            Translator cuts its inputs.
         writer: TensorBoard writer, or None.
         beam_size, alpha: BLEU of greedy translations (beam_size 1), or of beam search.
         keep_best: a `KeepBest` that sees each evaluation's results, or None.
@@ -127,7 +129,7 @@ class Evaluation(keras.callbacks.Callback):
             or a time limit's plan), or None when unknown; settable after construction.
     """
 
-    def __init__(self, dev_batches, vocabulary, *, every, max_length, sources=(),
+    def __init__(self, dev_batches, vocabulary, *, every, max_input_length, sources=(),
                  references=(), writer=None, beam_size=1, alpha=0.6, keep_best=None,
                  gold_trees=None, extra_length=EXTRA_LENGTH, predicts_tags=False,
                  source_vocabulary=None, tree_constraints=None, ends_at=None):
@@ -136,7 +138,7 @@ class Evaluation(keras.callbacks.Callback):
         self.vocabulary = vocabulary
         self.sources, self.references = sources, references
         self.every = every
-        self.max_length = max_length
+        self.max_input_length = max_input_length
         self.writer = writer
         self.beam_size, self.alpha = beam_size, alpha
         self.keep_best = keep_best
@@ -176,7 +178,7 @@ class Evaluation(keras.callbacks.Callback):
         line = ", ".join(f"{k} {v:.4g}" for k, v in results.items())
         if self.sources:
             score, signature, hypotheses = bleu(self.model, self.vocabulary, self.sources,
-                                                self.references, self.max_length,
+                                                self.references, self.max_input_length,
                                                 self.extra_length, beam_size=self.beam_size,
                                                 alpha=self.alpha,
                                                 source_vocabulary=self.source_vocabulary,

@@ -85,8 +85,8 @@ class TrainingLoop:
         leaves = data.treebank.leaves_of(run.data.corpus) if parsing else None
         return evaluation.Evaluation(
             dev, self.setup.vocabulary, sources=sources, references=references,
-            every=run.evaluation.every, max_length=run.data.max_pair_length, writer=writer,
-            beam_size=run.evaluation.beam_size, alpha=self.setup.hp.decode_alpha,
+            every=run.evaluation.every, max_input_length=run.data.max_pair_length,
+            writer=writer, beam_size=run.evaluation.beam_size, alpha=self.setup.hp.decode_alpha,
             keep_best=self.best,
             gold_trees=[tree for _, _, tree in data.spread(corpus.trees("dev"), len(sources))]
             if parsing else None,
