@@ -25,8 +25,8 @@ from bench.common import append_results, markdown_table
 from bench.train_step import matmul_peak
 from keras_transformer import data, model_dir
 from keras_transformer.data import evalb, trees
-from keras_transformer.export.decoding_config import DECODE_PRESETS
 from keras_transformer.export.translator import Translator
+from keras_transformer.model_dir.decoding_config import DECODE_PRESETS
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "tests"))
 import test_parsing  # noqa: E402  the tests' treebank and parser flags

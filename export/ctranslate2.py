@@ -44,8 +44,8 @@ from keras_transformer.beam_search import length_penalty
 from keras_transformer.data import load_vocabulary, vocabulary_file
 from keras_transformer.decoding import EXTRA_LENGTH, output_limits
 from keras_transformer.errors import UserError
-from keras_transformer.export.decoding_config import DecodingConfig
 from keras_transformer.export.translator import source_ids_of
+from keras_transformer.model_dir.decoding_config import DecodingConfig
 from keras_transformer.token_ids import EOS_ID, PAD_ID, UNK_ID
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "bfloat16", "int8_bfloat16")

@@ -6,9 +6,9 @@ from keras_transformer import cli, devices, model_dir
 from keras_transformer.cli import at_least
 from keras_transformer.data import treebank
 from keras_transformer.decoding import EXTRA_LENGTH
-from keras_transformer.export.decoding_config import DECODE_PRESETS, DecodingConfig, load_members
 from keras_transformer.export.translator import Translator
 from keras_transformer.hparams import LENGTH_NORMALIZATIONS
+from keras_transformer.model_dir.decoding_config import DECODE_PRESETS, DecodingConfig, load_members
 
 MODELS_PRESET = "parsing for a model trained on a treebank, else translation"
 

@@ -22,7 +22,7 @@ from keras_transformer.decoding import (
     source_lengths,
 )
 from keras_transformer.export.constrained import IDS, ConstrainedSearches
-from keras_transformer.export.decoding_config import DecodingConfig, load_members
+from keras_transformer.model_dir.decoding_config import DecodingConfig, load_members
 from keras_transformer.processors import PrefixForcing, rows_added, rows_repeated
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 

@@ -142,3 +142,28 @@ def test_the_translators_longest_output_is_the_cap_given_or_the_longest_inputs_l
     paper = Translator(model, bible_vocab, max_input_length=256, extra_length=50)
     assert (given.max_output_length, paper.max_output_length) == (400, 306)
     assert json.dumps(given.settings())  # Python ints: export.json is written from them
+
+
+def test_the_trainers_dev_bleu_decodes_as_kt_translate():
+    """The dev evaluation a run trains with takes its model's resolved `DecodingConfig` (beam
+    --eval_beam_size): an imported model's ranking and fixed output limit, the model's alpha,
+    as kt-translate decodes it; it had the paper's ranking and input + 50."""
+    from keras_transformer import data, model_dir
+    from keras_transformer.trainer.loop import TrainingLoop
+
+    hparams = kt.hparams.get("transformer_tiny", decode_alpha=1.0,
+                             decode_length_normalization="hf", decode_max_output_length=63)
+    run = model_dir.RunConfig(
+        model=model_dir.ModelConfig(hparams_name="transformer_tiny", hparams=hparams),
+        data=model_dir.DataConfig(corpus="bible_en_es", max_pair_length=64),
+        evaluation=model_dir.EvaluationConfig(beam_size=2))
+    # What the Trainer prepared, as far as the evaluator reads it (a worker that is not the
+    # chief translates no dev sentences, so nothing is read from the corpus).
+    setup = types.SimpleNamespace(corpus=data.get_source("bible_en_es"), chief=False,
+                                  vocabulary=None, hp=hparams, words=None)
+    evaluation = TrainingLoop.evaluator(types.SimpleNamespace(run=run, setup=setup, best=None),
+                                        dev=object(), writer=None)
+    assert (evaluation.beam_size, evaluation.alpha, evaluation.length_normalization,
+            evaluation.extra_length, evaluation.max_output_length,
+            evaluation.max_input_length, evaluation.tree_constraints) == (
+        2, 1.0, "hf", 63, 63, 64, None)

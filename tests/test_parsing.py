@@ -18,9 +18,9 @@ import keras_transformer as kt
 from keras_transformer import data, model_dir
 from keras_transformer.data import evalb, trees
 from keras_transformer.export import flags, parse, saved_model, translate
-from keras_transformer.export.decoding_config import DECODE_PRESETS
 from keras_transformer.export.translator import Translator
 from keras_transformer.model_dir import config_file, layout
+from keras_transformer.model_dir.decoding_config import DECODE_PRESETS
 from keras_transformer.trainer import task
 
 # A short kt-train run on the treebank: enough for two evaluations by F1, not to learn it (the

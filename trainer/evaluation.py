@@ -18,10 +18,12 @@ from keras_transformer.trainer.callbacks import inner_optimizer, scalar
 
 
 def translate_ids(model, source_ids, extra_length=EXTRA_LENGTH, batch_size=64, beam_size=1,
-                  alpha=0.6, tree_constraints=None):
+                  alpha=0.6, tree_constraints=None, *, length_normalization="gnmt",
+                  max_output_length=None):
     """Translations of int [n, length] source ids, as a list of id arrays: greedy, or the best of
     a beam search when `beam_size` > 1 (a Transformer's; an MT-LSTM's are greedy); for a
-    parser, `tree_constraints` (`data.treebank.tree_constraints`) holds them to trees."""
+    parser, `tree_constraints` (`data.treebank.tree_constraints`) holds them to trees.
+    `length_normalization` and `max_output_length` as for `beam_decode`."""
     outputs = [None] * len(source_ids)
     mt_lstm = isinstance(model, kt.MTLSTM)
     if mt_lstm and (beam_size > 1 or tree_constraints):
@@ -29,14 +31,17 @@ def translate_ids(model, source_ids, extra_length=EXTRA_LENGTH, batch_size=64, b
     for rows, batch in data.length_sorted_batches(source_ids, batch_size):
         tree = tree_constraints(tf.constant(batch, tf.int32)) if tree_constraints else None
         if mt_lstm:
-            ids = model.greedy_translate(batch, output_limits(batch.shape[1],
-                                                              extra_length=extra_length))
+            ids = model.greedy_translate(batch, output_limits(
+                batch.shape[1], extra_length=extra_length, max_output_length=max_output_length))
         elif beam_size > 1:
-            ids, _ = beam_decode(model, batch, extra_length=extra_length, beam_size=beam_size,
-                                 alpha=alpha, tree_constraint=tree)
+            ids, _ = beam_decode(model, batch, max_output_length=max_output_length,
+                                 extra_length=extra_length, beam_size=beam_size, alpha=alpha,
+                                 tree_constraint=tree,
+                                 length_normalization=length_normalization)
             ids = ids[:, 0]
         else:
-            ids, _ = greedy_decode(model, batch, extra_length=extra_length, tree_constraint=tree)
+            ids, _ = greedy_decode(model, batch, max_output_length=max_output_length,
+                                   extra_length=extra_length, tree_constraint=tree)
         for row, row_ids in zip(rows, ids.numpy()):
             outputs[row] = row_ids
     return outputs
@@ -49,14 +54,18 @@ def source_ids(vocabulary, sources, max_input_length):
 
 
 def bleu(model, vocabulary, sources, references, max_input_length, extra_length=EXTRA_LENGTH,
-         beam_size=1, alpha=0.6, source_vocabulary=None, tree_constraints=None):
+         beam_size=1, alpha=0.6, source_vocabulary=None, tree_constraints=None, *,
+         length_normalization="gnmt", max_output_length=None):
     """sacrebleu corpus BLEU of greedy (or beam-search) translations; returns (BLEUScore,
     signature, hypotheses). `source_vocabulary` encodes the sources instead of `vocabulary` (an
-    MT-LSTM's words); `tree_constraints` as for `translate_ids`."""
+    MT-LSTM's words); `tree_constraints`, `length_normalization` and `max_output_length` as
+    for `translate_ids`."""
     ids = translate_ids(model, source_ids(source_vocabulary or vocabulary, sources,
                                           max_input_length),
                         extra_length, beam_size=beam_size, alpha=alpha,
-                        tree_constraints=tree_constraints)
+                        tree_constraints=tree_constraints,
+                        length_normalization=length_normalization,
+                        max_output_length=max_output_length)
     hypotheses = [text.decode("utf-8")
                   for text in vocabulary.detokenize(tf.ragged.constant(ids)).numpy()]
     metric = sacrebleu.BLEU()
@@ -122,6 +131,8 @@ class Evaluation(keras.callbacks.Callback):
         predicts_tags: the run's trees have part-of-speech tags as leaves (ptb-tags:), scored
             as kt-parse scores them.
         extra_length: output tokens allowed beyond the source's (parsing: 300).
+        length_normalization, max_output_length: as for `beam_decode` (the Trainer passes
+            the model's own, `model_dir.decoding_config.DecodingConfig.resolved_for`).
         source_vocabulary: encodes the dev sources instead of `vocabulary` (an MT-LSTM's words).
         tree_constraints: for a parser, decode only trees, as kt-parse does by default
             (`data.treebank.tree_constraints`); None: any output.
@@ -132,7 +143,8 @@ class Evaluation(keras.callbacks.Callback):
     def __init__(self, dev_batches, vocabulary, *, every, max_input_length, sources=(),
                  references=(), writer=None, beam_size=1, alpha=0.6, keep_best=None,
                  gold_trees=None, extra_length=EXTRA_LENGTH, predicts_tags=False,
-                 source_vocabulary=None, tree_constraints=None, ends_at=None):
+                 source_vocabulary=None, tree_constraints=None, ends_at=None,
+                 length_normalization="gnmt", max_output_length=None):
         super().__init__()
         self.dev_batches = dev_batches
         self.vocabulary = vocabulary
@@ -144,6 +156,8 @@ class Evaluation(keras.callbacks.Callback):
         self.keep_best = keep_best
         self.gold_trees, self.predicts_tags = gold_trees, predicts_tags
         self.extra_length = extra_length
+        self.length_normalization = length_normalization
+        self.max_output_length = max_output_length
         self.source_vocabulary = source_vocabulary
         self.tree_constraints = tree_constraints
         self.ends_at = ends_at
@@ -182,7 +196,9 @@ class Evaluation(keras.callbacks.Callback):
                                                 self.extra_length, beam_size=self.beam_size,
                                                 alpha=self.alpha,
                                                 source_vocabulary=self.source_vocabulary,
-                                                tree_constraints=self.tree_constraints)
+                                                tree_constraints=self.tree_constraints,
+                                                length_normalization=self.length_normalization,
+                                                max_output_length=self.max_output_length)
             results["dev_bleu"] = score.score
             results["dev_chrf"] = chrf(hypotheses, self.references)
             search = f"beam {self.beam_size}" if self.beam_size > 1 else "greedy"

@@ -102,8 +102,8 @@ def argument_parser():
         help=f"dev sentences translated for BLEU, spread evenly over the dev split (default "
              f"{defaults.eval_sentences}; 0: none)")
     add("--eval_beam_size", type=at_least(1),
-        help=f"beam size of the dev BLEU (default {defaults.eval_beam_size}: greedy; beam "
-             f"search uses the hparams' decode_alpha)")
+        help=f"beam size of the dev BLEU (default {defaults.eval_beam_size}: greedy); the "
+             f"rest decodes as kt-translate decodes the model")
     add("--keep_best", choices=sorted(config.KEEP_BEST_METRICS),
         help=f"keep the checkpoint with the best dev BLEU, chrF, loss or (a run on a treebank) "
              f"EVALB F1 in model_dir/"

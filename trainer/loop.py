@@ -8,8 +8,8 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer import data
-from keras_transformer.decoding import EXTRA_LENGTH
 from keras_transformer.model_dir import averaging, checkpoints, layout
+from keras_transformer.model_dir.decoding_config import DecodingConfig
 from keras_transformer.trainer import callbacks, distribute, evaluation
 from keras_transformer.trainer.preparation import bucket_growth
 
@@ -83,17 +83,22 @@ class TrainingLoop:
             corpus, "dev", run.evaluation.sentences if self.setup.chief else 0)
         parsing = data.is_treebank(run.data.corpus)
         leaves = data.treebank.leaves_of(run.data.corpus) if parsing else None
+        # The dev BLEU decodes as kt-translate would decode this model (greedy, or the beam
+        # --eval_beam_size asks for): its alpha, length normalization and output limit.
+        decoding = DecodingConfig(beam_size=run.evaluation.beam_size).resolved_for(
+            self.setup.hp, run.data)
         return evaluation.Evaluation(
             dev, self.setup.vocabulary, sources=sources, references=references,
-            every=run.evaluation.every, max_input_length=run.data.max_pair_length,
-            writer=writer, beam_size=run.evaluation.beam_size, alpha=self.setup.hp.decode_alpha,
+            every=run.evaluation.every, max_input_length=decoding.max_input_length,
+            writer=writer, beam_size=decoding.beam_size, alpha=decoding.alpha,
+            length_normalization=decoding.length_normalization,
+            extra_length=decoding.extra_length, max_output_length=decoding.max_output_length,
             keep_best=self.best,
             gold_trees=[tree for _, _, tree in data.spread(corpus.trees("dev"), len(sources))]
             if parsing else None,
-            extra_length=data.treebank.EXTRA_LENGTH if parsing else EXTRA_LENGTH,
             predicts_tags=leaves == "tags", source_vocabulary=self.setup.words,
             tree_constraints=data.treebank.tree_constraints(self.setup.vocabulary, leaves)
-            if leaves else None)
+            if decoding.tree_constraint else None)
 
     def callbacks(self, writer, evaluator):
         """(the fit's callbacks, the StopOnSignal, the PeriodicCheckpoint)."""

@@ -13,10 +13,12 @@ treebank: section 6.3's beam 21, alpha 0.3, input + 300) and the run's longest t
 
 import dataclasses
 
-from keras_transformer import devices, model_dir
+from keras_transformer import devices
 from keras_transformer.data import treebank
 from keras_transformer.decoding import EXTRA_LENGTH
 from keras_transformer.hparams import LENGTH_NORMALIZATIONS
+from keras_transformer.model_dir.config import ConfigError
+from keras_transformer.model_dir.loading import DTYPES, ModelDirError, load
 
 # Section 6.1's translation settings and section 6.3's parsing ones; what a preset leaves out
 # (translation's beam size and alpha) the model's hparams say (the paper's 4 and 0.6 unless the
@@ -73,18 +75,18 @@ class DecodingConfig:
     ema: bool | None = None
 
     def __post_init__(self):
-        for field, choices in (("preset", DECODE_PRESETS), ("dtype", model_dir.DTYPES),
+        for field, choices in (("preset", DECODE_PRESETS), ("dtype", DTYPES),
                                ("length_normalization", LENGTH_NORMALIZATIONS)):
             value = getattr(self, field)
             if value is not None and value not in choices:
-                raise model_dir.ConfigError(f"DecodingConfig {field} must be one of "
+                raise ConfigError(f"DecodingConfig {field} must be one of "
                                             f"{', '.join(sorted(choices))}, got {value!r}")
         for field, minimum in (("beam_size", 1), ("alpha", 0), ("extra_length", 0),
                                ("max_input_length", 2), ("max_output_length", 1),
                                ("batch_size", 1)):
             value = getattr(self, field)
             if value is not None and not minimum <= value < float("inf"):
-                raise model_dir.ConfigError(f"DecodingConfig {field} must be a number >= "
+                raise ConfigError(f"DecodingConfig {field} must be a number >= "
                                             f"{minimum}, got {value}")
 
     def with_preset(self, run_data=None):
@@ -97,14 +99,19 @@ class DecodingConfig:
 
     def resolved(self, loaded):
         """Every field set (max_output_length None: each input's length + extra_length), from
-        this configuration and the model `loaded` (a `model_dir.Loaded`): the model's
-        length normalization and fixed output limit, the preset, the model's beam size and
-        alpha, the run's longest input, the device's batch size.
+        this configuration and the model `loaded` (a `model_dir.Loaded`): `resolved_for` its
+        hparams and its run's data section.
 
         Raises:
             ConfigError: tree_constraint True for a model that does not write trees.
         """
-        hparams, run_data = loaded.hparams, loaded.run.data
+        return self.resolved_for(loaded.hparams, loaded.run.data)
+
+    def resolved_for(self, hparams, run_data):
+        """`resolved` for a model not loaded from a model_dir (the Trainer's, while it
+        trains): its `HParams` give the length normalization, a fixed output limit, the beam
+        size and alpha; `run_data` (a `DataConfig`) the preset and the longest input; the
+        device the batch size."""
         config = dataclasses.replace(
             self, length_normalization=(self.length_normalization
                                         or hparams.decode_length_normalization))
@@ -116,7 +123,7 @@ class DecodingConfig:
         leaves = (treebank.leaves_of(run_data.corpus) if treebank.is_treebank(run_data.corpus)
                   else None)
         if config.tree_constraint and leaves is None:
-            raise model_dir.ConfigError(
+            raise ConfigError(
                 f"tree_constraint: the model was trained on --data {run_data.corpus}, a "
                 f"translation corpus; only a parser (trained on ptb: data) writes trees")
         return dataclasses.replace(
@@ -151,13 +158,13 @@ def load_members(path, decoding=None, *, checkpoints=None, ensemble=()):
             files).
     """
     decoding = decoding or DecodingConfig()
-    members = [model_dir.load(path, checkpoint, decoding.dtype, decoding.ema)
+    members = [load(path, checkpoint, decoding.dtype, decoding.ema)
                for checkpoint in checkpoints or [None]]
-    members += [model_dir.load(other, None, decoding.dtype, decoding.ema) for other in ensemble]
+    members += [load(other, None, decoding.dtype, decoding.ema) for other in ensemble]
     first = members[0].vocabulary
     for member in members[1:]:
         if member.vocabulary.serialized != first.serialized:
-            raise model_dir.ModelDirError(
+            raise ModelDirError(
                 f"{member.vocabulary.path} and {first.path} are different vocabularies; the "
                 f"members of an ensemble must share one")
     return members
