@@ -1,5 +1,6 @@
 """How a trained model decodes, resolved once from the model's own defaults: the one place the
-commands, the Python API, the SavedModel and the CTranslate2 engine take their settings from.
+commands, the Python API, the SavedModel, the CTranslate2 engine and the Trainer's dev BLEU take
+their settings from (here, below trainer/ and export/, for both).
 
     from keras_transformer.export import DecodingConfig, Translator
     translator = Translator.from_model_dir("runs/demo")  # as kt-translate --model_dir runs/demo
