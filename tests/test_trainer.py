@@ -152,7 +152,7 @@ def test_flags_that_contradict_the_saved_run_are_refused(six_steps, tmp_path, sm
 
 
 @pytest.mark.slow
-def test_the_python_trainer_trains_what_kt_train_trains(tmp_path, small_corpus):
+def test_the_python_trainer_trains_what_kt_train_trains(tmp_path, small_corpus, monkeypatch):
     """The same configuration through kt-train's flags and through `Trainer(config).fit()`:
     the same config.json and, --deterministic, the same weights."""
     flags = (*TINY, "--train_steps", "4", "--deterministic", "--checkpoint_every_steps", "0")
@@ -174,16 +174,24 @@ def test_the_python_trainer_trains_what_kt_train_trains(tmp_path, small_corpus):
     assert [step for step, _ in result.evaluations] == [4]
     saved_cli, saved_python = (config_file.load(tmp_path / name) for name in ("cli", "python"))
     assert saved_cli == saved_python and saved_python.model.vocab_size == 600
+    reads, read = [], config_file.load
+    monkeypatch.setattr(config_file, "load", lambda path: reads.append(path) or read(path))
     again = trainer.Trainer.resume(tmp_path / "python").fit()
     assert again.status == "nothing to do" and again.resumed_from.name == "ckpt-4"
-    # What kt-train --model_dir python --train_steps 6 --hparams_override dropout=0.0 would train:
-    # the saved run, the new override on top of its own.
+    assert reads == [tmp_path / "python"]  # resolved once: resume's resolution is fit's
+    # What kt-train --model_dir python --train_steps 6 --hparams_override
+    # learning_rate_multiplier=0.5 would train: the saved run, the new override on top of its own.
     changed = trainer.Trainer.with_changes(tmp_path / "python", {
-        ("optimization", "train_steps"): 6, ("model", "hparams_override"): "dropout=0.0"}).config
+        ("optimization", "train_steps"): 6,
+        ("model", "hparams_override"): "learning_rate_multiplier=0.5"}).config
     assert changed.optimization.train_steps == 6 and changed.data == saved_python.data
-    assert changed.model.hparams_override == "warmup_steps=20,dropout=0.0"
+    assert changed.model.hparams_override == "warmup_steps=20,learning_rate_multiplier=0.5"
     assert changed.model.hparams == saved_python.model.hparams.override_from_string(
-        "dropout=0.0")
+        "learning_rate_multiplier=0.5")
+    # A change the saved model cannot take is refused as the Trainer is made, before any fit.
+    with pytest.raises(config.ConfigError, match=r"model\.hparams dropout: saved 0\.1, now 0\.0"):
+        trainer.Trainer.with_changes(tmp_path / "python", {
+            ("model", "hparams_override"): "dropout=0.0"})
 
 
 def test_a_config_names_its_bad_field_and_reads_the_flat_format(tmp_path, capsys):

@@ -29,7 +29,7 @@ from keras_transformer import data, devices
 from keras_transformer.data import glove
 from keras_transformer.model_dir import checkpoints, config, config_file, layout
 from keras_transformer.model_dir.config_file import with_hparams
-from keras_transformer.trainer import distribute, init_from, keep_best, preparation
+from keras_transformer.trainer import distribute, init_from, keep_best, preparation, resolution
 from keras_transformer.trainer.loop import TrainingLoop
 from keras_transformer.trainer.preparation import bucket_growth, update_batches
 
@@ -81,41 +81,6 @@ def cpu_measurement(distribution, hp, batch_tokens):
                                 bfloat16_gflops=float(min(gathered[1::2])), workers=workers)
 
 
-def with_saved_derivations(run, saved):
-    """`run` with what a run derives from its data (the vocabularies' sizes, GloVe's
-    dimensions, the corpus's languages) taken from the saved run where `run` leaves it open."""
-    derived = (("model", "vocab_size"), ("model", "source_vocab_size"),
-               ("model", "embedding_dim"), ("data", "source_lang"), ("data", "target_lang"))
-    return run.updated({key: saved.get(*key) for key in derived if run.get(*key) is None})
-
-
-def changed_run(model_dir, changes):
-    """model_dir's saved run (None saved: the defaults) with `changes` ({(section, field): value})
-    applied. Its hparams: for a run that keeps its set, the saved run's (for a new fine-tuning
-    run, model.init_from's) with a new model.hparams_override applied on top (e.g. a lower
-    learning rate to resume); for a new set, that set with the override. Whether the result
-    contradicts the saved run is `Trainer.fit`'s check, as for any configuration."""
-    changes = dict(changes)
-    saved = config_file.load(model_dir)
-    init = changes.get(("model", "init_from"))
-    base = init_from.source_run(init) if saved is None and init else saved
-    base_name = base.model.hparams_name if base else config.ModelConfig.hparams_name
-    name = changes.get(("model", "hparams_name")) or base_name
-    override = changes.get(("model", "hparams_override"))
-    changes[("model", "hparams_name")] = name
-    if base is not None and name == base_name:
-        if override:
-            changes[("model", "hparams")] = base.model.hparams.override_from_string(override)
-            changes[("model", "hparams_override")] = ",".join(
-                filter(None, (base.model.hparams_override, override)))
-        elif saved is None:
-            changes[("model", "hparams")] = base.model.hparams
-            changes[("model", "hparams_override")] = base.model.hparams_override
-    else:
-        changes[("model", "hparams")] = kt.hparams.get(name).override_from_string(override or "")
-    return (saved or config.RunConfig()).updated(changes)
-
-
 @dataclasses.dataclass
 class _Setup:
     """What `Trainer.fit` prepares before training: the resolved run and its parts."""
@@ -158,21 +123,28 @@ class Trainer:
         self.model_dir = pathlib.Path(model_dir)
         self.vocab, self.build_vocab_size, self.download = vocab, build_vocab_size, download
         self.log_every, self.max_minutes = log_every, max_minutes
+        self._resolved = None  # a resolution made with the Trainer, for its first fit
+
+    @classmethod
+    def _of(cls, resolved, model_dir, kwargs):
+        trainer = cls(resolved.run, model_dir, **kwargs)
+        trainer._resolved = resolved
+        return trainer
 
     @classmethod
     def with_changes(cls, model_dir, changes, **kwargs):
         """A Trainer of the run kt-train trains given the flags `changes` ({(section, field):
         value}, what the user set): model_dir's saved run (a new one: the defaults) with them
-        applied, its hparams resolved as `changed_run` says. `kwargs` as for `Trainer`."""
-        return cls(changed_run(model_dir, changes), model_dir, **kwargs)
+        applied, resolved and checked now (`resolution.resolve`). `kwargs` as for `Trainer`."""
+        return cls._of(resolution.resolve(model_dir, changes=changes), model_dir, kwargs)
 
     @classmethod
     def resume(cls, model_dir, **kwargs):
         """A Trainer that continues the run saved in model_dir, with its configuration."""
-        saved = config_file.load(model_dir)
-        if saved is None:
+        resolved = resolution.resolve(model_dir, changes={})
+        if resolved.saved is None:
             raise ConfigError(f"{model_dir} holds no run to resume (no {layout.CONFIG_FILE})")
-        return cls(saved, model_dir, **kwargs)
+        return cls._of(resolved, model_dir, kwargs)
 
     def fit(self):
         """Trains to optimization.train_steps (or the time limit, a signal, early stopping);
@@ -207,22 +179,13 @@ class Trainer:
         return loop.run_fit(result, evaluate_first=initialized is not None)
 
     def _setup(self):
-        run, model_dir = self.config, self.model_dir
-        if model_dir.exists() and not model_dir.is_dir():
-            raise ConfigError(f"model_dir {model_dir} is a file, not a directory")
-        saved = config_file.load(model_dir)
-        if saved is not None:
-            run = with_saved_derivations(run, saved)
-            config_file.check_against_saved(saved, run, model_dir)
-        run.check()
+        model_dir = self.model_dir
+        resolved = self._resolved or resolution.resolve(model_dir, run=self.config)
+        self._resolved = None  # this fit writes config.json and checkpoints: resolve anew
+        run = resolved.run
         hp = run.model.hparams
-        preparation.check_mt_lstm(run, hp)
         vocab = self.vocab
-        if run.model.init_from and not checkpoints.CheckpointDirectory(
-                checkpoints.default_directory(model_dir)).paths():  # a resumed run needs it no more
-            init_from.check_compatible(run.model.init_from,
-                                       init_from.source_run(run.model.init_from).model.hparams,
-                                       run.model.hparams)
+        if resolved.init_source is not None:
             vocab = init_from.check_vocabulary(run.model.init_from, vocab)
         distribution = distribute.strategy()
         preparation.check_workers(run, distribution, model_dir, self.max_minutes)
@@ -241,7 +204,7 @@ class Trainer:
             write=chief)
         setup = _Setup(run, hp, distribution, chief, corpus, vocabulary, batches,
                        precision=precision)
-        self._prepare_words(setup)
+        self._prepare_words(setup, resolved.restoring)
         setup.run = dataclasses.replace(setup.run.updated({
             ("model", "vocab_size"): vocabulary.vocab_size,
             ("data", "source_lang"): corpus.source_lang,
@@ -250,11 +213,9 @@ class Trainer:
             config_file.save(setup.run, model_dir)
         return setup
 
-    def _prepare_words(self, setup):
+    def _prepare_words(self, setup, restoring):
         if setup.hp.model != "mt_lstm":
             return
-        restoring = bool(checkpoints.CheckpointDirectory(
-            checkpoints.default_directory(self.model_dir)).paths())
         setup.words, setup.glove_matrix = preparation.prepare_words(
             setup.run.model, self.model_dir, restoring=restoring, write=setup.chief)
         setup.run = setup.run.updated({
