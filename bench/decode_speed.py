@@ -190,7 +190,8 @@ def main():
             loaded = types.SimpleNamespace(model=model, vocabulary=vocabulary)
             for quantization in ("float32", "int8"):
                 path = ctranslate2.export_ctranslate2(
-                    loaded, pathlib.Path(tmp) / f"ct2-{quantization}", quantization)
+                    loaded, pathlib.Path(tmp) / f"ct2-{quantization}", quantization,
+                    settings=translator.settings())
                 ctranslate2_engines[quantization] = ctranslate2.Ctranslate2Translator(
                     path, intra_threads=os.cpu_count())
         texts = long_sentences(vocabulary, max(int(b) for b in args.batch_sizes.split(",")),

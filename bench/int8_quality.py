@@ -55,14 +55,10 @@ def main():
                                            quantization)
         for name, quantization, patience in engines:
             if quantization is None:
-                engine = Translator(loaded.model, loaded.vocabulary,
-                                    alpha=loaded.hparams.decode_alpha,
-                                    max_input_length=loaded.run.data.max_pair_length)
-            else:
+                engine = Translator.from_loaded(loaded)  # as kt-translate decodes the model
+            else:  # as the export recorded: the same settings
                 engine = ctranslate2.Ctranslate2Translator(
-                    tmp / f"ct2-{quantization}", alpha=loaded.hparams.decode_alpha,
-                    max_input_length=loaded.run.data.max_pair_length, intra_threads=1,
-                    patience=patience)
+                    tmp / f"ct2-{quantization}", intra_threads=1, patience=patience)
             start = time.perf_counter()
             texts, _ = translate_lines(engine, sources, 32)
             seconds = time.perf_counter() - start

@@ -23,10 +23,10 @@ import tensorflow as tf
 
 from bench.common import append_results, markdown_table
 from bench.train_step import matmul_peak
-from keras_transformer import data, model_dir
+from keras_transformer import data
 from keras_transformer.data import evalb, trees
 from keras_transformer.export.translator import Translator
-from keras_transformer.model_dir.decoding_config import DECODE_PRESETS
+from keras_transformer.model_dir.decoding_config import DecodingConfig
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "tests"))
 import test_parsing  # noqa: E402  the tests' treebank and parser flags
@@ -54,14 +54,12 @@ def parser_flags(steps, seed, label_smoothing):
     return argv
 
 
-def decode(run_dir, gold, beam_size, tree_leaves):
-    """(F1, outputs that did not read back as themselves) of the test trees."""
-    loaded = model_dir.load(run_dir)
-    preset = DECODE_PRESETS["parsing"]
-    translator = Translator(loaded.model, loaded.vocabulary, beam_size=beam_size,
-                            alpha=preset["alpha"], extra_length=preset["extra_length"],
-                            max_input_length=loaded.run.data.max_pair_length, max_batch_size=400,
-                            tree_leaves=tree_leaves)
+def decode(run_dir, gold, beam_size, tree_constraint):
+    """(F1, outputs that did not read back as themselves) of the test trees, decoded as
+    kt-parse decodes (section 6.3's preset) with `beam_size`, with or without the tree
+    constraint."""
+    translator = Translator.from_model_dir(run_dir, DecodingConfig(
+        beam_size=beam_size, tree_constraint=tree_constraint), max_batch_size=400)
     sources = tf.constant([" ".join(tree.words()) for tree in gold])
     ids = translator.translate_ids(translator.tokenize(sources)["source_ids"])["ids"]
     outputs = [text.decode() for text in translator.detokenize(ids).numpy()]
@@ -93,13 +91,13 @@ def main():
                             *parser_flags(steps, seed, label_smoothing)],
                            check=True, capture_output=True)
             trained = time.perf_counter() - trained
-            results = {(beam, leaves): decode(run_dir, gold, beam, leaves)
-                       for beam in (1, 21) for leaves in (None, "words")}
+            results = {(beam, constrained): decode(run_dir, gold, beam, constrained)
+                       for beam in (1, 21) for constrained in (False, True)}
             name = f"{int(steps):,} steps, seed {seed}" + (
                 f", label smoothing {label_smoothing:g}" if smoothing else "")
-            rows.append([name, " / ".join(f"{results[beam, None][0]:.2f}" for beam in (1, 21)),
-                         " / ".join(f"{results[beam, 'words'][0]:.2f}" for beam in (1, 21)),
-                         " / ".join(str(results[beam, None][1]) for beam in (1, 21)),
+            rows.append([name, " / ".join(f"{results[beam, False][0]:.2f}" for beam in (1, 21)),
+                         " / ".join(f"{results[beam, True][0]:.2f}" for beam in (1, 21)),
+                         " / ".join(str(results[beam, False][1]) for beam in (1, 21)),
                          f"{trained:.0f}"])
             print(rows[-1], flush=True)
     peak = matmul_peak(tf.float32) / 1e9

@@ -24,6 +24,7 @@ from keras_transformer.export.lines import translate_lines
 from keras_transformer.export.translator import Translator
 from keras_transformer.losses import smoothed_cross_entropy, token_weights
 from keras_transformer.model_dir import checkpoints, loading
+from keras_transformer.model_dir.decoding_config import DecodingConfig
 
 
 def parse_decoders(text):
@@ -54,9 +55,9 @@ def dev_loss(model, batches):
     return total / tokens
 
 
-def score(model, vocabulary, sources, references, beam_size, alpha, max_input_length):
-    translator = Translator(model, vocabulary, beam_size=beam_size, alpha=alpha,
-                            max_input_length=max_input_length)
+def score(loaded, sources, references, beam_size, alpha):
+    """BLEU of `loaded` decoding as kt-translate would with `beam_size` and `alpha`."""
+    translator = Translator.from_loaded(loaded, DecodingConfig(beam_size=beam_size, alpha=alpha))
     translations, _ = translate_lines(translator, sources, batch_size=64)
     return sacrebleu.BLEU().corpus_score(translations, [references])
 
@@ -83,8 +84,7 @@ def main():
         cells = [checkpoints.step_in_name(path), f"{embedding_scale(loaded.model):.2f}",
                  f"{dev_loss(loaded.model, batches):.3f}"]
         for _, beam_size, alpha in decoders:
-            bleu = score(loaded.model, loaded.vocabulary, sources, references, beam_size, alpha,
-                         loaded.run.data.max_pair_length)
+            bleu = score(loaded, sources, references, beam_size, alpha)
             cells += [f"{bleu.score:.2f}", f"{bleu.sys_len / bleu.ref_len:.3f}"]
         print(" | ".join(str(cell) for cell in cells), flush=True)
         rows.append(cells)

@@ -19,7 +19,7 @@ import sacrebleu
 from bench.common import append_results, markdown_table
 from bench.train_step import matmul_peak
 from keras_transformer import model_dir
-from keras_transformer.export import Translator
+from keras_transformer.export import DecodingConfig, Translator
 from keras_transformer.export.lines import n_best_lines, translate_lines
 
 
@@ -30,9 +30,10 @@ def dev_pairs(loaded, sentences=None):
     return [en for en, _ in pairs], [es.decode("utf-8") for _, es in pairs]
 
 
-def translator_of(models, loaded, alpha):
-    return Translator(models, loaded.vocabulary, alpha=alpha,
-                      max_input_length=loaded.run.data.max_pair_length)
+def translator_of(loaded, alpha):
+    """The Translator of `loaded` (a `model_dir.Loaded`, or a list: an ensemble) decoding as
+    kt-translate does, at `alpha` (None: the model's own)."""
+    return Translator.from_loaded(loaded, DecodingConfig(alpha=alpha))
 
 
 def timed(function):
@@ -42,7 +43,7 @@ def timed(function):
 
 
 def n_best_cost(args, loaded, sources, references):
-    translator = translator_of(loaded.model, loaded, args.alpha)
+    translator = translator_of(loaded, args.alpha)
     translate_lines(translator, sources[:args.batch_size], args.batch_size)  # trace both
     n_best_lines(translator, sources[:args.batch_size], 4, args.batch_size)
     one, four = [], []
@@ -61,7 +62,8 @@ def n_best_cost(args, loaded, sources, references):
     append_results(
         f"n-best lists against the best hypothesis, {loaded.run.data.corpus}",
         f"{args.model_dir} ({loaded.checkpoint.name}), {len(sources)} dev "
-        f"sentences, beam 4, alpha {args.alpha}, batches of {args.batch_size}; the two "
+        f"sentences, beam {translator.beam_size}, alpha {translator.alpha}, batches of "
+        f"{args.batch_size}; the two "
         f"alternately, {args.repeats} times each (every time: 1-best, then 4-best, whose first "
         f"hypotheses were checked equal to the 1-best). Times: "
         f"{[round(t, 1) for t in one]} and {[round(t, 1) for t in four]} s. Matmul peak "
@@ -73,10 +75,9 @@ def ensemble_gain(args, loaded, sources, references):
     members = [model_dir.load(args.model_dir, checkpoint)
                for checkpoint in args.ensemble.split(",")]
     rows = []
-    for name, models in [*((m.checkpoint.name, m.model) for m in members),
-                         (" + ".join(m.checkpoint.name for m in members),
-                          [m.model for m in members])]:
-        translator = translator_of(models, loaded, args.alpha)
+    for name, models in [*((m.checkpoint.name, m) for m in members),
+                         (" + ".join(m.checkpoint.name for m in members), members)]:
+        translator = translator_of(models, args.alpha)
         (translations, _), seconds = timed(
             lambda: translate_lines(translator, sources, args.batch_size))
         bleu = sacrebleu.corpus_bleu(translations, [references])
@@ -85,8 +86,8 @@ def ensemble_gain(args, loaded, sources, references):
     table = markdown_table(["model", "dev BLEU", "length ratio", "seconds"], rows)
     append_results(
         f"An ensemble of checkpoints, {loaded.run.data.corpus}",
-        f"{args.model_dir}, {len(sources)} dev sentences, beam 4, alpha "
-        f"{args.alpha}; the ensemble averages its members' probabilities each step. One run "
+        f"{args.model_dir}, {len(sources)} dev sentences, beam {translator.beam_size}, alpha "
+        f"{translator.alpha}; the ensemble averages its members' probabilities each step. One run "
         f"each (seconds include tracing).\n\n{table}")
 
 
@@ -94,7 +95,7 @@ def main():
     parser = argparse.ArgumentParser(prog="python -m bench.translation_tools",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--model_dir", required=True)
-    parser.add_argument("--alpha", type=float, default=0.6)
+    parser.add_argument("--alpha", type=float, help="default: the model's own")
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--sentences", type=int, help="the first N dev pairs (default: all)")

@@ -42,9 +42,9 @@ import tensorflow as tf
 
 from keras_transformer.beam_search import length_penalty
 from keras_transformer.data import load_vocabulary, vocabulary_file
-from keras_transformer.decoding import EXTRA_LENGTH, output_limits
+from keras_transformer.decoding import longest_output, output_limits
 from keras_transformer.errors import UserError
-from keras_transformer.export.translator import source_ids_of
+from keras_transformer.export.translator import Translator, source_ids_of
 from keras_transformer.model_dir.decoding_config import DecodingConfig
 from keras_transformer.token_ids import EOS_ID, PAD_ID, UNK_ID
 
@@ -127,12 +127,17 @@ def _feed_forward(ffn_spec, layer):
     _layer_norm(ffn_spec.layer_norm, layer.feed_forward_block.norm)
 
 
+def position_rows(model):
+    """The rows of the position tables the export of `model` holds."""
+    return model.max_positions if model.position_encoding == "learned" else POSITIONS
+
+
 def _embeddings(spec, model):
     """Both sides' token tables and position encodings, and the output projection."""
     def table(embedding):
         return np.asarray(embedding.embeddings, np.float32)
 
-    limit = model.max_positions if model.position_encoding == "learned" else POSITIONS
+    limit = position_rows(model)
     for side, positions, embedding in (
             (spec.encoder, model.encoder_positions, model.source_embedding),
             (spec.decoder, model.decoder_positions, model.embedding)):
@@ -202,7 +207,9 @@ def export_ctranslate2(loaded, path, quantization="float32", settings=None, prov
     Args:
         quantization: one of QUANTIZATIONS: the weights' type in the files (CTranslate2 computes
             int8 matrix products with float32 or bfloat16 for the rest).
-        settings: decoding settings to record (beam_size, alpha, extra_length, ...).
+        settings: the decoding settings to record (`Translator.settings`), which the engine
+            decodes with; default: the model's own (`Translator.from_loaded(loaded)`, as
+            kt-export records them).
         provenance: JSON-able facts about the checkpoint (`saved_model.provenance`).
 
     Returns:
@@ -223,8 +230,9 @@ def export_ctranslate2(loaded, path, quantization="float32", settings=None, prov
         spec.optimize(quantization=quantization)
         spec.save(str(model))
         (model / loaded.vocabulary.FILE_NAME).write_bytes(loaded.vocabulary.serialized)
-        facts = dict(settings or {}, **(provenance or {}), engine="ctranslate2",
-                     quantization=quantization,
+        settings = settings or Translator.from_loaded(loaded).settings()
+        facts = dict(settings, **(provenance or {}), engine="ctranslate2",
+                     quantization=quantization, max_positions=position_rows(loaded.model),
                      ctranslate2=_ctranslate2().__version__)
         (model / "export.json").write_text(json.dumps(facts, indent=2) + "\n")
         model.rename(path)  # whole, or not at all
@@ -283,18 +291,20 @@ class Ctranslate2Translator:
         self.vocabulary = load_vocabulary(vocabulary_file(self.directory))
         self.pieces = self.vocabulary.pieces(list(range(self.vocabulary.vocab_size)))
         self.ids = {piece: index for index, piece in enumerate(self.pieces)}
-        self.beam_size = beam_size or self.settings.get("beam_size", 4)
-        self.alpha = self.settings.get("alpha", 0.6) if alpha is None else alpha
-        self.length_normalization = (length_normalization
-                                     or self.settings.get("length_normalization", "gnmt"))
-        self.extra_length = (self.settings.get("extra_length", EXTRA_LENGTH)
-                             if extra_length is None else extra_length)
-        self.max_input_length = max_input_length or self.settings.get("max_input_length", 256)
+        for name, given in (("beam_size", beam_size), ("alpha", alpha),
+                            ("length_normalization", length_normalization),
+                            ("extra_length", extra_length),
+                            ("max_input_length", max_input_length)):
+            setattr(self, name, self._setting(name) if given is None else given)
         # The export's limit unless the caller changed what it came from.
         recorded = (self.settings.get("max_output_length")
                     if max_input_length is None and extra_length is None else None)
-        self.max_output_length = min(POSITIONS, max_output_length or recorded or output_limits(
-            self.max_input_length, extra_length=self.extra_length))
+        self.max_output_length = longest_output(
+            self.max_input_length, extra_length=self.extra_length,
+            max_output_length=max_output_length or recorded,
+            # An export before the table's rows were recorded has the sinusoids' POSITIONS,
+            # or a learned table its recorded limits already respect.
+            max_positions=self.settings.get("max_positions", POSITIONS))
         self.max_input_bytes = 16 * self.max_input_length
         self.patience = PATIENCE if patience is None else patience
         if not 1 <= self.patience < float("inf"):
@@ -302,6 +312,13 @@ class Ctranslate2Translator:
         self.engine = ctranslate2.Translator(str(self.directory), device="cpu",
                                              compute_type=compute_type,
                                              intra_threads=intra_threads)
+
+    def _setting(self, name):
+        """A decoding setting the export recorded (kt-export records them all)."""
+        if name not in self.settings:
+            raise Ctranslate2Error(f"{self.directory / 'export.json'} records no {name}; export "
+                                   f"the model again (kt-export --format ctranslate2)")
+        return self.settings[name]
 
     @classmethod
     def from_decoding(cls, directory, decoding=None, **engine_settings):

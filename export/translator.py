@@ -16,6 +16,7 @@ from keras_transformer.decoding import (
     EXTRA_LENGTH,
     beam_decode,
     graph_function,
+    longest_output,
     members,
     output_limits,
     sample_decode,
@@ -99,11 +100,8 @@ class Translator(ConstrainedSearches, tf.Module):
             vocabulary.check_size(member.vocab_size)
             if member.position_encoding == "learned":  # no position beyond the table
                 max_input_length = min(max_input_length, member.max_positions)
-        # The longest any translation may be: the given cap, else the longest input's limit.
-        max_output_length = (
-            output_limits(max_input_length, extra_length=extra_length, model=model)
-            if max_output_length is None
-            else output_limits(max_output_length, extra_length=0, model=model))
+        max_output_length = longest_output(max_input_length, extra_length=extra_length,
+                                           max_output_length=max_output_length, model=model)
         for field, value, minimum in (("beam_size", beam_size, 1), ("max_batch_size",
                                        max_batch_size, 1), ("max_input_length", max_input_length,
                                        2),  # room for a token and the end of sentence

@@ -46,22 +46,25 @@ def source_lengths(source_ids):
 
 
 def output_limits(input_lengths, *, extra_length=EXTRA_LENGTH, max_output_length=None,
-                  model=None):
+                  model=None, max_positions=None):
     """The most tokens (end of sentence included) a translation may have: the paper's input
-    length + `extra_length` (6.1), at most `max_output_length`, and with `model` (one or several,
-    `members`) at most a learned position table. The one place the limit is computed.
+    length + `extra_length` (6.1), at most `max_output_length`, and at most a position table:
+    `model`'s (one or several, `members`) where learned, or one of `max_positions` rows. The
+    one place the limit is computed.
 
     Args:
         input_lengths: real input lengths: an int, a numpy array or an int32 tensor.
         extra_length: tokens allowed beyond the input's (the paper: 50; parsing: 300).
         max_output_length: None, or a cap of the same kinds.
-        model: None, or the model(s) that decode (their position tables cap the limit).
+        model: None, or the model(s) that decode (their learned position tables cap the limit).
+        max_positions: None, or the rows of the position table that decodes (an int; e.g. a
+            CTranslate2 export's).
 
     Returns:
         `input_lengths`' kind and shape (a tensor if any argument is one; a Python int for
         ints).
     """
-    caps = [] if max_output_length is None else [max_output_length]
+    caps = [cap for cap in (max_output_length, max_positions) if cap is not None]
     if model is not None:
         caps += [m.max_positions for m in members(model) if m.position_encoding == "learned"]
     limits = input_lengths + extra_length
@@ -71,6 +74,18 @@ def output_limits(input_lengths, *, extra_length=EXTRA_LENGTH, max_output_length
         else:
             limits = np.minimum(limits, cap)
     return int(limits) if np.ndim(limits) == 0 and not tf.is_tensor(limits) else limits
+
+
+def longest_output(max_input_length, *, extra_length=EXTRA_LENGTH, max_output_length=None,
+                   model=None, max_positions=None):
+    """The longest any translation may be, an int: the cap `max_output_length` where given
+    (it also cuts the targets a Translator scores), else the longest input's limit; under the
+    position tables (`output_limits`' `model` and `max_positions`)."""
+    if max_output_length is None:
+        return output_limits(max_input_length, extra_length=extra_length, model=model,
+                             max_positions=max_positions)
+    return output_limits(max_output_length, extra_length=0, model=model,
+                         max_positions=max_positions)
 
 
 def without_padding(logits):

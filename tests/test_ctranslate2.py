@@ -46,7 +46,8 @@ def test_the_export_records_where_it_came_from(exported, trained):
     settings = json.loads((exported / "1" / "export.json").read_text())
     assert settings["engine"] == "ctranslate2" and settings["quantization"] == "float32"
     assert settings["checkpoint"] == str(trained.checkpoint)
-    assert (settings["beam_size"], settings["alpha"], settings["extra_length"]) == (4, 0.6, 50)
+    assert (settings["beam_size"], settings["alpha"], settings["extra_length"],
+            settings["max_positions"]) == (4, 0.6, 50, ct2.POSITIONS)
     assert (exported / "1" / "vocab.model").read_bytes() == trained.vocabulary.model_proto
     assert json.loads((exported / "2" / "export.json").read_text())["quantization"] == "int8"
     assert ct2.resolve(exported) == exported / "2"  # the highest version
@@ -179,11 +180,24 @@ def test_the_engine_decodes_as_the_export_recorded_unless_told(exported, tmp_pat
         args = translate.parse_args(["--engine", "ctranslate2", "--ctranslate2_dir", str(copy),
                                      *argv])
         engine = translate.engine_from_flags(args)[0]
-        return engine.beam_size, engine.alpha, engine.extra_length, engine.patience
+        return (engine.beam_size, engine.alpha, engine.extra_length, engine.patience,
+                engine.max_output_length)
 
-    assert decoding() == (2, 0.25, 9, 1)
-    assert decoding("--beam_size", "3", "--ctranslate2_patience", "2") == (3, 0.25, 9, 2)
-    assert decoding("--decode_preset", "parsing") == (21, 0.3, 300, 1)
+    limit = settings["max_output_length"]
+    assert decoding() == (2, 0.25, 9, 1, limit)
+    assert decoding("--beam_size", "3", "--ctranslate2_patience", "2") == (3, 0.25, 9, 2, limit)
+    longest = settings["max_input_length"] + 300  # not the recorded limit, made for + 50
+    assert decoding("--decode_preset", "parsing") == (21, 0.3, 300, 1, longest)
+    # The converted position table bounds the limit too (`decoding.output_limits`) ...
+    (copy / "export.json").write_text(json.dumps(dict(settings, max_positions=12)))
+    assert decoding("--decode_preset", "parsing")[-1] == 12
+    # ... and a setting the export lacks is named, not guessed.
+    del settings["alpha"]
+    (copy / "export.json").write_text(json.dumps(settings))
+    with pytest.raises(ct2.Ctranslate2Error, match=r"export\.json records no alpha; export the "
+                                                   r"model again"):
+        decoding()
+    assert decoding("--alpha", "0.5")[1] == 0.5
 
 
 def test_patience_reaches_ctranslate2(exported, monkeypatch):
