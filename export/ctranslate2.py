@@ -326,7 +326,8 @@ class Ctranslate2Translator:
         what the export recorded, the settings of the model it came from; a preset fills what
         it says); `engine_settings`: compute_type, intra_threads, patience. A CTranslate2
         export decodes with beam search alone, in its own weights' type: tree_constraint,
-        jit_compile, dtype and ema are kt-translate's to refuse (`check_engine_flags`)."""
+        jit_compile, dtype and ema are kt-translate's to refuse
+        (`translate_flags.check_engine_flags`)."""
         decoding = decoding or DecodingConfig()
         if decoding.preset:
             decoding = decoding.with_preset()
