@@ -27,6 +27,7 @@ from bench.common import append_results, markdown_table
 from bench.train_step import matmul_peak
 from keras_transformer import model_dir
 from keras_transformer.export import Translator, ctranslate2
+from keras_transformer.export.flags import beam_description
 from keras_transformer.export.lines import translate_lines
 
 
@@ -53,9 +54,10 @@ def main():
         for quantization in ("float32", "int8"):
             ctranslate2.export_ctranslate2(loaded, tmp / f"ct2-{quantization}" / "1",
                                            quantization)
+        translator = Translator.from_loaded(loaded)  # as kt-translate decodes the model
         for name, quantization, patience in engines:
             if quantization is None:
-                engine = Translator.from_loaded(loaded)  # as kt-translate decodes the model
+                engine = translator
             else:  # as the export recorded: the same settings
                 engine = ctranslate2.Ctranslate2Translator(
                     tmp / f"ct2-{quantization}", intra_threads=1, patience=patience)
@@ -75,7 +77,7 @@ def main():
         table_rows.append([name, f"{bleu:.2f}{against}", differ, f"{seconds:.0f}"])
     table = (f"{args.model_dir} ({loaded.run.model.hparams_name}, {loaded.checkpoint.name}), "
              f"its {args.split} split of {loaded.run.data.corpus} ({len(references)} sentences), "
-             f"beam 4, alpha {loaded.hparams.decode_alpha:g} (the model's). Seconds: "
+             f"{beam_description(translator)} (the model's). Seconds: "
              f"translating the split, 2048^3 float32 matmul peak "
              f"{peak:.0f} GFLOP/s.\n\n" + markdown_table(
                  ["engine", f"{args.split} BLEU", "best hypothesis differs from TensorFlow's",

@@ -44,29 +44,30 @@ def timed(function):
 
 def n_best_cost(args, loaded, sources, references):
     translator = translator_of(loaded, args.alpha)
+    n = translator.beam_size  # the whole beam
     translate_lines(translator, sources[:args.batch_size], args.batch_size)  # trace both
-    n_best_lines(translator, sources[:args.batch_size], 4, args.batch_size)
-    one, four = [], []
+    n_best_lines(translator, sources[:args.batch_size], n, args.batch_size)
+    one, whole = [], []  # seconds: the best hypothesis, the n best
     for _ in range(args.repeats):
         (best, _), seconds = timed(lambda: translate_lines(translator, sources, args.batch_size))
         one.append(seconds)
-        lists, seconds = timed(lambda: n_best_lines(translator, sources, 4, args.batch_size))
-        four.append(seconds)
+        lists, seconds = timed(lambda: n_best_lines(translator, sources, n, args.batch_size))
+        whole.append(seconds)
         assert [hypotheses[0].text for hypotheses in lists] == best
     bleu = sacrebleu.corpus_bleu(best, [references]).score
     rows = [["best hypothesis (kt-translate)", f"{statistics.median(one):.1f}", "1.00",
              f"{bleu:.2f}"],
-            ["best 4 (kt-translate --n_best 4)", f"{statistics.median(four):.1f}",
-             f"{statistics.median(four) / statistics.median(one):.3f}", f"{bleu:.2f}"]]
+            [f"best {n} (kt-translate --n_best {n})", f"{statistics.median(whole):.1f}",
+             f"{statistics.median(whole) / statistics.median(one):.3f}", f"{bleu:.2f}"]]
     table = markdown_table(["output", "seconds (median)", "ratio", "dev BLEU"], rows)
     append_results(
         f"n-best lists against the best hypothesis, {loaded.run.data.corpus}",
         f"{args.model_dir} ({loaded.checkpoint.name}), {len(sources)} dev "
         f"sentences, beam {translator.beam_size}, alpha {translator.alpha}, batches of "
         f"{args.batch_size}; the two "
-        f"alternately, {args.repeats} times each (every time: 1-best, then 4-best, whose first "
+        f"alternately, {args.repeats} times each (every time: 1-best, then {n}-best, whose first "
         f"hypotheses were checked equal to the 1-best). Times: "
-        f"{[round(t, 1) for t in one]} and {[round(t, 1) for t in four]} s. Matmul peak "
+        f"{[round(t, 1) for t in one]} and {[round(t, 1) for t in whole]} s. Matmul peak "
         f"measured after the runs: float32 {matmul_peak('float32') / 1e9:.0f} GFLOP/s."
         f"\n\n{table}")
 

@@ -230,7 +230,9 @@ def export_ctranslate2(loaded, path, quantization="float32", settings=None, prov
         spec.optimize(quantization=quantization)
         spec.save(str(model))
         (model / loaded.vocabulary.FILE_NAME).write_bytes(loaded.vocabulary.serialized)
-        settings = settings or Translator.from_loaded(loaded).settings()
+        # The engine decodes by beam search alone: a parser's without its tree constraint.
+        settings = settings or Translator.from_loaded(
+            loaded, DecodingConfig(tree_constraint=False)).settings()
         facts = dict(settings, **(provenance or {}), engine="ctranslate2",
                      quantization=quantization, max_positions=position_rows(loaded.model),
                      ctranslate2=_ctranslate2().__version__)
@@ -314,7 +316,10 @@ class Ctranslate2Translator:
                                              intra_threads=intra_threads)
 
     def _setting(self, name):
-        """A decoding setting the export recorded (kt-export records them all)."""
+        """A decoding setting the export recorded (kt-export records them all; one made before
+        it recorded a length normalization ranked as the paper, the only one then)."""
+        if name == "length_normalization" and name not in self.settings:
+            return "gnmt"
         if name not in self.settings:
             raise Ctranslate2Error(f"{self.directory / 'export.json'} records no {name}; export "
                                    f"the model again (kt-export --format ctranslate2)")

@@ -198,6 +198,12 @@ def test_the_engine_decodes_as_the_export_recorded_unless_told(exported, tmp_pat
                                                    r"model again"):
         decoding()
     assert decoding("--alpha", "0.5")[1] == 0.5
+    # An export from before the length normalization was recorded ranked as the paper.
+    del settings["length_normalization"]
+    (copy / "export.json").write_text(json.dumps(dict(settings, alpha=0.25)))
+    assert translate.engine_from_flags(translate.parse_args([
+        "--engine", "ctranslate2", "--ctranslate2_dir", str(copy)]))[0].length_normalization \
+        == "gnmt"
 
 
 def test_patience_reaches_ctranslate2(exported, monkeypatch):

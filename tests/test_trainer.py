@@ -194,6 +194,16 @@ def test_the_python_trainer_trains_what_kt_train_trains(tmp_path, small_corpus, 
             ("model", "hparams_override"): "dropout=0.0"})
 
 
+def test_a_saved_run_is_checked_before_a_new_init_from_is_read(tmp_path):
+    """model.init_from is fixed once a run is saved: a new one is refused as that, before its
+    path is read (kt-train's resolution, trainer/resolution.py)."""
+    config_file.save(config_file.with_hparams(config.RunConfig(
+        model=config.ModelConfig(hparams_name="transformer_tiny"))), tmp_path)
+    with pytest.raises(config.ConfigError, match=r"written for another configuration "
+                                                 r"\(model\.init_from: saved None, now '.*typo'\)"):
+        trainer.Trainer.with_changes(tmp_path, {("model", "init_from"): str(tmp_path / "typo")})
+
+
 def test_a_config_names_its_bad_field_and_reads_the_flat_format(tmp_path, capsys):
     with pytest.raises(config.ConfigError, match=r"batching\.batch_tokens must be at least 1, "
                                                  r"got 0"):

@@ -60,9 +60,12 @@ def resolve(model_dir, *, run=None, changes=None):
         checkpoints.default_directory(model_dir)).paths())
     requested = run.model.init_from if run is not None else changes.get(
         ("model", "init_from"), saved.model.init_from if saved else None)
-    init_source = init_from.source_run(requested) if requested and not restoring else None
+    # A new fine-tuning run's hparams default to the init_from run's: read it first. Otherwise
+    # it is read after the checks of the run itself, whose errors come first.
+    source = (init_from.source_run(requested)
+              if run is None and saved is None and requested else None)
     if run is None:
-        run = changed(saved, init_source, changes)
+        run = changed(saved, source, changes)
     run = config_file.with_hparams(run)
     if saved is not None:
         run = run.updated({key: saved.get(*key) for key in DERIVED_FIELDS
@@ -70,9 +73,11 @@ def resolve(model_dir, *, run=None, changes=None):
         config_file.check_against_saved(saved, run, model_dir)
     run.check()
     preparation.check_mt_lstm(run, run.model.hparams)
-    if init_source is not None:
-        init_from.check_compatible(requested, init_source.model.hparams, run.model.hparams)
-    return ResolvedRun(run, saved, restoring, init_source)
+    if not requested or restoring:  # a resumed run starts from its checkpoints
+        return ResolvedRun(run, saved, restoring)
+    source = source or init_from.source_run(requested)
+    init_from.check_compatible(requested, source.model.hparams, run.model.hparams)
+    return ResolvedRun(run, saved, restoring, source)
 
 
 def changed(saved, init_source, changes):
