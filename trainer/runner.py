@@ -180,7 +180,9 @@ class Trainer:
 
     def _setup(self):
         model_dir = self.model_dir
-        resolved = self._resolved or resolution.resolve(model_dir, run=self.config)
+        resolved = self._resolved
+        if resolved is None or resolved.run is not self.config:  # none, or config replaced
+            resolved = resolution.resolve(model_dir, run=self.config)
         self._resolved = None  # this fit writes config.json and checkpoints: resolve anew
         run = resolved.run
         hp = run.model.hparams
