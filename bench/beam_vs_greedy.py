@@ -1,8 +1,10 @@
 """Beam search against greedy decoding on a trained model_dir: scores and BLEU by beam size.
 
-For each beam size: the mean length-penalized score of the best hypothesis, on how many
-sentences it scores below / above greedy decoding's hypothesis (scored the same way), whether
-those greedy hypotheses ended or ran to the length limit, and sacrebleu BLEU on the dev split.
+Both decode as kt-translate decodes the model (its `DecodingConfig`: alpha, length
+normalization, output limit), the beam size aside. For each beam size: the mean
+length-penalized score of the best hypothesis, on how many sentences it scores below / above
+greedy decoding's hypothesis (scored the same way), whether those greedy hypotheses ended or ran
+to the length limit, and sacrebleu BLEU on the dev split.
 
     python -m bench.beam_vs_greedy --model_dir runs/demo --sentences 492
 """
@@ -17,6 +19,8 @@ import tensorflow as tf
 import keras_transformer as kt
 from bench.common import append_results, markdown_table
 from keras_transformer import model_dir
+from keras_transformer.decoding import output_limits
+from keras_transformer.export import DecodingConfig
 
 
 def main():
@@ -25,17 +29,19 @@ def main():
     parser.add_argument("--model_dir", required=True)
     parser.add_argument("--sentences", type=int, default=200)
     parser.add_argument("--beam_sizes", default="1,2,4,8")
-    parser.add_argument("--alpha", type=float, default=0.6)
+    parser.add_argument("--alpha", type=float, help="default: the model's own")
     parser.add_argument("--batch_size", type=int, default=50)
     args = parser.parse_args()
 
     loaded = model_dir.load(args.model_dir)
+    decoding = DecodingConfig(alpha=args.alpha).resolved(loaded)
+    limits = dict(extra_length=decoding.extra_length, max_output_length=decoding.max_output_length)
     source = loaded.run.data.open()
     pairs = list(source.pairs("dev").take(args.sentences).as_numpy_iterator())
     sources = [en.decode("utf-8") for en, _ in pairs]
     references = [es.decode("utf-8") for _, es in pairs]
     ids = loaded.vocabulary.encode(tf.constant(sources),
-                                   loaded.run.data.max_pair_length).to_tensor().numpy()
+                                   decoding.max_input_length).to_tensor().numpy()
 
     def decode(beam_size):
         """Best hypotheses' texts and scores; beam_size 0 is greedy decoding."""
@@ -45,13 +51,16 @@ def main():
             batch = batch[:, :max(1, np.count_nonzero(batch, axis=1).max())]
             if beam_size:
                 best, score = (t[:, 0] for t in kt.beam_decode(
-                    loaded.model, batch, beam_size=beam_size, alpha=args.alpha))
+                    loaded.model, batch, beam_size=beam_size, alpha=decoding.alpha,
+                    length_normalization=decoding.length_normalization, **limits))
             else:
-                best, log_prob = kt.greedy_decode(loaded.model, batch)
+                best, log_prob = kt.greedy_decode(loaded.model, batch, **limits)
                 has_eos = (best.numpy() == kt.EOS_ID).any(-1)
                 lengths = np.where(has_eos, (best.numpy() == kt.EOS_ID).argmax(-1) + 1,
-                                   np.count_nonzero(batch, axis=1) + 50)
-                score = log_prob / kt.length_penalty(lengths, args.alpha)
+                                   output_limits(np.count_nonzero(batch, axis=1),
+                                                 model=loaded.model, **limits))
+                score = log_prob / kt.length_penalty(lengths, decoding.alpha,
+                                                     decoding.length_normalization)
                 ended.extend(has_eos)
             texts.extend(t.decode("utf-8") for t in loaded.vocabulary.detokenize(best).numpy())
             scores.extend(np.asarray(score))
@@ -68,10 +77,12 @@ def main():
                      f"{worse.sum()} ({(worse & ~greedy_ended).sum()} where greedy ran to the "
                      f"limit)", (scores > greedy_scores + 1e-5).sum(),
                      f"{sacrebleu.corpus_bleu(texts, [references]).score:.2f}"])
+    cap = f", at most {decoding.max_output_length}" if decoding.max_output_length else ""
     table = (f"{args.model_dir} ({loaded.run.model.hparams_name}, {loaded.checkpoint.name}), "
              f"the first "
-             f"{len(ids)} dev sentences, alpha {args.alpha}; greedy hypotheses ended on "
-             f"{greedy_ended.sum()} of them, the rest ran to input + 50 tokens. "
+             f"{len(ids)} dev sentences, alpha {decoding.alpha} ({decoding.length_normalization}); "
+             f"greedy hypotheses ended on {greedy_ended.sum()} of them, the rest ran to the "
+             f"output limit (input + {decoding.extra_length} tokens{cap}). "
              f"{time.perf_counter() - start:.0f} s in all.\n\n" + markdown_table(
                  ["decoding", "mean score", "below greedy", "above greedy", "BLEU"], rows))
     append_results("Beam search against greedy decoding", table)

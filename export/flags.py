@@ -1,4 +1,5 @@
-"""The flags kt-translate, kt-export and kt-attention share: which model, and how to decode."""
+"""The flags kt-translate, kt-score, kt-calibrate, kt-parse, kt-attention and kt-export share:
+which model, and how to decode (a `DecodingConfig`)."""
 
 import argparse
 
@@ -111,7 +112,8 @@ def decoding_from_flags(args):
 
 def translator_from_flags(args, max_batch_size, max_search_positions=None):
     """(a `Translator` of the model or ensemble the flags name, the list of its members'
-    `model_dir.Loaded`): `Translator.from_model_dir` with the flags' `DecodingConfig`."""
+    `model_dir.Loaded`): what `Translator.from_model_dir` does, with the flags' `DecodingConfig`,
+    their checkpoints and ensemble, the members kept for the commands' summaries."""
     decoding = decoding_from_flags(args)
     members = load_members(args.model_dir, decoding, checkpoints=args.checkpoint,
                            ensemble=[path.strip() for path in (args.ensemble or "").split(",")

@@ -163,7 +163,7 @@ def test_the_trainers_dev_bleu_decodes_as_kt_translate():
                                   vocabulary=None, hp=hparams, words=None)
     evaluation = TrainingLoop.evaluator(types.SimpleNamespace(run=run, setup=setup, best=None),
                                         dev=object(), writer=None)
-    assert (evaluation.beam_size, evaluation.alpha, evaluation.length_normalization,
-            evaluation.extra_length, evaluation.max_output_length,
-            evaluation.max_input_length, evaluation.tree_constraints) == (
-        2, 1.0, "hf", 63, 63, 64, None)
+    decoding = evaluation.decoding
+    assert (decoding.beam_size, decoding.alpha, decoding.length_normalization,
+            decoding.extra_length, decoding.max_output_length, decoding.max_input_length,
+            evaluation.tree_constraints) == (2, 1.0, "hf", 63, 63, 64, None)

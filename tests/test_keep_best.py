@@ -13,7 +13,7 @@ from test_trainer import kt_train, kt_train_command, small_corpus  # noqa: F401 
 
 import keras_transformer as kt
 from keras_transformer import model_dir
-from keras_transformer.export import translate
+from keras_transformer.export import DecodingConfig, translate
 from keras_transformer.model_dir import checkpoints, config
 from keras_transformer.trainer import average, evaluation, keep_best, task
 from keras_transformer.trainer.flags import parse_args
@@ -155,8 +155,9 @@ def test_in_training_bleu_can_use_beam_search(trained):
                  "And God said, Let there be light: and there was light."]
     ids = evaluation.source_ids(vocabulary, sentences, 64)
     beams, _ = kt.beam_decode(model, ids, beam_size=3, alpha=0.6)
-    translated = evaluation.translate_ids(model, ids, beam_size=3, alpha=0.6)
+    translated = evaluation.translate_ids(
+        model, ids, DecodingConfig(beam_size=3, alpha=0.6).resolved(trained))
     for row, best in zip(translated, beams.numpy()[:, 0]):
         np.testing.assert_array_equal(row, best)
-    greedy = evaluation.translate_ids(model, ids)
+    greedy = evaluation.translate_ids(model, ids, DecodingConfig(beam_size=1).resolved(trained))
     assert any(not np.array_equal(a, b) for a, b in zip(greedy, translated))

@@ -464,7 +464,7 @@ def test_a_time_limit_fits_the_cooldown_into_the_budget(monkeypatch):
 def test_an_evaluation_just_before_the_planned_end_is_left_to_the_final_one(monkeypatch):
     # Every 28 steps: at 28 (the end unplanned: the budget's 1000), not at 56 (one step before
     # the plan's 57: within a quarter of 28).
-    every_28 = evaluation.Evaluation(None, None, every=28, max_input_length=8)
+    every_28 = evaluation.Evaluation(None, None, every=28)
     fit_within_a_minute(monkeypatch, FakeClock(speeds_up), kt.TransformerSchedule(16, 10), 1000,
                         evaluator=every_28)
     assert [step for step, _ in every_28.history] == [28]

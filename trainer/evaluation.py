@@ -12,36 +12,36 @@ import tensorflow as tf
 import keras_transformer as kt
 from keras_transformer import data
 from keras_transformer.data import evalb, trees
-from keras_transformer.decoding import EXTRA_LENGTH, beam_decode, greedy_decode, output_limits
+from keras_transformer.decoding import beam_decode, greedy_decode, output_limits
 from keras_transformer.model_dir.checkpoints import step_of
 from keras_transformer.trainer.callbacks import inner_optimizer, scalar
 
 
-def translate_ids(model, source_ids, extra_length=EXTRA_LENGTH, batch_size=64, beam_size=1,
-                  alpha=0.6, tree_constraints=None, *, length_normalization="gnmt",
-                  max_output_length=None):
-    """Translations of int [n, length] source ids, as a list of id arrays: greedy, or the best of
-    a beam search when `beam_size` > 1 (a Transformer's; an MT-LSTM's are greedy); for a
-    parser, `tree_constraints` (`data.treebank.tree_constraints`) holds them to trees.
-    `length_normalization` and `max_output_length` as for `beam_decode`."""
+def translate_ids(model, source_ids, decoding, *, batch_size=64, tree_constraints=None):
+    """Translations of int [n, length] source ids, as a list of id arrays, decoded as
+    `decoding` says (a resolved `DecodingConfig`: `DecodingConfig.resolved` or
+    `resolved_for`): greedy, or the best of a beam search when its beam_size > 1 (a
+    Transformer's; an MT-LSTM's are greedy), with its alpha, length normalization and output
+    limit; for a parser, `tree_constraints` (`data.treebank.tree_constraints`) holds them to
+    trees."""
     outputs = [None] * len(source_ids)
     mt_lstm = isinstance(model, kt.MTLSTM)
+    beam_size = decoding.beam_size
+    limits = dict(extra_length=decoding.extra_length,
+                  max_output_length=decoding.max_output_length)
     if mt_lstm and (beam_size > 1 or tree_constraints):
         raise ValueError("an MT-LSTM translates greedily (beam_size 1), without constraint")
     for rows, batch in data.length_sorted_batches(source_ids, batch_size):
         tree = tree_constraints(tf.constant(batch, tf.int32)) if tree_constraints else None
         if mt_lstm:
-            ids = model.greedy_translate(batch, output_limits(
-                batch.shape[1], extra_length=extra_length, max_output_length=max_output_length))
+            ids = model.greedy_translate(batch, output_limits(batch.shape[1], **limits))
         elif beam_size > 1:
-            ids, _ = beam_decode(model, batch, max_output_length=max_output_length,
-                                 extra_length=extra_length, beam_size=beam_size, alpha=alpha,
+            ids, _ = beam_decode(model, batch, beam_size=beam_size, alpha=decoding.alpha,
                                  tree_constraint=tree,
-                                 length_normalization=length_normalization)
+                                 length_normalization=decoding.length_normalization, **limits)
             ids = ids[:, 0]
         else:
-            ids, _ = greedy_decode(model, batch, max_output_length=max_output_length,
-                                   extra_length=extra_length, tree_constraint=tree)
+            ids, _ = greedy_decode(model, batch, tree_constraint=tree, **limits)
         for row, row_ids in zip(rows, ids.numpy()):
             outputs[row] = row_ids
     return outputs
@@ -53,19 +53,15 @@ def source_ids(vocabulary, sources, max_input_length):
     return vocabulary.encode(tf.constant(sources), max_input_length).to_tensor().numpy()
 
 
-def bleu(model, vocabulary, sources, references, max_input_length, extra_length=EXTRA_LENGTH,
-         beam_size=1, alpha=0.6, source_vocabulary=None, tree_constraints=None, *,
-         length_normalization="gnmt", max_output_length=None):
-    """sacrebleu corpus BLEU of greedy (or beam-search) translations; returns (BLEUScore,
-    signature, hypotheses). `source_vocabulary` encodes the sources instead of `vocabulary` (an
-    MT-LSTM's words); `tree_constraints`, `length_normalization` and `max_output_length` as
-    for `translate_ids`."""
+def bleu(model, vocabulary, sources, references, decoding, *, source_vocabulary=None,
+         tree_constraints=None):
+    """sacrebleu corpus BLEU of translations decoded as `decoding` says (its max_input_length
+    cuts the sources; the rest as for `translate_ids`); returns (BLEUScore, signature,
+    hypotheses). `source_vocabulary` encodes the sources instead of `vocabulary` (an MT-LSTM's
+    words); `tree_constraints` as for `translate_ids`."""
     ids = translate_ids(model, source_ids(source_vocabulary or vocabulary, sources,
-                                          max_input_length),
-                        extra_length, beam_size=beam_size, alpha=alpha,
-                        tree_constraints=tree_constraints,
-                        length_normalization=length_normalization,
-                        max_output_length=max_output_length)
+                                          decoding.max_input_length),
+                        decoding, tree_constraints=tree_constraints)
     hypotheses = [text.decode("utf-8")
                   for text in vocabulary.detokenize(tf.ragged.constant(ids)).numpy()]
     metric = sacrebleu.BLEU()
@@ -121,18 +117,16 @@ class Evaluation(keras.callbacks.Callback):
         vocabulary: for BLEU.
         sources, references: dev sentences (str) for BLEU; may be empty.
         every: steps between evaluations.
-        max_input_length: the dev sources are cut to this many tokens for BLEU, as the
-            Translator cuts its inputs.
+        decoding: how the dev sources are translated for BLEU, a resolved `DecodingConfig`
+            (the Trainer's: the model's own, `DecodingConfig.resolved_for`, with
+            --eval_beam_size; beam_size 1 is greedy): its max_input_length cuts them, as the
+            Translator cuts its inputs. None without `sources`.
         writer: TensorBoard writer, or None.
-        beam_size, alpha: BLEU of greedy translations (beam_size 1), or of beam search.
         keep_best: a `KeepBest` that sees each evaluation's results, or None.
         gold_trees: for a treebank run, the `trees.Tree` of each of `sources`: the outputs are
             also scored as parses (`dev_f1`).
         predicts_tags: the run's trees have part-of-speech tags as leaves (ptb-tags:), scored
             as kt-parse scores them.
-        extra_length: output tokens allowed beyond the source's (parsing: 300).
-        length_normalization, max_output_length: as for `beam_decode` (the Trainer passes
-            the model's own, `model_dir.decoding_config.DecodingConfig.resolved_for`).
         source_vocabulary: encodes the dev sources instead of `vocabulary` (an MT-LSTM's words).
         tree_constraints: for a parser, decode only trees, as kt-parse does by default
             (`data.treebank.tree_constraints`); None: any output.
@@ -140,24 +134,22 @@ class Evaluation(keras.callbacks.Callback):
             or a time limit's plan), or None when unknown; settable after construction.
     """
 
-    def __init__(self, dev_batches, vocabulary, *, every, max_input_length, sources=(),
-                 references=(), writer=None, beam_size=1, alpha=0.6, keep_best=None,
-                 gold_trees=None, extra_length=EXTRA_LENGTH, predicts_tags=False,
-                 source_vocabulary=None, tree_constraints=None, ends_at=None,
-                 length_normalization="gnmt", max_output_length=None):
+    def __init__(self, dev_batches, vocabulary, *, every, decoding=None, sources=(),
+                 references=(), writer=None, keep_best=None, gold_trees=None,
+                 predicts_tags=False, source_vocabulary=None, tree_constraints=None,
+                 ends_at=None):
         super().__init__()
+        if sources and decoding is None:
+            raise ValueError("an Evaluation with dev sources needs the decoding to translate "
+                             "them with")
         self.dev_batches = dev_batches
         self.vocabulary = vocabulary
         self.sources, self.references = sources, references
         self.every = every
-        self.max_input_length = max_input_length
+        self.decoding = decoding
         self.writer = writer
-        self.beam_size, self.alpha = beam_size, alpha
         self.keep_best = keep_best
         self.gold_trees, self.predicts_tags = gold_trees, predicts_tags
-        self.extra_length = extra_length
-        self.length_normalization = length_normalization
-        self.max_output_length = max_output_length
         self.source_vocabulary = source_vocabulary
         self.tree_constraints = tree_constraints
         self.ends_at = ends_at
@@ -192,16 +184,13 @@ class Evaluation(keras.callbacks.Callback):
         line = ", ".join(f"{k} {v:.4g}" for k, v in results.items())
         if self.sources:
             score, signature, hypotheses = bleu(self.model, self.vocabulary, self.sources,
-                                                self.references, self.max_input_length,
-                                                self.extra_length, beam_size=self.beam_size,
-                                                alpha=self.alpha,
+                                                self.references, self.decoding,
                                                 source_vocabulary=self.source_vocabulary,
-                                                tree_constraints=self.tree_constraints,
-                                                length_normalization=self.length_normalization,
-                                                max_output_length=self.max_output_length)
+                                                tree_constraints=self.tree_constraints)
             results["dev_bleu"] = score.score
             results["dev_chrf"] = chrf(hypotheses, self.references)
-            search = f"beam {self.beam_size}" if self.beam_size > 1 else "greedy"
+            beam_size = self.decoding.beam_size
+            search = f"beam {beam_size}" if beam_size > 1 else "greedy"
             search += ", trees only" if self.tree_constraints else ""
             line += (f", dev BLEU {score.score:.2f}, chrF {results['dev_chrf']:.2f} on "
                      f"{len(self.sources)} sentences ({search}; sacrebleu {signature})")

@@ -89,11 +89,7 @@ class TrainingLoop:
             self.setup.hp, run.data)
         return evaluation.Evaluation(
             dev, self.setup.vocabulary, sources=sources, references=references,
-            every=run.evaluation.every, max_input_length=decoding.max_input_length,
-            writer=writer, beam_size=decoding.beam_size, alpha=decoding.alpha,
-            length_normalization=decoding.length_normalization,
-            extra_length=decoding.extra_length, max_output_length=decoding.max_output_length,
-            keep_best=self.best,
+            every=run.evaluation.every, decoding=decoding, writer=writer, keep_best=self.best,
             gold_trees=[tree for _, _, tree in data.spread(corpus.trees("dev"), len(sources))]
             if parsing else None,
             predicts_tags=leaves == "tags", source_vocabulary=self.setup.words,
