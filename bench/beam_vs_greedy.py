@@ -1,7 +1,7 @@
 """Beam search against greedy decoding on a trained model_dir: scores and BLEU by beam size.
 
 Both decode as kt-translate decodes the model (its `DecodingConfig`: alpha, length
-normalization, output limit), the beam size aside. For each beam size: the mean
+normalization, output limit; a parser's without its tree constraint), the beam size aside. For each beam size: the mean
 length-penalized score of the best hypothesis, on how many sentences it scores below / above
 greedy decoding's hypothesis (scored the same way), whether those greedy hypotheses ended or ran
 to the length limit, and sacrebleu BLEU on the dev split.

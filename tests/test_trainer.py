@@ -204,6 +204,21 @@ def test_a_saved_run_is_checked_before_a_new_init_from_is_read(tmp_path):
         trainer.Trainer.with_changes(tmp_path, {("model", "init_from"): str(tmp_path / "typo")})
 
 
+def test_a_trainer_whose_model_dir_another_run_wrote_resolves_again(tmp_path):
+    """`with_changes` resolves as the Trainer is made; a run that writes model_dir before its
+    fit makes that resolution stale, and the fit checks against what is there now: refused,
+    config.json left as the other run wrote it."""
+    waiting = trainer.Trainer.with_changes(tmp_path, {
+        ("model", "hparams_name"): "transformer_small"})
+    config_file.save(config_file.with_hparams(config.RunConfig(
+        model=config.ModelConfig(hparams_name="transformer_tiny"))), tmp_path)
+    written = (tmp_path / "config.json").read_text()
+    with pytest.raises(config.ConfigError, match=r"written for another configuration "
+                                                 r"\(model\.hparams num_layers: saved 2, now 3"):
+        waiting.fit()
+    assert (tmp_path / "config.json").read_text() == written
+
+
 def test_a_config_names_its_bad_field_and_reads_the_flat_format(tmp_path, capsys):
     with pytest.raises(config.ConfigError, match=r"batching\.batch_tokens must be at least 1, "
                                                  r"got 0"):

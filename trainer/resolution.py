@@ -6,15 +6,16 @@ kt-train's flags as changes to model_dir's saved run), the run saved in model_di
     resolved.run  # what to train: hparams resolved, the saved run's derivations in, checked
 
 `Trainer.with_changes` and `Trainer.resume` resolve as they build their Trainer, and its first
-`fit` trains that resolution; `Trainer(config, model_dir).fit()` resolves when it starts (each
-later `fit` again: the one before wrote config.json and checkpoints).
+`fit` trains that resolution if nothing wrote to model_dir since (`is_current`; else it resolves
+its run again, checked against what is there now); `Trainer(config, model_dir).fit()` resolves
+when it starts (each later `fit` again: the one before wrote config.json and checkpoints).
 """
 
 import pathlib
 import typing
 
 import keras_transformer as kt
-from keras_transformer.model_dir import checkpoints, config, config_file
+from keras_transformer.model_dir import checkpoints, config, config_file, layout
 from keras_transformer.trainer import init_from, preparation
 
 # What a run derives from its data (the vocabularies' sizes, GloVe's dimensions, the corpus's
@@ -32,12 +33,28 @@ class ResolvedRun(typing.NamedTuple):
     restoring: model_dir holds checkpoints, which the run continues from.
     init_source: the run `run.model.init_from` names, where the run starts from it (not
         `restoring`); else None.
+    state: model_dir's `state_of` when it was resolved.
     """
 
     run: config.RunConfig
     saved: config.RunConfig = None
     restoring: bool = False
     init_source: config.RunConfig = None
+    state: tuple = None
+
+
+def state_of(model_dir):
+    """What a resolution read from model_dir, cheaply: config.json's modification time and
+    size, and the checkpoints' names. A run resolved before another wrote there is stale."""
+    path = pathlib.Path(model_dir) / layout.CONFIG_FILE
+    written = (path.stat().st_mtime_ns, path.stat().st_size) if path.exists() else None
+    directory = checkpoints.CheckpointDirectory(checkpoints.default_directory(model_dir))
+    return written, tuple(checkpoint.name for checkpoint in directory.paths())
+
+
+def is_current(resolved, model_dir):
+    """`resolved` still describes model_dir (nothing wrote there since)."""
+    return resolved.state == state_of(model_dir)
 
 
 def resolve(model_dir, *, run=None, changes=None):
@@ -55,9 +72,9 @@ def resolve(model_dir, *, run=None, changes=None):
     model_dir = pathlib.Path(model_dir)
     if model_dir.exists() and not model_dir.is_dir():
         raise config.ConfigError(f"model_dir {model_dir} is a file, not a directory")
+    state = state_of(model_dir)
     saved = config_file.load(model_dir)
-    restoring = bool(checkpoints.CheckpointDirectory(
-        checkpoints.default_directory(model_dir)).paths())
+    restoring = bool(state[1])
     requested = run.model.init_from if run is not None else changes.get(
         ("model", "init_from"), saved.model.init_from if saved else None)
     # A new fine-tuning run's hparams default to the init_from run's: read it first. Otherwise
@@ -74,10 +91,10 @@ def resolve(model_dir, *, run=None, changes=None):
     run.check()
     preparation.check_mt_lstm(run, run.model.hparams)
     if not requested or restoring:  # a resumed run starts from its checkpoints
-        return ResolvedRun(run, saved, restoring)
+        return ResolvedRun(run, saved, restoring, state=state)
     source = source or init_from.source_run(requested)
     init_from.check_compatible(requested, source.model.hparams, run.model.hparams)
-    return ResolvedRun(run, saved, restoring, source)
+    return ResolvedRun(run, saved, restoring, source, state)
 
 
 def changed(saved, init_source, changes):

@@ -181,7 +181,8 @@ class Trainer:
     def _setup(self):
         model_dir = self.model_dir
         resolved = self._resolved
-        if resolved is None or resolved.run is not self.config:  # none, or config replaced
+        if (resolved is None or resolved.run is not self.config  # none, or config replaced
+                or not resolution.is_current(resolved, model_dir)):  # another run wrote there
             resolved = resolution.resolve(model_dir, run=self.config)
         self._resolved = None  # this fit writes config.json and checkpoints: resolve anew
         run = resolved.run
