@@ -87,7 +87,7 @@ def kt_translate(argv=None):
 
 
 def kt_export(argv=None):
-    return run("keras_transformer.export.saved_model", argv)
+    return run("keras_transformer.export.export_command", argv)
 
 
 def kt_attention(argv=None):
@@ -115,4 +115,4 @@ def kt_demo(argv=None):
 
 
 def kt_import(argv=None):
-    return run("keras_transformer.model_dir.marian", argv)
+    return run("keras_transformer.trainer.import_model", argv)

@@ -6,6 +6,9 @@ from setuptools import setup
 
 HERE = pathlib.Path(__file__).parent
 SUBPACKAGES = ("data", "model_dir", "trainer", "export", "demo")
+# The model library's own sub-packages, under keras_transformer/ (docs/architecture.md).
+LIBRARY_FLOORS = ("runtime", "hparams", "layers", "training", "search", "search.constraints",
+                  "models")
 
 # tensorflow, tensorflow-text and keras move in step: tensorflow-text 2.21.x is built against
 # tensorflow 2.21.x, and keras 3.15.1 is the version tensorflow 2.21.0 resolves to. Bump together.
@@ -27,9 +30,10 @@ INSTALL_REQUIRES = [
     "h5py==3.14.0",
 ]
 
-# The model library and model.fit run under KERAS_BACKEND=jax (keras_transformer/backend.py).
-# 0.10.2 is the newest jax with Python 3.11 wheels on the registry this project installs from;
-# the lent GPU machines have 0.11.2 and no TensorFlow, which bench/jax_step.py does without.
+# The model library and model.fit run under KERAS_BACKEND=jax
+# (keras_transformer/runtime/backend.py). 0.10.2 is the newest jax with Python 3.11 wheels on the
+# registry this project installs from; the lent GPU machines have 0.11.2 and no TensorFlow, which
+# bench/jax_step.py does without.
 JAX = ["jax==0.10.2", "jaxlib==0.10.2"]
 CTRANSLATE2 = "ctranslate2==4.8.5"
 # kt-import --from marian reads model.safetensors with it (model_dir/hf_checkpoint.py; PyTorch's
@@ -67,7 +71,7 @@ setup(
     # its root (the project's layout), and they install as keras_transformer.data, .model_dir,
     # .trainer, .export and .demo, so no top-level `data`, `trainer` or `export` lands in
     # site-packages beside users' own.
-    packages=["keras_transformer", "keras_transformer.hparams",
+    packages=["keras_transformer", *(f"keras_transformer.{name}" for name in LIBRARY_FLOORS),
               *(f"keras_transformer.{name}" for name in SUBPACKAGES)],
     package_dir={"keras_transformer": "keras_transformer",
                  **{f"keras_transformer.{name}": name for name in SUBPACKAGES}},

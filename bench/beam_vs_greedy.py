@@ -1,10 +1,10 @@
 """Beam search against greedy decoding on a trained model_dir: scores and BLEU by beam size.
 
 Both decode as kt-translate decodes the model (its `DecodingConfig`: alpha, length
-normalization, output limit; a parser's without its tree constraint), the beam size aside. For each beam size: the mean
-length-penalized score of the best hypothesis, on how many sentences it scores below / above
-greedy decoding's hypothesis (scored the same way), whether those greedy hypotheses ended or ran
-to the length limit, and sacrebleu BLEU on the dev split.
+normalization, output limit; a parser's without its tree constraint), the beam size aside. For each
+beam size: the mean length-penalized score of the best hypothesis, on how many sentences it scores
+below / above greedy decoding's hypothesis (scored the same way), whether those greedy hypotheses
+ended or ran to the length limit, and sacrebleu BLEU on the dev split.
 
     python -m bench.beam_vs_greedy --model_dir runs/demo --sentences 492
 """
@@ -19,8 +19,8 @@ import tensorflow as tf
 import keras_transformer as kt
 from bench.common import append_results, markdown_table
 from keras_transformer import model_dir
-from keras_transformer.decoding import output_limits
 from keras_transformer.export import DecodingConfig
+from keras_transformer.search.decode import output_limits
 
 
 def main():

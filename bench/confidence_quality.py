@@ -32,11 +32,11 @@ from bench.common import (
 )
 from bench.train_step import matmul_peak
 from keras_transformer import data, model_dir
-from keras_transformer.confidence import FEATURES, Calibration, spearman
 from keras_transformer.export import Translator
 from keras_transformer.export.calibrate import measured
 from keras_transformer.export.checks import check_lines
 from keras_transformer.export.lines import n_best_lines
+from keras_transformer.search.confidence import FEATURES, Calibration, spearman
 
 KEPT = 0.8  # the share --min_confidence would keep in the table's "top 80%" columns
 

@@ -33,8 +33,8 @@ from bench.common import append_results, markdown_table
 from bench.gemm_floor import products_alone
 from bench.train_step import matmul_peak
 from keras_transformer import data, export
-from keras_transformer.decoding import cached_step, recomputing_step
 from keras_transformer.export import ctranslate2
+from keras_transformer.search.decode import cached_step, recomputing_step
 
 
 def long_sentences(vocabulary, count, length):

@@ -76,7 +76,7 @@ def main(argv=None):
         (scratch / "doc.en").write_text(text, encoding="utf-8")
         translate = [sys.executable, "-m", "keras_transformer.export.translate", "--model_dir",
                      args.model_dir]
-        subprocess.run([sys.executable, "-m", "keras_transformer.export.saved_model",
+        subprocess.run([sys.executable, "-m", "keras_transformer.export.export_command",
                         "--model_dir", args.model_dir, "--output", str(scratch / "export"),
                         "--documents"], check=True, capture_output=True)
         served = json.loads(subprocess.run(

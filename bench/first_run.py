@@ -25,7 +25,7 @@ import time
 
 from bench.common import append_results, markdown_table
 from bench.train_step import matmul_peak
-from keras_transformer import devices
+from keras_transformer.runtime import devices
 
 COLUMNS = ["precision (auto's reason)", "updates", "target tokens/s", "peak rate at update",
            "cooldown from update", "dev BLEU (beam 4, 100 sentences)", "wall minutes"]

@@ -59,7 +59,7 @@ def steady_tokens_per_second(log_text):
 
 def devices():
     from keras_transformer import cli
-    from keras_transformer import devices as kt_devices
+    from keras_transformer.runtime import devices as kt_devices
 
     gpus = kt_devices.gpu_details()
     print(f"devices: {kt_devices.describe_devices(gpus=gpus)}")
@@ -75,7 +75,7 @@ def devices():
 
 def peak_flops(policy):
     """FLOP/s the run's devices can do at most (module doc), with the source of the figure."""
-    from keras_transformer import devices as kt_devices
+    from keras_transformer.runtime import devices as kt_devices
 
     if os.environ.get("PEAK_TFLOPS"):
         return float(os.environ["PEAK_TFLOPS"]) * 1e12, "PEAK_TFLOPS"
@@ -124,7 +124,7 @@ def main(argv=None):
     if args.command == "devices":
         devices()
     elif args.command == "paper_batch":
-        from keras_transformer import devices as kt_devices
+        from keras_transformer.runtime import devices as kt_devices
 
         batch_tokens, accumulate_steps = paper_batch(len(kt_devices.gpu_details()))
         print(f"--batch_tokens {batch_tokens} --accumulate_steps {accumulate_steps}")

@@ -9,7 +9,7 @@ Each part runs in its own process (one framework a process; a part that fails or
 --part_seconds loses only its rows):
 - kt: this project, `kt.build_model` + `kt.build_loss` + `kt.build_optimizer` (the paper's Adam
   on eq. 3) under mixed_bfloat16, stepped by the train function `model.fit` runs (the model's
-  own `train_step(state, data)`, keras_transformer/training_jax.py, jitted by Keras);
+  own `train_step(state, data)`, keras_transformer/training/jax_steps.py, jitted by Keras);
 - keras_hub: keras-hub's TransformerEncoder/TransformerDecoder stacks (bench/peers.py), the same
   loss, Adam and train function;
 - torch_eager, torch_compile: Hugging Face `MarianMTModel` (bench/peers.marian_config, SDPA

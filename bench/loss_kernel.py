@@ -1,6 +1,7 @@
-"""The label-smoothed loss and its gradient on TensorFlow: one softmax (keras_transformer.losses,
-since 2026-11-28) against TensorFlow's fused SparseSoftmaxCrossEntropyWithLogits (before), alone
-on logits of [tokens, vocab] and inside a whole training step of transformer_tiny.
+"""The label-smoothed loss and its gradient on TensorFlow: one softmax
+(keras_transformer.training.losses, since 2026-11-28) against TensorFlow's fused
+SparseSoftmaxCrossEntropyWithLogits (before), alone on logits of [tokens, vocab] and inside a whole
+training step of transformer_tiny.
 
 The two are the same function (their largest difference is printed); each arm is traced once,
 then the arms run alternately --rounds times; medians in milliseconds, with the float32 matmul
@@ -21,7 +22,7 @@ import tensorflow as tf
 import keras_transformer as kt
 from bench.common import append_results, markdown_table, peaks_sentence
 from bench.train_step import matmul_peak
-from keras_transformer import losses
+from keras_transformer.training import losses
 
 SMOOTHING = 0.1
 

@@ -35,7 +35,7 @@ import tensorflow as tf
 
 import keras_transformer as kt
 from bench.common import append_results, markdown_table
-from keras_transformer import search
+from keras_transformer.search import contract as search
 
 ADAM = dict(learning_rate=1e-4, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
 

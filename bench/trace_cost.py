@@ -19,7 +19,7 @@ from keras import ops
 
 import keras_transformer as kt
 from bench.train_step import matmul_peak
-from keras_transformer.rows import from_rows, rows_of
+from keras_transformer.layers.rows import from_rows, rows_of
 
 CALLS = 100
 KERNEL = keras.Variable(tf.random.normal([64, 64]))
@@ -45,7 +45,7 @@ PATTERNS = {
     "tf.identity": tf.identity,
     "tf.matmul(x, tf.cast(kernel))": lambda x: tf.matmul(x, tf.cast(KERNEL.value, x.dtype)),
     "ops.matmul(x, ops.cast(kernel))": lambda x: ops.matmul(x, ops.cast(KERNEL, x.dtype)),
-    "the same as rows (keras_transformer.rows)": _as_rows,
+    "the same as rows (keras_transformer.layers.rows)": _as_rows,
     "heads split and merged, tf": _split_and_merge_tf,
     "heads split and merged, keras.ops": _split_and_merge_keras,
 }

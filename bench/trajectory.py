@@ -22,9 +22,9 @@ from bench.common import append_results, markdown_table
 from keras_transformer import data
 from keras_transformer.export.lines import translate_lines
 from keras_transformer.export.translator import Translator
-from keras_transformer.losses import smoothed_cross_entropy, token_weights
 from keras_transformer.model_dir import checkpoints, loading
 from keras_transformer.model_dir.decoding_config import DecodingConfig
+from keras_transformer.training.losses import smoothed_cross_entropy, token_weights
 
 
 def parse_decoders(text):

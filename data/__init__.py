@@ -26,12 +26,6 @@ from keras_transformer.data.batching import (
     length_sorted_batches,
     update_batches,
 )
-from keras_transformer.data.build_vocab import (
-    build_vocabulary,
-    corpus_texts,
-    corpus_whole_tokens,
-    default_vocab_size,
-)
 from keras_transformer.data.input_pipeline import (
     counted,
     limit_length,
@@ -66,6 +60,12 @@ from keras_transformer.data.vocabularies import (
     VocabularyProtocol,
     load_vocabulary,
     vocabulary_file,
+)
+from keras_transformer.data.vocabulary_training import (
+    build_vocabulary,
+    corpus_texts,
+    corpus_whole_tokens,
+    default_vocab_size,
 )
 
 __all__ = [

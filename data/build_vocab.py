@@ -1,98 +1,24 @@
-"""Building a shared SentencePiece vocabulary from a corpus (the paper's shared BPE
-vocabulary, section 5.1): `build_vocabulary` and the kt-vocab command.
+"""kt-vocab: a shared SentencePiece vocabulary built from a corpus's train split
+(`data.build_vocabulary`, data/vocabulary_training.py).
 
     kt-vocab --data bible_en_es --vocab_size 8000 --output vocab.model
     python -m keras_transformer.data.build_vocab --data bible_en_es --output vocab.model
-
-The model it writes reads as data/vocab.py's `Vocabulary` expects: ids 0 pad, 1 end of
-sentence, 2 unknown, byte fallback, and normalization that only reads SentencePiece's space
-symbol as a space (`vocab.NORMALIZATION_RULES`).
 """
 
 import argparse
-import io
-import pathlib
 import sys
-import tempfile
 import time
 
-import sentencepiece
-
 from keras_transformer import cli
-from keras_transformer.data import markup, source_flags, treebank
-from keras_transformer.data.vocab import NORMALIZATION_RULES, Vocabulary, VocabularyError
+from keras_transformer.data import markup, source_flags
+from keras_transformer.data.vocabulary_training import (
+    MODEL_TYPES,
+    build_vocabulary,
+    corpus_texts,
+    corpus_whole_tokens,
+    default_vocab_size,
+)
 from keras_transformer.errors import UserError
-from keras_transformer.token_ids import EOS_ID, PAD_ID, UNK_ID
-
-MODEL_TYPES = ("bpe", "unigram")
-
-
-def build_vocabulary(texts, vocab_size, output, model_type="bpe", max_sentences=2_000_000,
-                     num_threads=2, overwrite=False, whole_tokens=()):
-    """Trains a SentencePiece model on `texts` and writes it to `output`.
-
-    Args:
-        texts: iterable of str, one sentence each (both languages, for a shared vocabulary).
-        vocab_size: number of ids, including pad, eos, unk and the 256 byte pieces.
-        output: path of the `.model` file to write.
-        model_type: "bpe" (the paper's en-de) or "unigram" (closest to word-pieces, its en-fr).
-        max_sentences: sentences sampled (reservoir) from `texts` for training.
-        num_threads: training threads; the model depends on it, so fix it to reproduce one.
-        overwrite: replace an existing file; without it an existing file is an error.
-        whole_tokens: space-separated tokens of the texts always kept as one piece each (e.g. a
-            linearized tree's `(NP`, which SentencePiece would otherwise cut after the bracket).
-
-    Returns:
-        the new `Vocabulary`.
-    """
-    output = pathlib.Path(output)
-    if output.exists() and not overwrite:
-        raise VocabularyError(f"{output} exists; pass overwrite=True (--overwrite) to replace it")
-    if model_type not in MODEL_TYPES:
-        raise VocabularyError(f"model_type must be one of {MODEL_TYPES}, got {model_type!r}")
-    model = io.BytesIO()
-    with tempfile.TemporaryDirectory() as scratch:
-        rules = pathlib.Path(scratch) / "normalization.tsv"
-        rules.write_text(NORMALIZATION_RULES, encoding="ascii")
-        try:
-            sentencepiece.SentencePieceTrainer.train(
-                sentence_iterator=iter(texts), model_writer=model, vocab_size=vocab_size,
-                model_type=model_type, pad_id=PAD_ID, eos_id=EOS_ID, unk_id=UNK_ID, bos_id=-1,
-                byte_fallback=True, character_coverage=0.9995, normalization_rule_tsv=str(rules),
-                input_sentence_size=max_sentences, shuffle_input_sentence=True,
-                num_threads=num_threads, minloglevel=2,
-                # With the whitespace marker a token is one piece; without it, two: '▁' and
-                # itself.
-                user_defined_symbols=["\u2581" + token for token in whole_tokens])
-        except RuntimeError as error:
-            raise VocabularyError(f"cannot build {output} with vocab_size={vocab_size}: "
-                                  f"{error}") from None
-    vocabulary = Vocabulary(model.getvalue(), output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    # Readers never see a half-written vocabulary.
-    cli.replace_atomically(output, lambda path: path.write_bytes(model.getvalue()))
-    return vocabulary
-
-
-def default_vocab_size(spec):
-    """Ids of a vocabulary built for --data `spec`: section 6.3's 16K for a treebank (WSJ
-    only), else 8,000, which suits the bundled corpora."""
-    return 16_000 if treebank.is_treebank(spec) else 8_000
-
-
-def corpus_whole_tokens(source):
-    """The tokens a vocabulary of `source` keeps whole (`build_vocabulary`): a treebank's
-    brackets, markup's placeholder tokens (`data.MarkupAugmentedSource`); none for a plain
-    translation corpus."""
-    whole_tokens = getattr(source, "whole_tokens", None)
-    return whole_tokens() if whole_tokens else ()
-
-
-def corpus_texts(source, split="train"):
-    """Both sides of a source's split as str, for `build_vocabulary`."""
-    for source_texts, target_texts in source.pairs(split).batch(4096).as_numpy_iterator():
-        for text in (*source_texts, *target_texts):
-            yield text.decode("utf-8", errors="replace")
 
 
 def main(argv=None):

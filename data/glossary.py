@@ -6,7 +6,7 @@ lines starting with `#` are skipped). A source term occurs in a sentence where i
 words (case-sensitive; not next to a Unicode letter, number or `_`); where terms overlap, the
 longest is taken: terms are looked for longest first, and where one is found, a shorter one
 inside it no longer counts. Its target term is then required in the translation
-(`keras_transformer.glossary_constraint.GlossaryConstraint` holds the search to it).
+(`keras_transformer.search.constraints.glossary.GlossaryConstraint` holds the search to it).
 
 The search for terms is TensorFlow ops (RE2 patterns; `required_terms`), so kt-translate
 --glossary and the SavedModel's `translate_with_glossary` signature find the same terms.

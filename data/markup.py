@@ -278,8 +278,8 @@ def unmask(translation, items):
 
 
 def constraint_inputs(items_of_texts, token_ids):
-    """What `keras_transformer.markup_constraint.MarkupConstraint` needs for a batch of masked
-    texts: (item_ids, opening), int32 [texts, most items] each.
+    """What `keras_transformer.search.constraints.markup.MarkupConstraint` needs for a batch of
+    masked texts: (item_ids, opening), int32 [texts, most items] each.
 
     Args:
         items_of_texts: each text's `Masked.items`.

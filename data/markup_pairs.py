@@ -1,9 +1,9 @@
 """Training pairs that teach a model where placeholder tokens go (the production-translation
 issue).
 
-A decoding constraint (`keras_transformer.markup_constraint.MarkupConstraint`) makes every item
-token of a sentence appear once in its translation, tag pairs well nested; where they land is the
-model's choice, and a model that never saw `｟1｠` places it anywhere. `augment(source, target)`
+A decoding constraint (`keras_transformer.search.constraints.markup.MarkupConstraint`) makes every
+item token of a sentence appear once in its translation, tag pairs well nested; where they land is
+the model's choice, and a model that never saw `｟1｠` places it anywhere. `augment(source, target)`
 rewrites a share of the training pairs so that the model sees the tokens where they belong, in
 the masked form `markup.mask` gives a text at translation time:
 

@@ -23,8 +23,8 @@ import tensorflow as tf
 from keras_transformer.data import trees
 from keras_transformer.data.dataset_options import without_autotuning
 from keras_transformer.data.errors import CorpusError
+from keras_transformer.search.constraints.tree import ANY_LEAF, TreeConstraint, bracket_tables
 from keras_transformer.token_ids import PAD_ID
-from keras_transformer.tree_constraint import ANY_LEAF, TreeConstraint, bracket_tables
 
 PREFIX = "ptb:"
 PREFIXES = {PREFIX: "words", "ptb-tags:": "tags", "ptb-xx:": "XX"}  # -> trees.linearize leaves
@@ -36,7 +36,7 @@ WSJ_UNDER_TREEBANK_3 = pathlib.Path("parsed", "mrg", "wsj")
 
 def leaf_texts(sentences, leaves):
     """What the leaves of sentences' linearized trees spell (`trees.linearize`), for a parser
-    that must write them (`keras_transformer.tree_constraint`).
+    that must write them (`keras_transformer.search.constraints.tree`).
 
     Args:
         sentences: tf.string [batch], words separated by spaces.
@@ -60,7 +60,7 @@ def leaf_texts(sentences, leaves):
 
 def tree_constraints(vocabulary, leaves):
     """For a parser trained with `vocabulary` on trees with `leaves` (`trees.LEAVES`): a
-    function int32 source ids [batch, length] -> the `keras_transformer.tree_constraint.
+    function int32 source ids [batch, length] -> the `keras_transformer.search.constraints.tree.
     TreeConstraint` that holds its outputs to trees over those sentences. The leaves are the
     words the ids spell as the linearization writes them, or XX for each; part-of-speech tags,
     which a sentence does not give, are the model's to choose, one a word (`ANY_LEAF`). It runs

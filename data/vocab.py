@@ -3,7 +3,8 @@
 The paper used one shared BPE vocabulary for source and target (about 37,000 tokens for
 English-German). `Vocabulary` tokenizes and detokenizes with tensorflow-text's
 `SentencepieceTokenizer`, so the same object runs inside tf.data and inside an exported
-SavedModel; data/build_vocab.py trains one (`build_vocabulary`, the kt-vocab command).
+SavedModel; data/vocabulary_training.py trains one (`build_vocabulary`; the kt-vocab command runs
+it).
 
 Ids follow keras_transformer's convention: 0 pads, 1 ends a sentence, 2 is unknown. Byte fallback
 is on, so any UTF-8 text round-trips through its bytes instead of becoming <unk>; normalization is

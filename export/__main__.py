@@ -2,6 +2,6 @@
 
 import sys
 
-from keras_transformer.export.saved_model import main
+from keras_transformer.export.export_command import main
 
 sys.exit(main())

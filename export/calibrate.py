@@ -4,8 +4,8 @@
     kt-calibrate --model_dir runs/demo --input dev.en --reference dev.es
 
 Translates the sentences as kt-translate would (same flags, same search), computes each
-translation's score and signs of trouble (`keras_transformer.confidence`: stopped at the length
-limit, a repeated n-gram loop, uncovered source words) and its sentence chrF against the
+translation's score and signs of trouble (`keras_transformer.search.confidence`: stopped at the
+length limit, a repeated n-gram loop, uncovered source words) and its sentence chrF against the
 reference, and fits a logistic map from the first to the second (chrF / 100). It is written to
 model_dir/calibration.json, replacing an older one; kt-translate and kt-export read it from
 there. Fit on sentences the model was not trained on (the dev split), with the checkpoint and
@@ -20,7 +20,6 @@ import numpy as np
 import sacrebleu
 
 from keras_transformer import cli, data
-from keras_transformer.confidence import Calibration, spearman
 from keras_transformer.errors import UserError
 from keras_transformer.export.checks import check_lines
 from keras_transformer.export.flags import (
@@ -32,6 +31,7 @@ from keras_transformer.export.flags import (
 )
 from keras_transformer.export.lines import InputError, n_best_lines, read_lines
 from keras_transformer.model_dir import CALIBRATION_FILE, ConfigError
+from keras_transformer.search.confidence import Calibration, spearman
 
 PROG = "kt-calibrate"
 MIN_SENTENCES = 50  # fewer cannot tell a score's scale from noise

@@ -1,6 +1,6 @@
 """kt-translate's checks of its translations: signs of a translation gone wrong, a calibrated
 confidence, word alignments, and leaving low-confidence lines untranslated
-(`keras_transformer.confidence`; `Translator.check_ids` computes them in the graph)."""
+(`keras_transformer.search.confidence`; `Translator.check_ids` computes them in the graph)."""
 
 import json
 import sys
@@ -22,7 +22,7 @@ class Checked(typing.NamedTuple):
     repeated_ngrams: bool
     uncovered: float
     confidence: float  # None without a calibration
-    features: tuple  # keras_transformer.confidence.FEATURES' values
+    features: tuple  # keras_transformer.search.confidence.FEATURES' values
     alignment: str  # Pharaoh "i-j" word pairs, source word i with target word j, from 0
 
 

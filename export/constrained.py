@@ -1,15 +1,15 @@
 """The `Translator`'s searches held to a constraint: a target prefix, markup, a text to place
-tags in, a glossary (decoding processors, keras_transformer/processors.py), each an exported
+tags in, a glossary (decoding processors, keras_transformer/search/processors.py), each an exported
 graph function over its inputs, made into processor objects at the top and passed down the
 search as objects (padded or repeated by `processors.rows_added`/`rows_repeated`). A mixin:
 `Translator` supplies `_n_best`, `processors` and `vocabulary`."""
 
 import tensorflow as tf
 
-from keras_transformer.decoding import graph_function
-from keras_transformer.glossary_constraint import GlossaryConstraint
-from keras_transformer.markup_constraint import MarkupConstraint, NoMarkup, TextKept
-from keras_transformer.processors import PrefixForcing
+from keras_transformer.search.constraints.glossary import GlossaryConstraint
+from keras_transformer.search.constraints.markup import MarkupConstraint, NoMarkup, TextKept
+from keras_transformer.search.decode import graph_function
+from keras_transformer.search.processors import PrefixForcing
 
 IDS = tf.TensorSpec([None, None], tf.int32, name="source_ids")
 PREFIX_IDS = tf.TensorSpec([None, None], tf.int32, name="prefix_ids")

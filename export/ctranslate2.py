@@ -40,12 +40,12 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.beam_search import length_penalty
 from keras_transformer.data import load_vocabulary, vocabulary_file
-from keras_transformer.decoding import longest_output, output_limits
 from keras_transformer.errors import UserError
 from keras_transformer.export.translator import Translator, source_ids_of
 from keras_transformer.model_dir.decoding_config import DecodingConfig
+from keras_transformer.search.beam import length_penalty
+from keras_transformer.search.decode import longest_output, output_limits
 from keras_transformer.token_ids import EOS_ID, PAD_ID, UNK_ID
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "bfloat16", "int8_bfloat16")

@@ -16,10 +16,10 @@ import typing
 import tensorflow as tf
 
 from keras_transformer.data import documents, markup
-from keras_transformer.decoding import graph_function, source_lengths
 from keras_transformer.export.lines import n_best_lines
 from keras_transformer.export.markup_lines import markup_n_best_lines, unmasked
 from keras_transformer.export.translator import source_ids_of
+from keras_transformer.search.decode import graph_function, source_lengths
 
 DOCUMENTS = tf.TensorSpec([None], tf.string, name="documents")
 

@@ -3,13 +3,14 @@ which model, and how to decode (a `DecodingConfig`)."""
 
 import argparse
 
-from keras_transformer import cli, devices, model_dir
+from keras_transformer import cli, model_dir
 from keras_transformer.cli import at_least
 from keras_transformer.data import treebank
-from keras_transformer.decoding import EXTRA_LENGTH
 from keras_transformer.export.translator import Translator
 from keras_transformer.hparams import LENGTH_NORMALIZATIONS
 from keras_transformer.model_dir.decoding_config import DECODE_PRESETS, DecodingConfig, load_members
+from keras_transformer.runtime import devices
+from keras_transformer.search.decode import EXTRA_LENGTH
 
 MODELS_PRESET = "parsing for a model trained on a treebank, else translation"
 

@@ -1,14 +1,14 @@
 """A glossary with each request: the SavedModel's `translate_with_glossary` signature (kt-export
 --glossaries), which finds the request's source terms in its sentences and holds each
 translation to their target terms, as kt-translate --glossary does with a file
-(`data.glossary`, `keras_transformer.glossary_constraint.GlossaryConstraint`).
+(`data.glossary`, `keras_transformer.search.constraints.glossary.GlossaryConstraint`).
 """
 
 import tensorflow as tf
 
 from keras_transformer.data.glossary import CONTROL, required_terms
-from keras_transformer.decoding import graph_function
 from keras_transformer.export.translator import TEXTS
+from keras_transformer.search.decode import graph_function
 
 GLOSSARY_SOURCES = tf.TensorSpec([None], tf.string, name="glossary_sources")
 GLOSSARY_TARGETS = tf.TensorSpec([None], tf.string, name="glossary_targets")

@@ -12,9 +12,9 @@ import tensorflow as tf
 
 from keras_transformer import data
 from keras_transformer.data import markup
-from keras_transformer.decoding import output_limits
 from keras_transformer.errors import UserError
 from keras_transformer.export.constrained import combination_error
+from keras_transformer.search.decode import output_limits
 
 
 class InputError(UserError):

@@ -10,8 +10,8 @@ items back.
 import tensorflow as tf
 
 from keras_transformer.data import markup_graph
-from keras_transformer.decoding import graph_function
 from keras_transformer.export.translator import TEXTS
+from keras_transformer.search.decode import graph_function
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 
 

@@ -6,10 +6,10 @@
 
 A sentence is its words separated by spaces (the treebank's tokenization). Each is decoded with
 section 6.3's settings (--decode_preset parsing: beam 21, alpha 0.3, input + 300 tokens), among
-well-formed trees over its words only (`keras_transformer.tree_constraint`; --no-tree_constraint
-decodes any sequence, as the paper did), and the output is read back into a tree
-(`data.trees.delinearize`: a malformed one repaired, the sentence's words in order), written one
-tree a line as `(TOP ...)`; an empty line stays empty. With gold trees (--gold, or --data and
+well-formed trees over its words only (`keras_transformer.search.constraints.tree`;
+--no-tree_constraint decodes any sequence, as the paper did), and the output is read back into a
+tree (`data.trees.delinearize`: a malformed one repaired, the sentence's words in order), written
+one tree a line as `(TOP ...)`; an empty line stays empty. With gold trees (--gold, or --data and
 --split), the trees are scored as EVALB scores them with COLLINS.prm (`data.evalb`) and its
 summary goes to stderr. A model trained on ptb-tags: writes part-of-speech tags, and the trees
 carry them (EVALB's tagging accuracy is the model's); one trained on ptb: (words) or ptb-xx:

@@ -8,11 +8,14 @@ import json
 
 import tensorflow as tf
 
-from keras_transformer import confidence, model_dir, scoring
-from keras_transformer.beam_search import length_penalty
+from keras_transformer import model_dir
 from keras_transformer.data import batching, treebank
 from keras_transformer.data.vocab import append_end_of_sentence
-from keras_transformer.decoding import (
+from keras_transformer.export.constrained import IDS, ConstrainedSearches
+from keras_transformer.model_dir.decoding_config import DecodingConfig, load_members
+from keras_transformer.search import confidence, scoring
+from keras_transformer.search.beam import length_penalty
+from keras_transformer.search.decode import (
     EXTRA_LENGTH,
     beam_decode,
     graph_function,
@@ -22,9 +25,7 @@ from keras_transformer.decoding import (
     sample_decode,
     source_lengths,
 )
-from keras_transformer.export.constrained import IDS, ConstrainedSearches
-from keras_transformer.model_dir.decoding_config import DecodingConfig, load_members
-from keras_transformer.processors import PrefixForcing, rows_added, rows_repeated
+from keras_transformer.search.processors import PrefixForcing, rows_added, rows_repeated
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 
 TEXTS = tf.TensorSpec([None], tf.string, name="inputs")
@@ -56,7 +57,7 @@ class Translator(ConstrainedSearches, tf.Module):
     Args:
         model: a `Transformer`, or a list of them trained with one vocabulary: an ensemble,
             whose members' probabilities are averaged at every step
-            (`keras_transformer.decoding.ensemble_step`).
+            (`keras_transformer.search.decode.ensemble_step`).
         vocabulary: the `data.Vocabulary` it was trained with.
         beam_size, alpha, extra_length: beam search settings (the paper: 4, 0.6, 50).
         length_normalization: how beam search ranks hypotheses of different lengths: "gnmt"
@@ -83,10 +84,11 @@ class Translator(ConstrainedSearches, tf.Module):
             power of two (or max_batch_size), columns to one of `xla_lengths` (the length
             buckets of `kt-train --jit_compile`), at most len(xla_lengths) x
             (log2(max_batch_size) + 1) programs. Outputs are the same, with more padding.
-        processors: a list of decoding processors (`keras_transformer.processors`) for every
+        processors: a list of decoding processors (`keras_transformer.search.processors`) for every
             search, beam or sampling, after a prefix's and the tree constraint's; each must
             take any batch (its state made in its `start`). Exported with the functions.
-        calibration: a `keras_transformer.confidence.Calibration` (model_dir/calibration.json,
+        calibration: a `keras_transformer.search.confidence.Calibration`
+        (model_dir/calibration.json,
             written by kt-calibrate): `check_ids` and `translate` then give a confidence.
     """
 
@@ -194,8 +196,8 @@ class Translator(ConstrainedSearches, tf.Module):
             message=f"too many sentences in one request: the limit (max_batch_size) is "
                     f"{self.max_batch_size}; split the batch")
 
-    # Without autograph (keras_transformer.decoding.graph_function): kt-export's serving_default
-    # traced in 1.5 s instead of 4.5 s.
+    # Without autograph (keras_transformer.search.decode.graph_function): kt-export's
+    # serving_default traced in 1.5 s instead of 4.5 s.
     @graph_function(input_signature=[TEXTS])
     def tokenize(self, texts):
         """tf.string [batch] -> {"source_ids": int32 [batch, length]}: subwords + end of
@@ -382,7 +384,7 @@ class Translator(ConstrainedSearches, tf.Module):
 
     @graph_function(input_signature=[IDS, TARGET_IDS, SCORES])
     def check_ids(self, source_ids, target_ids, scores):
-        """`keras_transformer.confidence.signs` of translations (`translate_ids`' ids and
+        """`keras_transformer.search.confidence.signs` of translations (`translate_ids`' ids and
         scores, float32 [batch]) of source_ids, with this translator's calibration: the signs
         that they went wrong, word alignments, and a confidence if calibrated."""
         source_ids, _, _ = self._cut_sources(source_ids)

@@ -15,7 +15,7 @@ import os
 # TensorFlow unless the user chose: tf.data, the searches and SavedModel export are TensorFlow's.
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-from keras_transformer import backend  # imports keras, with that backend
+from keras_transformer.runtime import backend  # imports keras, with that backend
 
 if backend.name() not in backend.SUPPORTED:
     raise ImportError(
@@ -24,39 +24,39 @@ if backend.name() not in backend.SUPPORTED:
         f"importing keras")
 
 from keras_transformer import hparams
-from keras_transformer.attention import MultiHeadAttention, scaled_dot_product_attention
-from keras_transformer.bcn import BiattentiveClassificationNetwork, Maxout
-from keras_transformer.builders import build_loss, build_model, build_optimizer
-from keras_transformer.dropout import Dropout
-from keras_transformer.embedding import SharedEmbedding
 from keras_transformer.errors import UserError
-from keras_transformer.feed_forward import PositionwiseFeedForward
 from keras_transformer.hparams import HParams, HParamsError
-from keras_transformer.layers import DecoderLayer, EncoderLayer
-from keras_transformer.loss_scaling import LossScaleOptimizer
-from keras_transformer.losses import LabelSmoothedCrossEntropy
-from keras_transformer.masks import causal_mask, padding_mask
-from keras_transformer.metrics import Perplexity, TargetTokens, TokenAccuracy
-from keras_transformer.model import Transformer
-from keras_transformer.positional import (
+from keras_transformer.layers.attention import MultiHeadAttention, scaled_dot_product_attention
+from keras_transformer.layers.dropout import Dropout
+from keras_transformer.layers.embedding import SharedEmbedding
+from keras_transformer.layers.encoder_decoder import DecoderLayer, EncoderLayer
+from keras_transformer.layers.feed_forward import PositionwiseFeedForward
+from keras_transformer.layers.masks import causal_mask, padding_mask
+from keras_transformer.layers.positional import (
     LearnedPositionEmbedding,
     SinusoidalPositionEncoding,
 )
-from keras_transformer.schedules import FusedAdam, TransformerSchedule, paper_adam
+from keras_transformer.layers.word_dropout import WordDropout
+from keras_transformer.models.bcn import BiattentiveClassificationNetwork, Maxout
+from keras_transformer.models.builders import build_loss, build_model, build_optimizer
+from keras_transformer.models.transformer import Transformer
 from keras_transformer.token_ids import EOS_ID, PAD_ID, UNK_ID
-from keras_transformer.word_dropout import WordDropout
+from keras_transformer.training.loss_scaling import LossScaleOptimizer
+from keras_transformer.training.losses import LabelSmoothedCrossEntropy
+from keras_transformer.training.metrics import Perplexity, TargetTokens, TokenAccuracy
+from keras_transformer.training.schedules import FusedAdam, TransformerSchedule, paper_adam
 
 # Searching, scoring and the recurrent models are TensorFlow graph code.
 _TENSORFLOW_ONLY = ("CoVe", "MTLSTM", "TransformerCoVe", "beam_decode", "beam_search",
                     "greedy_decode", "length_penalty", "sample_decode", "sampling_search",
                     "score")
 if backend.is_tensorflow():
-    from keras_transformer.beam_search import beam_search, length_penalty
-    from keras_transformer.cove import CoVe, TransformerCoVe
-    from keras_transformer.decoding import beam_decode, greedy_decode, sample_decode
-    from keras_transformer.mt_lstm import MTLSTM
-    from keras_transformer.sampling import sampling_search
-    from keras_transformer.scoring import score
+    from keras_transformer.models.cove import CoVe, TransformerCoVe
+    from keras_transformer.models.mt_lstm import MTLSTM
+    from keras_transformer.search.beam import beam_search, length_penalty
+    from keras_transformer.search.decode import beam_decode, greedy_decode, sample_decode
+    from keras_transformer.search.sampling import sampling_search
+    from keras_transformer.search.scoring import score
 
 __version__ = "0.1.0"
 

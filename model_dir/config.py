@@ -7,11 +7,11 @@ compared with a new run's by config_file.py).
 
 Each section is a frozen dataclass whose fields have their defaults and are checked when it is
 made (config_sections.py; a `ConfigError` names the field as `section.field`); `RunConfig.check`
-checks the fields that depend on each other. The file makes model_dir self-contained: translate, export and a
-resumed run need nothing else. Fields that define the model or its data (`FIXED`) are fixed once a
-run starts; a later run whose configuration disagrees with them is refused rather than allowed to
-mix two configurations in one directory. Fields about how to train (steps, batch size, checkpoint
-and evaluation cadence, precision) may change between runs.
+checks the fields that depend on each other. The file makes model_dir self-contained: translate,
+export and a resumed run need nothing else. Fields that define the model or its data (`FIXED`) are
+fixed once a run starts; a later run whose configuration disagrees with them is refused rather than
+allowed to mix two configurations in one directory. Fields about how to train (steps, batch size,
+checkpoint and evaluation cadence, precision) may change between runs.
 
 Format version 1 (kt-train before the sections) kept every field at the top level under the flag
 names of `FLAT_NAMES`; format 3 renamed two fields so that each name has one meaning

@@ -63,7 +63,7 @@ def save(run, model_dir):
 
 def conflicts(saved, updated):
     """The FIXED fields `updated` changes from `saved`, one line each."""
-    from keras_transformer.builders import ARCHITECTURE_FIELDS
+    from keras_transformer.models.builders import ARCHITECTURE_FIELDS
 
     for section, name in FIXED:
         before, after = saved.get(section, name), updated.get(section, name)

@@ -14,12 +14,12 @@ treebank: section 6.3's beam 21, alpha 0.3, input + 300) and the run's longest t
 
 import dataclasses
 
-from keras_transformer import devices
 from keras_transformer.data import treebank
-from keras_transformer.decoding import EXTRA_LENGTH
 from keras_transformer.hparams import LENGTH_NORMALIZATIONS
 from keras_transformer.model_dir.config import ConfigError
 from keras_transformer.model_dir.loading import DTYPES, ModelDirError, load
+from keras_transformer.runtime import devices
+from keras_transformer.search.decode import EXTRA_LENGTH
 
 # Section 6.1's translation settings and section 6.3's parsing ones; what a preset leaves out
 # (translation's beam size and alpha) the model's hparams say (the paper's 4 and 0.6 unless the

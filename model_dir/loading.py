@@ -7,9 +7,9 @@ import h5py
 
 import keras_transformer as kt
 from keras_transformer import data
-from keras_transformer.confidence import Calibration
 from keras_transformer.errors import UserError
 from keras_transformer.model_dir import checkpoints, config, config_file, layout
+from keras_transformer.search.confidence import Calibration
 
 
 class ModelDirError(UserError):

@@ -22,8 +22,8 @@ import tempfile
 # (the commands the tests start in fresh processes keep Python's defaults).
 gc.set_threshold(50_000, 20, 10)
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-# --mixed_precision auto's measurements (keras_transformer/precision_probe.py) cached for the
-# suite's processes, not in the user's ~/.cache.
+# --mixed_precision auto's measurements (keras_transformer/runtime/precision_probe.py) cached for
+# the suite's processes, not in the user's ~/.cache.
 os.environ.setdefault("KERAS_TRANSFORMER_CACHE", tempfile.mkdtemp(prefix="kt-test-cache-"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # An xdist worker's share of the cores for TensorFlow (and the commands it starts), not all of
@@ -173,12 +173,12 @@ def calibrated_run(trained_model_dir, tmp_path_factory):
 def production_export(calibrated_run, tmp_path_factory):
     """kt-export --documents --glossaries of the calibrated trained model (PRODUCTION_FLAGS,
     at most 3 sentences a request), once for all workers: the version directory."""
-    from keras_transformer.export import saved_model
+    from keras_transformer.export import export_command
 
     with made_once(tmp_path_factory, "production") as (directory, done):
         output = directory / "export"
         if not done:
-            exported = run_main(saved_model.main, "--model_dir", calibrated_run[0], "--output",
+            exported = run_main(export_command.main, "--model_dir", calibrated_run[0], "--output",
                                 output, "--documents", "--glossaries", "--max_batch_size", "3",
                                 *PRODUCTION_FLAGS)
             assert exported.returncode == 0, exported.stderr

@@ -27,7 +27,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import keras_transformer as kt  # noqa: E402
-from keras_transformer import attention  # noqa: E402
+from keras_transformer.layers import attention  # noqa: E402
 
 VOCAB = 30
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from keras_transformer import BiattentiveClassificationNetwork
-from keras_transformer.bcn import biattention
-from keras_transformer.recurrent import bidirectional_lstm
+from keras_transformer.models.bcn import biattention
+from keras_transformer.models.recurrent import bidirectional_lstm
 
 
 def softmax(x, axis):
@@ -74,8 +74,8 @@ def plain_bidirectional_lstm(units):
 @pytest.mark.parametrize("build", [bidirectional_lstm, plain_bidirectional_lstm])
 def test_bidirectional_lstms_build_right_while_a_model_loads(build):
     """keras.saving.load_model records serialized objects by id(): a temporary LSTM reusing a
-    freed one's id was taken for it (keras_transformer/recurrent.py). Keras's own construction
-    is the control: when it stops failing, the workaround can go."""
+    freed one's id was taken for it (keras_transformer/models/recurrent.py). Keras's own
+    construction is the control: when it stops failing, the workaround can go."""
     from keras.src.saving.serialization_lib import ObjectSharingScope
 
     built, failed = [], 0

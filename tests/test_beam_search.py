@@ -8,10 +8,10 @@ import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from keras_transformer.beam_search import beam_search, length_penalty
-from keras_transformer.processors import PrefixForcing
-from keras_transformer.sampling import sampling_search
-from keras_transformer.search import vocabulary_top_k
+from keras_transformer.search.beam import beam_search, length_penalty
+from keras_transformer.search.contract import vocabulary_top_k
+from keras_transformer.search.processors import PrefixForcing
+from keras_transformer.search.sampling import sampling_search
 
 EOS = 1
 VOCAB = 3  # 0 (an ordinary token here), end of sentence, 2

@@ -7,8 +7,8 @@ import json
 import pytest
 from conftest import run_main
 
-from keras_transformer.bcn import BiattentiveClassificationNetwork
 from keras_transformer.data import classification
+from keras_transformer.models.bcn import BiattentiveClassificationNetwork
 from keras_transformer.trainer import classify
 
 

@@ -1,4 +1,4 @@
-"""Which translations to trust (keras_transformer/confidence.py, export/checks.py,
+"""Which translations to trust (keras_transformer/search/confidence.py, export/checks.py,
 export/calibrate.py): the signs of trouble against hand-made outputs and attention, the
 cross-attention against the model's own weights, the calibration's fit against known weights,
 and kt-calibrate / kt-translate --checks --alignments --min_confidence on the trained model."""
@@ -12,9 +12,9 @@ import tensorflow as tf
 from client_process import run_client
 from conftest import CALIBRATION_LINES, PRODUCTION_FLAGS, bundled_lines, run_main
 
-from keras_transformer import confidence
 from keras_transformer.export import calibrate, checks, translate
 from keras_transformer.model_dir import CALIBRATION_FILE
+from keras_transformer.search import confidence
 
 EOS = 1
 

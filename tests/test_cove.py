@@ -17,9 +17,9 @@ from keras_transformer import (
     LabelSmoothedCrossEntropy,
     TokenAccuracy,
 )
-from keras_transformer.cove import CoVe
 from keras_transformer.data import glove
-from keras_transformer.mt_lstm import MTLSTM
+from keras_transformer.models.cove import CoVe
+from keras_transformer.models.mt_lstm import MTLSTM
 
 WORDS = ["the", ",", ".", "cat", "sat", "n't", "'s", "on", "mat"]
 

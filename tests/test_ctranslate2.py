@@ -11,7 +11,7 @@ from conftest import run_main
 import keras_transformer as kt
 from keras_transformer import data
 from keras_transformer.export import ctranslate2 as ct2
-from keras_transformer.export import saved_model, translate
+from keras_transformer.export import export_command, translate
 from keras_transformer.export.lines import n_best_lines
 from keras_transformer.export.translator import Translator
 
@@ -21,7 +21,7 @@ def exported(trained_model_dir, tmp_path_factory):
     """The trained test model exported twice: float32 (version 1) and int8 (version 2)."""
     output = tmp_path_factory.mktemp("ct2") / "exports"
     for quantization in ("float32", "int8"):
-        result = run_main(saved_model.main, "--model_dir", trained_model_dir, "--format",
+        result = run_main(export_command.main, "--model_dir", trained_model_dir, "--format",
                           "ctranslate2", "--quantization", quantization, "--output", output)
         assert f"a CTranslate2 model, {quantization} weights" in result.stdout, result.stderr
     return output
@@ -238,11 +238,11 @@ def test_refusals_name_what_is_wrong(trained_model_dir, exported, tmp_path):
                        tmp_path / "nothing")
     assert missing.returncode == 2 and f"--ctranslate2_dir {tmp_path / 'nothing'}: neither" \
         in missing.stderr
-    again = run_main(saved_model.main, "--model_dir", trained_model_dir, "--format",
+    again = run_main(export_command.main, "--model_dir", trained_model_dir, "--format",
                      "ctranslate2", "--output", exported, "--version", "1")
     assert again.returncode == 2 and "exists" in again.stderr
     assert (exported / "1" / "model.bin").is_file()  # untouched
-    result = run_main(saved_model.main, "--model_dir", trained_model_dir, "--quantization",
+    result = run_main(export_command.main, "--model_dir", trained_model_dir, "--quantization",
                       "int8", "--output", tmp_path / "o")
     assert result.returncode == 2 and "--quantization is for --format ctranslate2" in \
         result.stderr

@@ -3,8 +3,8 @@ import pytest
 import tensorflow as tf
 
 import keras_transformer as kt
-from keras_transformer import decoding
-from keras_transformer.decoding import greedy_decode, output_limits, source_lengths
+from keras_transformer.search import decode as decoding
+from keras_transformer.search.decode import greedy_decode, output_limits, source_lengths
 
 VOCAB = 25
 
@@ -151,7 +151,7 @@ def test_beam_one_is_greedy_and_beam_four_scores_above_it(trained, dev_sentences
 
 
 def test_cached_decoding_equals_recomputing_every_prefix(trained, dev_sentences):
-    from keras_transformer.decoding import cached_step, recomputing_step
+    from keras_transformer.search.decode import cached_step, recomputing_step
 
     source = tf.constant(dev_source_ids(trained, dev_sentences, count=6))
     limits = output_limits(source_lengths(source), extra_length=20)

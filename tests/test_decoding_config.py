@@ -11,9 +11,9 @@ import tensorflow as tf
 from conftest import bundled_lines, run_main
 
 import keras_transformer as kt
-from keras_transformer.decoding import output_limits
 from keras_transformer.export import DecodingConfig, Translator, translate
 from keras_transformer.model_dir import ConfigError
+from keras_transformer.search.decode import output_limits
 
 
 def run_of(corpus, max_pair_length=64, **hparams):

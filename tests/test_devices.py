@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from keras_transformer import devices, precision_probe
+from keras_transformer.runtime import devices, precision_probe
 from keras_transformer.trainer import runner
 
 T4, A100, P100 = ("Tesla T4", (7, 5)), ("NVIDIA A100-SXM4-40GB", (8, 0)), ("Tesla P100", (6, 0))

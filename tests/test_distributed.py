@@ -13,7 +13,7 @@ import sys
 import pytest
 from test_trainer import kt_train, small_corpus  # noqa: F401  (a fixture)
 
-from keras_transformer import devices, precision_probe
+from keras_transformer.runtime import devices, precision_probe
 
 # The replica report's process: 147 s alone on a 2-core Cascade Lake Xeon (2026-11-28), 97 s on
 # the AMX Xeon. Beside the other worker it took 168-448 s while it fed fit from a generator

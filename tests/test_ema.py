@@ -14,7 +14,7 @@ from test_trainer import kt_train, small_corpus  # noqa: F401  (a fixture)
 
 import keras_transformer as kt
 from keras_transformer import model_dir
-from keras_transformer.export import saved_model
+from keras_transformer.export import export_command
 from keras_transformer.export.translator import Translator
 from keras_transformer.trainer.evaluation import averaged_weights
 
@@ -54,7 +54,7 @@ def test_an_export_of_the_averages_loads_and_translates_without_this_package(
     assert averages.ema and not raw.ema
     assert any(not np.allclose(a, b) for a, b in zip(averages.model.get_weights(),
                                                        raw.model.get_weights()))
-    exported = run_main(saved_model.main, "--model_dir", run, "--output", tmp_path / "export",
+    exported = run_main(export_command.main, "--model_dir", run, "--output", tmp_path / "export",
                         "--beam_size", "1")
     assert exported.returncode == 0, exported.stderr
     assert "(moving averages)" in exported.stdout

@@ -7,7 +7,8 @@ import pytest
 import tensorflow as tf
 
 import keras_transformer as kt
-from keras_transformer.decoding import cached_step, ensemble_step
+from keras_transformer.search import scoring
+from keras_transformer.search.decode import cached_step, ensemble_step
 
 VOCAB = 24
 SOURCE = np.array([[5, 6, 7, 8, kt.EOS_ID], [9, 4, kt.EOS_ID, 0, 0]])
@@ -56,7 +57,7 @@ def test_an_ensembles_beams_score_as_its_averaged_probabilities(two_models):
     # Token by token: log of the mean of the members' probabilities.
     a, b = (kt.score(m, *rows)["token_log_probs"].numpy().astype("float64")
             for m in two_models)
-    mask = kt.scoring.target_mask(rows[1]).numpy()
+    mask = scoring.target_mask(rows[1]).numpy()
     expected = np.where(mask, np.log((np.exp(a) + np.exp(b)) / 2), 0.0)
     np.testing.assert_allclose(together["token_log_probs"], expected, atol=1e-5)
 

@@ -14,9 +14,10 @@ import tensorflow as tf
 from client_process import run_client
 from conftest import run_main
 
-from keras_transformer import decoding, export
-from keras_transformer.export import saved_model, translate
+from keras_transformer import export
+from keras_transformer.export import export_command, translate
 from keras_transformer.export.lines import translate_lines
+from keras_transformer.search import decode as decoding
 
 # Lines a user or a client may send besides real sentences (the first two blank), as lines.
 ODD_LINES = [text.replace(b"\n", b" ") for text in hostile_inputs.TEXTS.values()]
@@ -63,7 +64,7 @@ def kt_translate(*flags):
 
 
 def kt_export(*flags):
-    return run_main(saved_model.main, *flags)
+    return run_main(export_command.main, *flags)
 
 
 @pytest.fixture
@@ -241,7 +242,7 @@ def test_each_export_is_a_new_version_and_none_is_replaced(exported, trained_mod
                                                           translator, capsys):
     path = export.export(translator, exported)
     assert path == exported / "2"
-    assert f"{exported / '1'} exists" in refusal(saved_model.main, [
+    assert f"{exported / '1'} exists" in refusal(export_command.main, [
         "--model_dir", str(trained_model_dir), "--output", str(exported), "--version", "1"],
         capsys)
     settings = json.loads((exported / "1" / "assets" / "export.json").read_text())  # kt-export's
@@ -254,7 +255,7 @@ def test_each_export_is_a_new_version_and_none_is_replaced(exported, trained_mod
     # A checkpoint directory by another name (a copy the user kept) exports too.
     kept = exported.parent / "best"
     shutil.copytree(trained_model_dir / "checkpoints" / "ckpt-300", kept)
-    assert saved_model.main(["--model_dir", str(trained_model_dir), "--checkpoint", str(kept),
+    assert export_command.main(["--model_dir", str(trained_model_dir), "--checkpoint", str(kept),
                              "--output", str(exported)]) == 0
     assert json.loads((exported / "3" / "assets" / "export.json").read_text())["step"] is None
     assert sorted(p.name for p in exported.iterdir()) == ["1", "2", "3"]  # no leftovers
@@ -379,7 +380,7 @@ def test_under_xla_the_translator_pads_to_a_few_shapes_and_translates_the_same(
 
 
 def test_kt_export_refuses_xla_for_ctranslate2(trained_model_dir, tmp_path, capsys):
-    assert "--jit_compile is for a SavedModel" in refusal(saved_model.main, [
+    assert "--jit_compile is for a SavedModel" in refusal(export_command.main, [
         "--model_dir", str(trained_model_dir), "--output", str(tmp_path / "ct2"), "--format",
         "ctranslate2", "--jit_compile"], capsys)
 
@@ -387,5 +388,5 @@ def test_kt_export_refuses_xla_for_ctranslate2(trained_model_dir, tmp_path, caps
 def test_kt_export_refuses_a_file_as_output(trained_model_dir, tmp_path, capsys):
     target = tmp_path / "a_file"
     target.write_text("")
-    assert f"--output {target} is a file" in refusal(saved_model.main, [
+    assert f"--output {target} is a file" in refusal(export_command.main, [
         "--model_dir", str(trained_model_dir), "--output", str(target)], capsys)

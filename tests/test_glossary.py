@@ -1,5 +1,6 @@
-"""keras_transformer/glossary_constraint.py: searches whose every hypothesis holds its sentence's
-required target phrases; data/glossary.py: which a sentence requires; kt-translate --glossary."""
+"""keras_transformer/search/constraints/glossary.py: searches whose every hypothesis holds its
+sentence's required target phrases; data/glossary.py: which a sentence requires; kt-translate
+--glossary."""
 
 
 import json
@@ -17,7 +18,7 @@ from test_beam_search import exhaustive, table_step
 import keras_transformer as kt
 from keras_transformer.data import glossary
 from keras_transformer.export import translate
-from keras_transformer.glossary_constraint import GlossaryConstraint
+from keras_transformer.search.constraints.glossary import GlossaryConstraint
 
 # A toy vocabulary of 6 ids: 1 ends a sentence, the rest are words. Sentence 0 must hold the
 # phrase 3 4, sentence 1 nothing, sentence 2 the phrase 5 (with a limit that leaves room for it

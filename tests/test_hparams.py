@@ -7,9 +7,9 @@ from conftest import run_main
 
 import keras_transformer as kt
 from keras_transformer import hparams
-from keras_transformer.builders import MODEL_FIELDS
 from keras_transformer.hparams import __main__ as hparams_command
-from keras_transformer.hparams.table3 import format_table3, table3_rows
+from keras_transformer.models.builders import MODEL_FIELDS
+from keras_transformer.models.table3 import format_table3, table3_rows
 
 TABLE3_NAMES = [
     "table3_a_h1", "table3_a_h4", "table3_a_h16", "table3_a_h32", "table3_b_dk16", "table3_b_dk32",

@@ -153,7 +153,7 @@ def test_layer_normalization_is_keras_own_with_its_gradient_written_out(rng, pol
     import keras
     import tensorflow as tf
 
-    from keras_transformer.layer_norm import LayerNormalization
+    from keras_transformer.layers.layer_norm import LayerNormalization
 
     x = rng.normal(1.0, 3.0, size=(3, 5, 16)).astype("float32")
     upstream = rng.normal(size=(3, 5, 16)).astype("float32")

@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import LabelSmoothedCrossEntropy, build_loss
-from keras_transformer.losses import smoothed_cross_entropy
+from keras_transformer.training.losses import smoothed_cross_entropy
 
 
 def log_softmax(z):

@@ -23,8 +23,9 @@ from client_process import run_client
 from conftest import run_main
 
 from keras_transformer import data
-from keras_transformer.export import DecodingConfig, Translator, saved_model, translate
+from keras_transformer.export import DecodingConfig, Translator, export_command, translate
 from keras_transformer.model_dir import config_file, hf_checkpoint, loading, marian
+from keras_transformer.trainer import import_model
 
 CHECKPOINT = pathlib.Path(__file__).parent / "data" / "marian_tiny"
 REFERENCE = json.loads((CHECKPOINT / "reference.json").read_text(encoding="utf-8"))
@@ -144,7 +145,7 @@ print(json.dumps({"our_modules": sorted(m for m in sys.modules if m.startswith("
 def test_the_export_serves_generates_strings_without_this_package(imported, tmp_path):
     """Its translations are generate's; its scores of the 6 reference pairs (target.spm in the
     graph) are MarianMTModel's log-probabilities without <pad>, over length ** 1.0."""
-    result = run_main(saved_model.main, "--model_dir", imported, "--output", tmp_path)
+    result = run_main(export_command.main, "--model_dir", imported, "--output", tmp_path)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "1" / "assets" / "vocab.marian").is_file()
     served = run_client(CLIENT, tmp_path / "1", input=json.dumps(
@@ -167,7 +168,7 @@ def test_the_ctranslate2_export_decodes_greedily_as_generate(imported, tmp_path)
     stops by its own rule (patience), not generate's: beam 4 gave 30 of the 50 here."""
     from keras_transformer.export import ctranslate2
 
-    result = run_main(saved_model.main, "--model_dir", imported, "--output", tmp_path,
+    result = run_main(export_command.main, "--model_dir", imported, "--output", tmp_path,
                       "--format", "ctranslate2")
     assert result.returncode == 0, result.stderr
     engine = ctranslate2.Ctranslate2Translator(tmp_path, beam_size=1)
@@ -284,7 +285,7 @@ def test_bad_checkpoints_are_refused_naming_what_is_wrong(tmp_path, imported):
         marian.import_marian(copy, tmp_path / "out")
     # An existing --model_dir is never replaced.
     before = sorted(p.name for p in imported.iterdir())
-    result = run_main(marian.main, "--from", "marian", CHECKPOINT, "--model_dir", imported)
+    result = run_main(import_model.main, "--from", "marian", CHECKPOINT, "--model_dir", imported)
     assert result.returncode != 0 and f"--model_dir {imported} exists" in result.stderr
     assert sorted(p.name for p in imported.iterdir()) == before
 
@@ -336,7 +337,7 @@ def test_generation_settings_it_does_not_follow_are_named(tmp_path):
     del settings["renormalize_logits"]  # generate's default is False
     (copy / "generation_config.json").write_text(json.dumps(
         dict(settings, early_stopping=True, num_beams=6, forced_eos_token_id=None)))
-    result = run_main(marian.main, "--from", "marian", copy, "--model_dir", tmp_path / "out")
+    result = run_main(import_model.main, "--from", "marian", copy, "--model_dir", tmp_path / "out")
     assert result.returncode == 0, result.stderr
     assert "decoding beam 6, alpha 1.0" in result.stdout
     assert ("generation settings kt-translate does not follow: early_stopping True, "

@@ -1,5 +1,5 @@
 """data/markup.py: items out of the text and back, exactly; what a bad translation breaks is
-named; limits refused. keras_transformer/markup_constraint.py: searches that keep them."""
+named; limits refused. keras_transformer/search/constraints/markup.py: searches that keep them."""
 
 import re
 
@@ -12,7 +12,7 @@ from test_beam_search import exhaustive, table_step
 
 import keras_transformer as kt
 from keras_transformer.data import markup, markup_graph
-from keras_transformer.markup_constraint import MarkupConstraint
+from keras_transformer.search.constraints.markup import MarkupConstraint
 
 WORDS = st.sampled_from(["the", "cat", "sat", "on", "mat", "é", "naïve", "(", ")", ",", ".",
                          "¿", "?", "50%", "a.b", "x-y", "v1.2", "3rd", "12.5kg", "ñ2026", "€5",

@@ -14,7 +14,7 @@ from test_trainer import kt_train, small_corpus  # noqa: F401  (a fixture)
 
 from keras_transformer import data, model_dir
 from keras_transformer.data import markup, markup_pairs, word_alignment
-from keras_transformer.export import saved_model, translate
+from keras_transformer.export import export_command, translate
 from keras_transformer.export.lines import Sampling, n_best_lines
 from keras_transformer.export.markup_lines import markup_n_best_lines
 from keras_transformer.export.translator import Translator
@@ -205,7 +205,7 @@ print(json.dumps(replies))
 def test_the_saved_model_translates_tagged_text_as_kt_translate_does(markup_run,
                                                                       tagged_translation,
                                                                       tmp_path):
-    exported = run_main(saved_model.main, "--model_dir", markup_run, "--output",
+    exported = run_main(export_command.main, "--model_dir", markup_run, "--output",
                         tmp_path / "export", "--markup", "--max_batch_size", len(TAGGED),
                         *GREEDY_FLAGS)
     assert exported.returncode == 0, exported.stderr
@@ -225,7 +225,7 @@ def test_the_saved_model_translates_tagged_text_as_kt_translate_does(markup_run,
 
 def test_markup_needs_a_vocabulary_that_keeps_the_tokens_whole(trained_model_dir, markup_run,
                                                                small_corpus, tmp_path):  # noqa: F811
-    for main, *flags in ((translate.main, ), (saved_model.main, "--output", tmp_path / "x")):
+    for main, *flags in ((translate.main, ), (export_command.main, "--output", tmp_path / "x")):
         refused = run_main(main, "--model_dir", trained_model_dir, "--markup", *flags)
         assert refused.returncode == 2
         assert f"{trained_model_dir / 'vocab.model'} does not keep markup's placeholder " \

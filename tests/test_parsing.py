@@ -17,7 +17,7 @@ from make_trained_parser import OUTPUT as TRAINED_PARSER
 import keras_transformer as kt
 from keras_transformer import data, model_dir
 from keras_transformer.data import evalb, trees
-from keras_transformer.export import flags, parse, saved_model, translate
+from keras_transformer.export import export_command, flags, parse, translate
 from keras_transformer.export.translator import Translator
 from keras_transformer.model_dir import config_file, layout
 from keras_transformer.model_dir.decoding_config import DECODE_PRESETS
@@ -149,7 +149,7 @@ def decode_test_trees(parser_dir, wsj, beam_size, tree_leaves="words", count=Non
 
 def test_beam_21_parses_no_worse_than_greedy_among_trees(parser_dir, wsj):
     """Section 6.3's beam search (21, alpha 0.3, +300) among well-formed trees over each
-    sentence (kt-parse's default, keras_transformer/tree_constraint.py) parses the held-out
+    sentence (kt-parse's default, keras_transformer/search/constraints/tree.py) parses the held-out
     sentences at least as well as greedy decoding, and does its job: its parse scores at least
     as high as the greedy one under the model, nearly always.
 
@@ -204,7 +204,7 @@ def test_the_tree_constraint_holds_xx_and_tag_leaves_too(parser_dir, wsj, leaves
 def test_an_exported_parser_serves_trees_without_this_package(parser_dir, wsj, tmp_path):
     """kt-export of a parser keeps the search among trees: its serving_default, loaded where
     none of this package is imported, writes what the Translator writes (beam 21, trees only)."""
-    result = run_main(saved_model.main, "--model_dir", parser_dir, "--output", tmp_path / "p")
+    result = run_main(export_command.main, "--model_dir", parser_dir, "--output", tmp_path / "p")
     assert result.returncode == 0, result.stderr
     export = json.loads((tmp_path / "p" / "1" / "assets" / "export.json").read_text())
     assert (export["beam_size"], export["alpha"], export["tree_leaves"]) == (21, 0.3, "words")
@@ -289,7 +289,7 @@ def test_kt_parse_refuses_bad_input_naming_it(parser_dir, trained_model_dir, tmp
                         "--target_prefix", sentences)
     assert prefixed.returncode == 2 and "add --no-tree_constraint to force it" in (
         prefixed.stderr)
-    ct2 = run_main(saved_model.main, "--model_dir", parser_dir, "--format", "ctranslate2",
+    ct2 = run_main(export_command.main, "--model_dir", parser_dir, "--format", "ctranslate2",
                    "--tree_constraint", "--output", tmp_path / "ct2")
     assert ct2.returncode == 2 and "CTranslate2 decodes any sequence" in ct2.stderr
 

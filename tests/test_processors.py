@@ -1,4 +1,4 @@
-"""Decoding processors (keras_transformer/processors.py): a new one, written here without
+"""Decoding processors (keras_transformer/search/processors.py): a new one, written here without
 touching the searches, works in beam search, greedy decoding and sampling, its state follows
 the hypotheses, and the decode functions and the Translator take it."""
 

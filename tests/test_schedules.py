@@ -11,7 +11,7 @@ from keras_transformer import (
     hparams,
     paper_adam,
 )
-from keras_transformer.schedules import FusedAdam, cooldown_window, fitted_peak_step
+from keras_transformer.training.schedules import FusedAdam, cooldown_window, fitted_peak_step
 
 
 def eq3(step_num, d_model=512, warmup_steps=4000):

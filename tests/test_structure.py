@@ -25,11 +25,11 @@ FOLDERS = {"keras_transformer": "keras_transformer", "data": "keras_transformer.
            "export": "keras_transformer.export", "demo": "keras_transformer.demo"}
 # What each floor may import besides itself: the model library and data on the ground floor,
 # the model_dir format above them, trainer and export side by side above it, the demo on top.
-# (cli, _layout, token_ids and tree_constraint, which reads token sequences as trees, are the
-# ground floor's shared, model-free modules.)
+# (cli, _layout, errors, token_ids and the tree constraint, which reads token sequences as
+# trees, are the ground floor's shared, model-free modules.)
 SHARED = {"keras_transformer.cli", "keras_transformer._layout", "keras_transformer.errors",
           "keras_transformer.token_ids",
-          "keras_transformer.tree_constraint"}
+          "keras_transformer.search.constraints.tree"}
 MAY_IMPORT = {
     "keras_transformer": set(),
     "keras_transformer.data": SHARED,
@@ -42,6 +42,23 @@ MAY_IMPORT = {
                                "keras_transformer.model_dir", "keras_transformer.trainer",
                                "keras_transformer.export"},
 }
+# The model library's own floors (docs/architecture.md): what each sub-package may import
+# besides itself and the library's shared modules (SHARED, and the package's face,
+# keras_transformer/__init__.py, which imports every floor and which none imports). Layers know
+# neither the search nor the training; the search does not know how models are built; the
+# models are built from all of them.
+LIBRARY_FLOORS = {
+    "keras_transformer.runtime": set(),
+    "keras_transformer.hparams": set(),
+    "keras_transformer.layers": {"keras_transformer.runtime", "keras_transformer.hparams"},
+    "keras_transformer.training": {"keras_transformer.runtime", "keras_transformer.hparams",
+                                   "keras_transformer.layers"},
+    "keras_transformer.search": {"keras_transformer.runtime", "keras_transformer.hparams",
+                                 "keras_transformer.layers"},
+    "keras_transformer.models": {"keras_transformer.runtime", "keras_transformer.hparams",
+                                 "keras_transformer.layers", "keras_transformer.training",
+                                 "keras_transformer.search"},
+}
 DOCUMENTED_MODULES = ["keras_transformer.trainer", "keras_transformer.trainer.task",
                       "keras_transformer.trainer.average", "keras_transformer.trainer.classify",
                       "keras_transformer.export",
@@ -50,7 +67,7 @@ DOCUMENTED_MODULES = ["keras_transformer.trainer", "keras_transformer.trainer.ta
                       "keras_transformer.export.attention", "keras_transformer.export.parse",
                       "keras_transformer.demo", "keras_transformer.data.build_vocab",
                       "keras_transformer.data.inspect", "keras_transformer.hparams",
-                      "keras_transformer.model_dir.marian"]
+                      "keras_transformer.trainer.import_model"]
 
 
 def _modules():
@@ -104,11 +121,66 @@ def test_every_import_points_down():
     assert not wrong, "\n".join(wrong)
 
 
+def _library_floor(module):
+    """The sub-package of the model library `module` belongs to; "keras_transformer" for its
+    shared modules and its face; None outside the library."""
+    if _floor(module) != "keras_transformer":
+        return None
+    return next((floor for floor in LIBRARY_FLOORS
+                 if module == floor or module.startswith(floor + ".")), "keras_transformer")
+
+
+def _wrong_library_imports(graph):
+    """["A imports B"] for each import inside the model library against LIBRARY_FLOORS. A
+    `__main__` module is a command (`python -m keras_transformer.hparams`): it may import any
+    floor."""
+    wrong = []
+    for module, imported in graph.items():
+        floor = _library_floor(module)
+        if floor is None or module == "keras_transformer" or module.endswith(".__main__"):
+            continue
+        for target in imported:
+            target_floor = _library_floor(target)
+            if target_floor is None or target_floor == floor or target in SHARED:
+                continue
+            if floor == "keras_transformer" or target_floor not in LIBRARY_FLOORS[floor]:
+                wrong.append(f"{module} imports {target}")
+    return wrong
+
+
+def test_the_model_librarys_floors_point_down():
+    assert not _wrong_library_imports(_graph()), "\n".join(_wrong_library_imports(_graph()))
+
+
+def test_a_layer_importing_the_search_or_training_fails_the_floors():
+    graph = _graph()
+    for layer, target in (("keras_transformer.layers.attention", "keras_transformer.search.beam"),
+                          ("keras_transformer.layers.embedding",
+                           "keras_transformer.training.losses"),
+                          ("keras_transformer.search.decode",
+                           "keras_transformer.models.transformer"),
+                          ("keras_transformer.errors", "keras_transformer.runtime.backend")):
+        assert target in graph and layer in graph
+        wrong = _wrong_library_imports({**graph, layer: graph[layer] | {target}})
+        assert wrong == [f"{layer} imports {target}"]
+
+
+def _commands():
+    """The modules behind the kt-* console scripts (_keras_transformer_commands.py)."""
+    source = (ROOT / "_keras_transformer_commands.py").read_text(encoding="utf-8")
+    return {node.args[0].value for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "run"
+            and node.args and isinstance(node.args[0], ast.Constant)}
+
+
 def test_no_module_imports_a_command_for_a_helper():
-    importers = {module for module, imported in _graph().items()
-                 if "keras_transformer.trainer.task" in imported}
-    # kt-demo runs kt-train itself; `python -m keras_transformer.trainer` is kt-train.
-    assert importers <= {"keras_transformer.demo.demo", "keras_transformer.trainer.__main__"}
+    commands = _commands()
+    assert "keras_transformer.trainer.task" in commands and len(commands) == 12
+    # kt-demo runs kt-train itself; `python -m X` is the command X.
+    importers = {(module, target) for module, imported in _graph().items()
+                 for target in imported & commands
+                 if not module.endswith(".__main__") and module != "keras_transformer.demo.demo"}
+    assert not importers, importers
     export_imports = {target for module, imported in _graph().items()
                       if module.startswith("keras_transformer.export") for target in imported}
     assert not {t for t in export_imports if t.startswith("keras_transformer.trainer")}

@@ -17,8 +17,9 @@ import pytest
 from conftest import run_main, write_corpus_subset
 
 import keras_transformer as kt
-from keras_transformer import devices, precision_probe, trainer
+from keras_transformer import trainer
 from keras_transformer.model_dir import averaging, checkpoints, config, config_file, loading
+from keras_transformer.runtime import devices, precision_probe
 from keras_transformer.trainer import average, callbacks, evaluation, task
 from keras_transformer.trainer.flags import parse_args
 

@@ -7,7 +7,7 @@ import tensorflow as tf
 from keras.src.backend import compute_output_spec
 
 import keras_transformer as kt
-from keras_transformer.decoding import greedy_decode
+from keras_transformer.search.decode import greedy_decode
 
 VOCAB = 20
 MAX_TOKENS = 8

@@ -330,7 +330,7 @@ def test_the_exported_n_best_and_score_signatures_without_this_package(
         trained, trained_model_dir, sources, tmp_path, capsys):
     _, english = sources
     output = tmp_path / "exported"
-    assert export.saved_model.main(["--model_dir", str(trained_model_dir), "--output",
+    assert export.export_command.main(["--model_dir", str(trained_model_dir), "--output",
                                     str(output), "--beam_size", str(BEAM)]) == 0
     assert "translate_n_best, score" in capsys.readouterr().out
     translator = export.Translator(trained.model, trained.vocabulary, beam_size=BEAM,

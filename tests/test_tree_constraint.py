@@ -1,20 +1,21 @@
-"""Decoding only trees (keras_transformer/tree_constraint.py): the tokens it allows at hand-worked
-prefixes, and the searches' outputs under it always well-formed trees over the given leaves."""
+"""Decoding only trees (keras_transformer/search/constraints/tree.py): the tokens it allows at
+hand-worked prefixes, and the searches' outputs under it always well-formed trees over the given
+leaves."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer.beam_search import beam_search
-from keras_transformer.processors import PrefixForcing
-from keras_transformer.sampling import sampling_search
-from keras_transformer.tree_constraint import (
+from keras_transformer.search.beam import beam_search
+from keras_transformer.search.constraints.tree import (
     ANY_LEAF,
     MAX_OPENING_RUN,
     TreeConstraint,
     bracket_tables,
     tree_masker,
 )
+from keras_transformer.search.processors import PrefixForcing
+from keras_transformer.search.sampling import sampling_search
 
 PIECES = ["<pad>", "</s>", "<unk>", "▁(S", "▁)S", "▁(NP", "▁)NP", "▁(VP", "▁)VP", "▁the",
           "▁dog", "▁bark", "s", "▁.", "▁(X", "▁("]  # "▁(X" has no closing bracket

@@ -89,7 +89,7 @@ def test_leaves_that_would_read_as_brackets_are_escaped():
 @given(st.lists(st.text(alphabet="ab()x", min_size=1, max_size=4), max_size=5),
        st.sampled_from(["words", "XX"]))
 def test_leaf_texts_spell_the_linearized_leaves(words, leaves):
-    """What a parser held to trees must write (keras_transformer/tree_constraint.py) is what
+    """What a parser held to trees must write (keras_transformer/search/constraints/tree.py) is what
     the linearization writes for the sentence's words."""
     tree_ = trees.Tree("TOP", [trees.Tree("X", [trees.Tree("A", [word]) for word in words])])
     _, tokens = trees.linearize(tree_, leaves) if words else ([], [])

@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.model_dir.checkpoints import step_of
-from keras_transformer.schedules import fitted_peak_step
+from keras_transformer.training.schedules import fitted_peak_step
 
 
 class TrainingError(RuntimeError):

@@ -12,8 +12,8 @@ import tensorflow as tf
 import keras_transformer as kt
 from keras_transformer import data
 from keras_transformer.data import evalb, trees
-from keras_transformer.decoding import beam_decode, greedy_decode, output_limits
 from keras_transformer.model_dir.checkpoints import step_of
+from keras_transformer.search.decode import beam_decode, greedy_decode, output_limits
 from keras_transformer.trainer.callbacks import inner_optimizer, scalar
 
 

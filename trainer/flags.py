@@ -5,11 +5,12 @@ which passes kt-train's flags on, both use it."""
 import argparse
 import re
 
-from keras_transformer import cli, data, devices
+from keras_transformer import cli, data
 from keras_transformer.cli import at_least, renamed
 from keras_transformer.data import source_flags
 from keras_transformer.errors import UserError
 from keras_transformer.model_dir import config, layout
+from keras_transformer.runtime import devices
 from keras_transformer.trainer import callbacks, runner
 
 # The flags that set no field of the configuration: the Trainer's own arguments, and --verbose.

@@ -18,8 +18,8 @@ import pathlib
 
 from keras_transformer import data
 from keras_transformer import model_dir as model_dir_lib
-from keras_transformer.builders import ARCHITECTURE_FIELDS
 from keras_transformer.model_dir import checkpoints, config, config_file, layout
+from keras_transformer.models.builders import ARCHITECTURE_FIELDS
 
 # Model fields a fine-tuning run may change: they shape no weight and change no computation
 # outside training.

@@ -6,10 +6,11 @@ import pathlib
 import shutil
 import sys
 
-from keras_transformer import cli, data, devices
+from keras_transformer import cli, data
 from keras_transformer.data import glove
 from keras_transformer.model_dir import layout
 from keras_transformer.model_dir.config import ConfigError
+from keras_transformer.runtime import devices
 from keras_transformer.trainer import distribute
 
 

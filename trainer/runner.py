@@ -25,10 +25,11 @@ import numpy as np
 import tensorflow as tf
 
 import keras_transformer as kt
-from keras_transformer import data, devices
+from keras_transformer import data
 from keras_transformer.data import glove
 from keras_transformer.model_dir import checkpoints, config, config_file, layout
 from keras_transformer.model_dir.config_file import with_hparams
+from keras_transformer.runtime import devices
 from keras_transformer.trainer import distribute, init_from, keep_best, preparation, resolution
 from keras_transformer.trainer.loop import TrainingLoop
 from keras_transformer.trainer.preparation import bucket_growth, update_batches

@@ -3,7 +3,7 @@
 import argparse
 
 from keras_transformer.hparams import TABLE3_VOCAB_SIZE, HParamsError, get, names
-from keras_transformer.hparams.table3 import format_table3, table3_rows
+from keras_transformer.models.table3 import format_table3, table3_rows
 
 
 def main(argv=None):
