@@ -20,6 +20,7 @@ from keras_transformer.data import batching, sources
 from keras_transformer.data.dataset_options import untuned_options
 from keras_transformer.data.vocab import PAD_ID
 from keras_transformer.data.vocabularies import KINDS, load_vocabulary
+from keras_transformer.errors import check_one_of
 
 OVERLONG_MODES = ("drop", "truncate")
 # Local corpora are read in file order, which is rarely random (the Bible in book order, Tatoeba
@@ -193,8 +194,7 @@ def pipeline(source, vocabulary, split="train", *, batch_tokens=25_000, max_pair
         if input_context.num_input_pipelines > 1:
             shard = (input_context.num_input_pipelines, input_context.input_pipeline_id)
     share.check(max_pair_length)
-    if overlong not in OVERLONG_MODES:
-        raise ValueError(f"overlong must be one of {OVERLONG_MODES}, got {overlong!r}")
+    check_one_of("overlong", overlong, OVERLONG_MODES, ValueError)
     cut = max_pair_length if overlong == "truncate" else None
     pairs = limit_length(tokenized_pairs(source, vocabulary, split, shuffle_files=training,
                                          seed=seed, shard=shard, max_length=cut,

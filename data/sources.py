@@ -33,6 +33,7 @@ import tensorflow as tf
 from keras_transformer.data import treebank
 from keras_transformer.data.dataset_options import without_autotuning
 from keras_transformer.data.errors import CorpusError
+from keras_transformer.errors import check_one_of
 
 SPLITS = ("train", "dev", "test")
 BUNDLED_DIR = pathlib.Path(__file__).parent / "corpora"
@@ -141,9 +142,7 @@ class LocalSource:
     """
 
     def __init__(self, files, source_lang, target_lang, name=None, invalid_utf8="error"):
-        if invalid_utf8 not in INVALID_UTF8_MODES:
-            raise ValueError(f"invalid_utf8 must be one of {INVALID_UTF8_MODES}, got "
-                             f"{invalid_utf8!r}")
+        check_one_of("invalid_utf8", invalid_utf8, INVALID_UTF8_MODES, ValueError)
         self.files = dict(files)
         self.source_lang = source_lang
         self.target_lang = target_lang

@@ -16,6 +16,7 @@ import sentencepiece
 from keras_transformer import cli
 from keras_transformer.data import treebank
 from keras_transformer.data.vocab import NORMALIZATION_RULES, Vocabulary, VocabularyError
+from keras_transformer.errors import check_one_of
 from keras_transformer.token_ids import EOS_ID, PAD_ID, UNK_ID
 
 MODEL_TYPES = ("bpe", "unigram")
@@ -42,8 +43,7 @@ def build_vocabulary(texts, vocab_size, output, model_type="bpe", max_sentences=
     output = pathlib.Path(output)
     if output.exists() and not overwrite:
         raise VocabularyError(f"{output} exists; pass overwrite=True (--overwrite) to replace it")
-    if model_type not in MODEL_TYPES:
-        raise VocabularyError(f"model_type must be one of {MODEL_TYPES}, got {model_type!r}")
+    check_one_of("model_type", model_type, MODEL_TYPES, VocabularyError)
     model = io.BytesIO()
     with tempfile.TemporaryDirectory() as scratch:
         rules = pathlib.Path(scratch) / "normalization.tsv"

@@ -10,3 +10,23 @@ before they shared a base, so `except ValueError` in callers' code still catches
 
 class UserError(ValueError):
     """Input that cannot be used, as its message says (see the module docstring)."""
+
+
+def check_one_of(what, value, choices, error=UserError):
+    """`value`, if it is one of `choices`; else raises `error` (a UserError, or the ValueError a
+    caller's `except` expects) saying "<what> must be one of a, b, got 'c'": `choices` joined by
+    ", " in their given order, and `value` as its repr.
+
+    `what` names the field or flag as the user wrote it (`"hparams field 'model'"`,
+    `"--keep_best"`, `"evaluation.keep_best"`); `choices` is any collection (a dict: its keys).
+
+    >>> check_one_of("layout", "split", ("interleaved", "split"))
+    'split'
+    >>> check_one_of("layout", "diagonal", ("interleaved", "split"))
+    Traceback (most recent call last):
+    ...
+    keras_transformer.errors.UserError: layout must be one of interleaved, split, got 'diagonal'
+    """
+    if value not in choices:
+        raise error(f"{what} must be one of {', '.join(map(str, choices))}, got {value!r}")
+    return value

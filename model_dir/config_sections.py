@@ -5,7 +5,7 @@ made; a `ConfigError` names the field as `section.field`."""
 import dataclasses
 
 from keras_transformer import data
-from keras_transformer.errors import UserError
+from keras_transformer.errors import UserError, check_one_of
 from keras_transformer.hparams import HParams, HParamsError, field_names
 
 KEEP_BEST_METRICS = ("bleu", "chrf", "loss", "f1")  # f1: a parser's (EVALB)
@@ -42,9 +42,9 @@ class _Section:
             _check_field(self.NAME, field, value)
             if value is None:
                 continue
-            if field.name in self.CHOICES and value not in self.CHOICES[field.name]:
-                raise ConfigError(f"{self.NAME}.{field.name} must be one of "
-                                  f"{', '.join(map(str, self.CHOICES[field.name]))}, got {value!r}")
+            if field.name in self.CHOICES:
+                check_one_of(f"{self.NAME}.{field.name}", value, self.CHOICES[field.name],
+                             ConfigError)
             if field.name in self.LIMITS:
                 low, high = self.LIMITS[field.name]
                 if not low <= value or (high is not None and not value < high):

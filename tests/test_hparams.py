@@ -7,6 +7,7 @@ from conftest import run_main
 
 import keras_transformer as kt
 from keras_transformer import hparams
+from keras_transformer.errors import check_one_of
 from keras_transformer.hparams import __main__ as hparams_command
 from keras_transformer.models.builders import MODEL_FIELDS
 from keras_transformer.models.table3 import format_table3, table3_rows
@@ -133,6 +134,17 @@ def test_unknown_field_lists_the_valid_ones():
 def test_bad_values_are_refused_with_the_field_named(field, value, message):
     with pytest.raises(kt.HParamsError, match=message):
         hparams.get("transformer_base", **{field: value})
+
+
+def test_check_one_of_returns_a_choice_and_refuses_the_rest_with_the_given_error():
+    assert check_one_of("layout", "split", ("interleaved", "split"), kt.HParamsError) == "split"
+    with pytest.raises(kt.HParamsError) as refused:
+        check_one_of("hparams field 'layout'", "diagonal", ("interleaved", "split"),
+                     kt.HParamsError)
+    assert str(refused.value) == ("hparams field 'layout' must be one of interleaved, split, "
+                                  "got 'diagonal'")
+    with pytest.raises(kt.UserError, match="--keep_best must be one of bleu, loss, got 3"):
+        check_one_of("--keep_best", 3, {"bleu": 1, "loss": 2})  # UserError unless told
 
 
 def test_override_string_is_typed_by_field():

@@ -16,6 +16,7 @@ import json
 import pathlib
 
 from keras_transformer.cli import replace_atomically
+from keras_transformer.errors import check_one_of
 from keras_transformer.model_dir import checkpoints, config, layout
 
 # --keep_best value -> (the evaluation's result name, whether larger is better)
@@ -35,9 +36,7 @@ class KeepBest:
     """
 
     def __init__(self, model_dir, metric, patience=0):
-        if metric not in METRICS:
-            raise config.ConfigError(f"--keep_best must be one of {', '.join(METRICS)}, got "
-                                     f"{metric!r}")
+        check_one_of("--keep_best", metric, METRICS, config.ConfigError)
         self.directory = pathlib.Path(model_dir) / layout.BEST_DIR
         self.metric, self.patience = metric, patience
         self.result, self.larger_is_better = METRICS[metric]

@@ -10,6 +10,7 @@ normalizes each stack's output once more.
 import keras
 from keras import ops
 
+from keras_transformer.errors import check_one_of
 from keras_transformer.hparams import LAYER_NORM_POSITIONS
 from keras_transformer.layers.attention import MultiHeadAttention
 from keras_transformer.layers.dropout import Dropout
@@ -61,9 +62,8 @@ class _TransformerLayer(keras.layers.Layer):
                  relu_dropout=0.0, layer_norm_epsilon=1e-6, layer_norm_position="post", *,
                  ffn_activation="relu", attention_bias=False, **kwargs):
         super().__init__(**kwargs)
-        if layer_norm_position not in LAYER_NORM_POSITIONS:
-            raise ValueError(f"layer_norm_position must be one of {LAYER_NORM_POSITIONS}, got "
-                             f"{layer_norm_position!r}")
+        check_one_of("layer_norm_position", layer_norm_position, LAYER_NORM_POSITIONS,
+                     ValueError)
         self.num_heads = num_heads
         self.d_ff = d_ff
         self.d_k = d_k

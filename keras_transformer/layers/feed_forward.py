@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_transformer.errors import check_one_of
 from keras_transformer.hparams import FFN_ACTIVATIONS
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.rows import from_rows, rows_of
@@ -37,8 +38,7 @@ class PositionwiseFeedForward(keras.layers.Layer):
     def __init__(self, d_ff, relu_dropout=0.0, kernel_initializer="glorot_uniform",
                  activation="relu", **kwargs):
         super().__init__(**kwargs)
-        if activation not in FFN_ACTIVATIONS:
-            raise ValueError(f"activation must be one of {FFN_ACTIVATIONS}, got {activation!r}")
+        check_one_of("activation", activation, FFN_ACTIVATIONS, ValueError)
         self.d_ff = d_ff
         self.relu_dropout = relu_dropout
         self.activation = activation

@@ -4,6 +4,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_transformer.errors import check_one_of
 from keras_transformer.hparams import SINUSOID_LAYOUTS
 from keras_transformer.runtime import input_checks as checks
 
@@ -36,8 +37,7 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 
     def __init__(self, max_wavelength=10000, layout="interleaved", **kwargs):
         super().__init__(**kwargs)
-        if layout not in SINUSOID_LAYOUTS:
-            raise ValueError(f"layout must be one of {SINUSOID_LAYOUTS}, got {layout!r}")
+        check_one_of("layout", layout, SINUSOID_LAYOUTS, ValueError)
         self.max_wavelength = max_wavelength
         self.layout = layout
 

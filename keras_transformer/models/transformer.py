@@ -3,7 +3,8 @@
 import keras
 from keras import ops
 
-from keras_transformer.hparams import EMBEDDING_SHARING, LAYER_NORM_POSITIONS
+from keras_transformer.errors import check_one_of
+from keras_transformer.hparams import EMBEDDING_SHARING, LAYER_NORM_POSITIONS, POSITION_ENCODINGS
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.embedding import SharedEmbedding
 from keras_transformer.layers.encoder_decoder import DecoderLayer, EncoderLayer
@@ -93,15 +94,9 @@ class Transformer(TokenLevelTraining, keras.Model):
         if (d_k is None or d_v is None) and d_model % num_heads:
             raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}; "
                              f"pass d_k and d_v explicitly")
-        if position_encoding not in ("sinusoidal", "learned"):
-            raise ValueError(f"position_encoding must be 'sinusoidal' or 'learned', got "
-                             f"{position_encoding!r}")
-        if layer_norm_position not in LAYER_NORM_POSITIONS:
-            raise ValueError(f"layer_norm_position must be one of {LAYER_NORM_POSITIONS}, got "
-                             f"{layer_norm_position!r}")
-        if embedding_sharing not in EMBEDDING_SHARING:
-            raise ValueError(f"embedding_sharing must be one of {EMBEDDING_SHARING}, got "
-                             f"{embedding_sharing!r}")
+        check_one_of("position_encoding", position_encoding, POSITION_ENCODINGS, ValueError)
+        check_one_of("layer_norm_position", layer_norm_position, LAYER_NORM_POSITIONS, ValueError)
+        check_one_of("embedding_sharing", embedding_sharing, EMBEDDING_SHARING, ValueError)
         self.vocab_size = vocab_size
         self.num_layers = num_layers
         self.d_model = d_model

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
+from keras_transformer.errors import check_one_of
 from keras_transformer.hparams import LENGTH_NORMALIZATIONS
 from keras_transformer.search.contract import (
     NEG_INF,
@@ -59,9 +60,7 @@ def length_penalty(length, alpha, normalization="gnmt"):
     length) / 6) ** alpha (Wu et al. 2016, eq. 14), or with `normalization` "hf" Hugging Face's
     length ** alpha (the tokens generated, end of sentence included; an empty output counts as
     one token, so that its score is its log-probability, not 0 / 0)."""
-    if normalization not in LENGTH_NORMALIZATIONS:
-        raise ValueError(f"length normalization must be one of {LENGTH_NORMALIZATIONS}, got "
-                         f"{normalization!r}")
+    check_one_of("length normalization", normalization, LENGTH_NORMALIZATIONS, ValueError)
     length = tf.cast(length, tf.float32)
     return tf.pow(tf.maximum(length, 1.0) if normalization == "hf" else (5.0 + length) / 6.0,
                   alpha)
@@ -114,9 +113,8 @@ def beam_search(step_fn, cache, max_lengths, *, beam_size=4, alpha=0.6, buffer_l
     """
     if beam_size < 1:
         raise ValueError(f"beam_size must be at least 1, got {beam_size}")
-    if length_normalization not in LENGTH_NORMALIZATIONS:
-        raise ValueError(f"length_normalization must be one of {LENGTH_NORMALIZATIONS}, got "
-                         f"{length_normalization!r}")
+    check_one_of("length_normalization", length_normalization, LENGTH_NORMALIZATIONS,
+                 ValueError)
     if not 0 <= alpha < float("inf"):
         raise ValueError(f"alpha must be a finite number >= 0 (a negative one would favour "
                          f"endless hypotheses), got {alpha}")
