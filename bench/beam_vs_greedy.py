@@ -20,7 +20,7 @@ import keras_transformer as kt
 from bench.common import append_results, markdown_table
 from keras_transformer import model_dir
 from keras_transformer.export import DecodingConfig
-from keras_transformer.search.decode import output_limits
+from keras_transformer.model_dir import decoding_config
 
 
 def main():
@@ -34,8 +34,7 @@ def main():
     args = parser.parse_args()
 
     loaded = model_dir.load(args.model_dir)
-    decoding = DecodingConfig(alpha=args.alpha).resolved(loaded)
-    limits = dict(extra_length=decoding.extra_length, max_output_length=decoding.max_output_length)
+    decoding = decoding_config.resolved(DecodingConfig(alpha=args.alpha), loaded)
     source = loaded.run.data.open()
     pairs = list(source.pairs("dev").take(args.sentences).as_numpy_iterator())
     sources = [en.decode("utf-8") for en, _ in pairs]
@@ -51,14 +50,13 @@ def main():
             batch = batch[:, :max(1, np.count_nonzero(batch, axis=1).max())]
             if beam_size:
                 best, score = (t[:, 0] for t in kt.beam_decode(
-                    loaded.model, batch, beam_size=beam_size, alpha=decoding.alpha,
-                    length_normalization=decoding.length_normalization, **limits))
+                    loaded.model, batch, decoding.replace(beam_size=beam_size)))
             else:
-                best, log_prob = kt.greedy_decode(loaded.model, batch, **limits)
+                best, log_prob = kt.greedy_decode(loaded.model, batch, decoding)
                 has_eos = (best.numpy() == kt.EOS_ID).any(-1)
                 lengths = np.where(has_eos, (best.numpy() == kt.EOS_ID).argmax(-1) + 1,
-                                   output_limits(np.count_nonzero(batch, axis=1),
-                                                 model=loaded.model, **limits))
+                                   decoding.output_limits(np.count_nonzero(batch, axis=1),
+                                                          model=loaded.model))
                 score = log_prob / kt.length_penalty(lengths, decoding.alpha,
                                                      decoding.length_normalization)
                 ended.extend(has_eos)

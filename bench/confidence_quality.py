@@ -129,7 +129,8 @@ def main(argv=None):
     both = np.concatenate([measures[s][0] for s in measures])
     both_chrf = np.concatenate([measures[s][1] for s in measures])
     table = (f"{args.model_dir} ({loaded.checkpoint}) on {args.data}, beam "
-             f"{translator.beam_size}, alpha {translator.alpha}. {peaks_sentence(peaks)}\n\n"
+             f"{translator.decoding.beam_size}, alpha {translator.decoding.alpha}. "
+             f"{peaks_sentence(peaks)}\n\n"
              + markdown_table(COLUMNS, rows) + "\n\n"
              + markdown_table(["sign (dev + held-out)", "fires", "mean sentence chrF where it "
                                "fires", "... where it does not"], sign_rows(both, both_chrf))

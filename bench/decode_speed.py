@@ -33,8 +33,8 @@ from bench.common import append_results, markdown_table
 from bench.gemm_floor import products_alone
 from bench.train_step import matmul_peak
 from keras_transformer import data, export
-from keras_transformer.export import ctranslate2
-from keras_transformer.search.decode import cached_step, recomputing_step
+from keras_transformer.export import ctranslate2, ctranslate2_engine
+from keras_transformer.search.steps import cached_step, recomputing_step
 
 
 def long_sentences(vocabulary, count, length):
@@ -192,7 +192,7 @@ def main():
                 path = ctranslate2.export_ctranslate2(
                     loaded, pathlib.Path(tmp) / f"ct2-{quantization}", quantization,
                     settings=translator.settings())
-                ctranslate2_engines[quantization] = ctranslate2.Ctranslate2Translator(
+                ctranslate2_engines[quantization] = ctranslate2_engine.Ctranslate2Translator(
                     path, intra_threads=os.cpu_count())
         texts = long_sentences(vocabulary, max(int(b) for b in args.batch_sizes.split(",")),
                                args.source_length)

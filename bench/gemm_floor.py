@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from bench.decode_ab import BEAM, NEW_TOKENS, workload
 from bench.train_step import matmul_peak
-from keras_transformer.search.decode import graph_function
+from keras_transformer.search.contract import graph_function
 
 
 def products_alone(model, batch, beam, source_length, new_tokens):

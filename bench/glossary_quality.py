@@ -69,7 +69,8 @@ def main(argv=None):
     lines_with_terms = sum(bool(terms_of_line) for terms_of_line in required)
     table = (f"{args.model_dir} on {args.data} {args.split} ({len(sources)} sentences, "
              f"{lines_with_terms} with a glossary term), glossary {args.glossary} "
-             f"({len(terms)} pairs), beam {translator.beam_size}, alpha {translator.alpha}. "
+             f"({len(terms)} pairs), beam {translator.decoding.beam_size}, alpha "
+             f"{translator.decoding.alpha}. "
              f"{peaks_sentence(peaks)}\n\n" + markdown_table(COLUMNS, rows))
     print(table)
     append_results(f"Glossary terms placed, {args.split} split", table)

@@ -26,7 +26,7 @@ import tensorflow as tf
 from bench.common import append_results, markdown_table
 from bench.train_step import matmul_peak
 from keras_transformer import model_dir
-from keras_transformer.export import Translator, ctranslate2
+from keras_transformer.export import Translator, ctranslate2, ctranslate2_engine
 from keras_transformer.export.flags import beam_description
 from keras_transformer.export.lines import translate_lines
 
@@ -59,7 +59,7 @@ def main():
             if quantization is None:
                 engine = translator
             else:  # as the export recorded: the same settings
-                engine = ctranslate2.Ctranslate2Translator(
+                engine = ctranslate2_engine.Ctranslate2Translator(
                     tmp / f"ct2-{quantization}", intra_threads=1, patience=patience)
             start = time.perf_counter()
             texts, _ = translate_lines(engine, sources, 32)

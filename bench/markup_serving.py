@@ -112,8 +112,9 @@ def main(argv=None):
                      if tagged_in else "-"])
     peaks.append(matmul_peak("float32") / 1e9)
     table = (f"{args.model_dir} ({loaded.checkpoint}), {args.inputs} generated tagged inputs "
-             f"from {args.data}'s test pairs, beam {translator.beam_size}, alpha "
-             f"{translator.alpha}, batches of {args.batch_size}. {peaks_sentence(peaks)}\n\n" +
+             f"from {args.data}'s test pairs, beam {translator.decoding.beam_size}, alpha "
+             f"{translator.decoding.alpha}, batches of {args.batch_size}. "
+             f"{peaks_sentence(peaks)}\n\n" +
              markdown_table(COLUMNS, rows))
     print(table)
     append_results("Tagged text served (translate_with_markup)", table)

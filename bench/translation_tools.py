@@ -44,7 +44,7 @@ def timed(function):
 
 def n_best_cost(args, loaded, sources, references):
     translator = translator_of(loaded, args.alpha)
-    n = translator.beam_size  # the whole beam
+    n = translator.decoding.beam_size  # the whole beam
     translate_lines(translator, sources[:args.batch_size], args.batch_size)  # trace both
     n_best_lines(translator, sources[:args.batch_size], n, args.batch_size)
     one, whole = [], []  # seconds: the best hypothesis, the n best
@@ -63,7 +63,8 @@ def n_best_cost(args, loaded, sources, references):
     append_results(
         f"n-best lists against the best hypothesis, {loaded.run.data.corpus}",
         f"{args.model_dir} ({loaded.checkpoint.name}), {len(sources)} dev "
-        f"sentences, beam {translator.beam_size}, alpha {translator.alpha}, batches of "
+        f"sentences, beam {translator.decoding.beam_size}, alpha {translator.decoding.alpha}, "
+        f"batches of "
         f"{args.batch_size}; the two "
         f"alternately, {args.repeats} times each (every time: 1-best, then {n}-best, whose first "
         f"hypotheses were checked equal to the 1-best). Times: "
@@ -87,8 +88,9 @@ def ensemble_gain(args, loaded, sources, references):
     table = markdown_table(["model", "dev BLEU", "length ratio", "seconds"], rows)
     append_results(
         f"An ensemble of checkpoints, {loaded.run.data.corpus}",
-        f"{args.model_dir}, {len(sources)} dev sentences, beam {translator.beam_size}, alpha "
-        f"{translator.alpha}; the ensemble averages its members' probabilities each step. One run "
+        f"{args.model_dir}, {len(sources)} dev sentences, beam {translator.decoding.beam_size}, "
+        f"alpha {translator.decoding.alpha}; the ensemble averages its members' probabilities "
+        f"each step. One run "
         f"each (seconds include tracing).\n\n{table}")
 
 

@@ -23,13 +23,12 @@ import tensorflow as tf
 from keras_transformer.data import trees
 from keras_transformer.data.dataset_options import without_autotuning
 from keras_transformer.data.errors import CorpusError
+from keras_transformer.errors import check_one_of
 from keras_transformer.search.constraints.tree import ANY_LEAF, TreeConstraint, bracket_tables
 from keras_transformer.token_ids import PAD_ID
 
 PREFIX = "ptb:"
 PREFIXES = {PREFIX: "words", "ptb-tags:": "tags", "ptb-xx:": "XX"}  # -> trees.linearize leaves
-# Section 6.3: "we increased the maximum output length to input length + 300" (translation: 50).
-EXTRA_LENGTH = 300
 WSJ_SECTIONS = {"train": tuple(range(2, 22)), "dev": (22,), "test": (23,)}
 WSJ_UNDER_TREEBANK_3 = pathlib.Path("parsed", "mrg", "wsj")
 
@@ -65,8 +64,7 @@ def tree_constraints(vocabulary, leaves):
     words the ids spell as the linearization writes them, or XX for each; part-of-speech tags,
     which a sentence does not give, are the model's to choose, one a word (`ANY_LEAF`). It runs
     in a graph; the vocabulary's bracket tables are made once, here."""
-    if leaves not in trees.LEAVES:
-        raise ValueError(f"leaves={leaves!r}: expected one of {', '.join(trees.LEAVES)}")
+    check_one_of("leaves", leaves, trees.LEAVES, ValueError)
     tables = bracket_tables(vocabulary.pieces(list(range(vocabulary.vocab_size))))
 
     def constraint(source_ids):

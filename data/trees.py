@@ -39,6 +39,7 @@ import os
 import re
 
 from keras_transformer.data.errors import CorpusError
+from keras_transformer.errors import check_one_of
 
 ROOT = "TOP"
 ROOT_LABELS = ("", "TOP", "ROOT")  # what treebanks call the wrapper around a sentence's tree
@@ -256,8 +257,7 @@ def linearize(tree, leaves="words"):
         tree: a normalized Tree.
         leaves: one of LEAVES, what each preterminal is written as.
     """
-    if leaves not in LEAVES:
-        raise ValueError(f"leaves={leaves!r}: expected one of {', '.join(LEAVES)}")
+    check_one_of("leaves", leaves, LEAVES, ValueError)
     tokens = []
     for child in tree.children:
         for event, node in walk(child):

@@ -134,8 +134,8 @@ def train_phase(args, train_flags):
 def bleu_phase(loaded, translator, count):
     """Phase 2: dev BLEU of `count` spread dev sentences; returns (BLEU, sources, references,
     hypotheses)."""
-    phase(2, f"dev BLEU with beam search (beam {translator.beam_size}, alpha "
-             f"{translator.alpha:g}) on "
+    phase(2, f"dev BLEU with beam search (beam {translator.decoding.beam_size}, alpha "
+             f"{translator.decoding.alpha:g}) on "
              f"{loaded.checkpoint}")
     sources, references = dev_pairs(loaded.run, count)
     start = time.perf_counter()

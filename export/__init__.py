@@ -15,7 +15,7 @@ require_installed_name(__name__, "export")
 from keras_transformer.export.lines import translate_lines
 from keras_transformer.export.saved_model import ExportError, export, next_version
 from keras_transformer.export.translator import Translator
-from keras_transformer.model_dir.decoding_config import DecodingConfig
+from keras_transformer.search.settings import DecodingConfig
 
 __all__ = ["DecodingConfig", "ExportError", "Translator", "export", "next_version",
            "translate_lines"]

@@ -107,8 +107,8 @@ def main(argv=None):
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
     inputs, chrf, _ = measured(translator, lines, references, args.batch_size)
-    about = {"checkpoint": checkpoints(members), "beam_size": translator.beam_size,
-             "alpha": translator.alpha, "sentences": len(lines),
+    about = {"checkpoint": checkpoints(members), "beam_size": translator.decoding.beam_size,
+             "alpha": translator.decoding.alpha, "sentences": len(lines),
              "data": args.input or f"{members[0].run.data.corpus} {args.split}",
              "mean_chrf": round(float(chrf.mean()), 2)}
     calibration = Calibration.fit(inputs, chrf / 100, about=about)

@@ -51,7 +51,8 @@ def add_flags(parser):
 def check_lines(translator, lines, best, batch_size):
     """A `Checked` per line of `lines` (bytes or str) for its translation `best` (an
     `export.lines.Hypothesis` with ids, or None for a line with none)."""
-    source_ids = token_ids(translator.tokenize, lines, batch_size, translator.max_input_length)
+    source_ids = token_ids(translator.tokenize, lines, batch_size,
+                           translator.decoding.max_input_length)
     width = max([1] + [len(h.ids) for h in best if h is not None])
     target_ids = np.zeros([len(lines), width], np.int32)
     scores = np.zeros([len(lines)], np.float32)
@@ -140,8 +141,8 @@ def warn_if_stale(translator, checkpoint, prog="kt-translate"):
     its confidence then reads scores on another scale."""
     about = translator.calibration.about if translator.calibration else {}
     fitted = {key: about.get(key) for key in ("checkpoint", "beam_size", "alpha")}
-    now = {"checkpoint": checkpoint, "beam_size": translator.beam_size,
-           "alpha": translator.alpha}
+    now = {"checkpoint": checkpoint, "beam_size": translator.decoding.beam_size,
+           "alpha": translator.decoding.alpha}
     changed = [key for key in fitted if fitted[key] is not None and fitted[key] != now[key]]
     if changed:
         print(f"{prog}: warning: the calibration was fitted with "

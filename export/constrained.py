@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from keras_transformer.search.constraints.glossary import GlossaryConstraint
 from keras_transformer.search.constraints.markup import MarkupConstraint, NoMarkup, TextKept
-from keras_transformer.search.decode import graph_function
+from keras_transformer.search.contract import graph_function
 from keras_transformer.search.processors import PrefixForcing
 
 IDS = tf.TensorSpec([None, None], tf.int32, name="source_ids")

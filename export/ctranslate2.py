@@ -28,9 +28,7 @@ model's `vocab.marian`) and `export.json` (the checkpoint, the run's configurati
 settings and the quantization). Each export is a numbered version under --output, as for
 SavedModels; an existing one is never replaced.
 
-`Ctranslate2Translator` decodes with such a directory behind the interface `export.lines`
-uses (`tokenize`, `translate_n_best_ids`, `detokenize`), so kt-translate's sorting, batching,
-n-best lists and scoring run on either engine.
+export/ctranslate2_engine.py's `Ctranslate2Translator` decodes with such a directory.
 """
 
 import json
@@ -40,12 +38,9 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.data import load_vocabulary, vocabulary_file
-from keras_transformer.errors import UserError
-from keras_transformer.export.translator import Translator, source_ids_of
-from keras_transformer.model_dir.decoding_config import DecodingConfig
-from keras_transformer.search.beam import length_penalty
-from keras_transformer.search.decode import longest_output, output_limits
+from keras_transformer.errors import UserError, check_one_of
+from keras_transformer.export.translator import Translator
+from keras_transformer.search.settings import DecodingConfig
 from keras_transformer.token_ids import EOS_ID, PAD_ID, UNK_ID
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "bfloat16", "int8_bfloat16")
@@ -215,9 +210,7 @@ def export_ctranslate2(loaded, path, quantization="float32", settings=None, prov
     Returns:
         `path`.
     """
-    if quantization not in QUANTIZATIONS:
-        raise Ctranslate2Error(f"--quantization must be one of {', '.join(QUANTIZATIONS)}, got "
-                               f"{quantization!r}")
+    check_one_of("--quantization", quantization, QUANTIZATIONS, Ctranslate2Error)
     spec = transformer_spec(loaded.model, loaded.vocabulary)
     path = pathlib.Path(path)
     if path.exists():
@@ -239,169 +232,3 @@ def export_ctranslate2(loaded, path, quantization="float32", settings=None, prov
         (model / "export.json").write_text(json.dumps(facts, indent=2) + "\n")
         model.rename(path)  # whole, or not at all
     return path
-
-
-def resolve(directory):
-    """A CTranslate2 export's version directory: `directory` itself, or its highest version."""
-    directory = pathlib.Path(directory)
-    if (directory / MODEL_FILE).is_file():
-        return directory
-    versions = sorted((int(p.name) for p in directory.glob("*")
-                       if p.name.isdigit() and (p / MODEL_FILE).is_file()), reverse=True)
-    if not versions:
-        raise Ctranslate2Error(f"--ctranslate2_dir {directory}: neither a CTranslate2 model "
-                               f"({MODEL_FILE}) nor a directory of versions holding one; "
-                               f"write one with kt-export --format ctranslate2")
-    return directory / str(versions[0])
-
-
-# CTranslate2's beam stops once beam_size * patience hypotheses have ended; the model's goes on
-# while an open one could still outrank the ended ones. Waiting longer (patience 2) helped a
-# trained model and hurt a weak one, so CTranslate2's own default stays. Beam 4, alpha 1.0, the
-# best hypothesis differing from the TensorFlow engine's: transformer_small on tatoeba_en_es dev
-# (2,766 sentences), 38 sentences at patience 1 and 16 at 2 (BLEU 37.43 and 37.51; the
-# TensorFlow engine 37.47); the tests' 300-step transformer_tiny on the first 200 bible dev
-# sentences, 9 at patience 1 and 76 at 2, patience 2 choosing long repetitions that its
-# length ** alpha ranking favours and the model's GNMT penalty does not (2026-11-25).
-PATIENCE = 1
-
-
-class Ctranslate2Translator:
-    """Beam search with a CTranslate2 export, behind the `Translator` methods `export.lines`
-    calls. Decoding settings default to those the export recorded.
-
-    Args:
-        directory: a CTranslate2 export (a version directory, or the directory of versions).
-        compute_type: CTranslate2's ("default": the type the weights were saved in).
-        intra_threads: threads of one translation (0: CTranslate2's default).
-        patience: CTranslate2's beam stops once beam_size * patience hypotheses have ended
-            (default `PATIENCE`, 1 as CTranslate2's).
-        length_normalization: "gnmt" or "hf" (`beam_search.length_penalty`); default the
-            export's.
-    """
-
-    def __init__(self, directory, beam_size=None, alpha=None, extra_length=None,
-                 max_input_length=None, max_output_length=None, compute_type="default",
-                 intra_threads=0, patience=None, length_normalization=None):
-        ctranslate2 = _ctranslate2()
-        self.directory = resolve(directory)
-        try:
-            self.settings = json.loads((self.directory / "export.json").read_text())
-        except ValueError as error:  # not JSON, or not UTF-8
-            raise Ctranslate2Error(f"{self.directory / 'export.json'}: not a kt-export "
-                                   f"settings file ({error})") from None
-        self.vocabulary = load_vocabulary(vocabulary_file(self.directory))
-        self.pieces = self.vocabulary.pieces(list(range(self.vocabulary.vocab_size)))
-        self.ids = {piece: index for index, piece in enumerate(self.pieces)}
-        for name, given in (("beam_size", beam_size), ("alpha", alpha),
-                            ("length_normalization", length_normalization),
-                            ("extra_length", extra_length),
-                            ("max_input_length", max_input_length)):
-            setattr(self, name, self._setting(name) if given is None else given)
-        # The export's limit unless the caller changed what it came from.
-        recorded = (self.settings.get("max_output_length")
-                    if max_input_length is None and extra_length is None else None)
-        self.max_output_length = longest_output(
-            self.max_input_length, extra_length=self.extra_length,
-            max_output_length=max_output_length or recorded,
-            # An export before the table's rows were recorded has the sinusoids' POSITIONS,
-            # or a learned table its recorded limits already respect.
-            max_positions=self.settings.get("max_positions", POSITIONS))
-        self.max_input_bytes = 16 * self.max_input_length
-        self.patience = PATIENCE if patience is None else patience
-        if not 1 <= self.patience < float("inf"):
-            raise ValueError(f"patience must be >= 1, got {self.patience}")
-        self.engine = ctranslate2.Translator(str(self.directory), device="cpu",
-                                             compute_type=compute_type,
-                                             intra_threads=intra_threads)
-
-    def _setting(self, name):
-        """A decoding setting the export recorded (kt-export records them all; one made before
-        it recorded a length normalization ranked as the paper, the only one then)."""
-        if name == "length_normalization" and name not in self.settings:
-            return "gnmt"
-        if name not in self.settings:
-            raise Ctranslate2Error(f"{self.directory / 'export.json'} records no {name}; export "
-                                   f"the model again (kt-export --format ctranslate2)")
-        return self.settings[name]
-
-    @classmethod
-    def from_decoding(cls, directory, decoding=None, **engine_settings):
-        """The export `directory` decoded as `decoding` (a `DecodingConfig`; its None fields:
-        what the export recorded, the settings of the model it came from; a preset fills what
-        it says); `engine_settings`: compute_type, intra_threads, patience. A CTranslate2
-        export decodes with beam search alone, in its own weights' type: tree_constraint,
-        jit_compile, dtype and ema are kt-translate's to refuse
-        (`translate_flags.check_engine_flags`)."""
-        decoding = decoding or DecodingConfig()
-        if decoding.preset:
-            decoding = decoding.with_preset()
-        return cls(directory, decoding.beam_size, decoding.alpha, decoding.extra_length,
-                   decoding.max_input_length, decoding.max_output_length,
-                   length_normalization=decoding.length_normalization, **engine_settings)
-
-    def tokenize(self, texts):
-        """As `Translator.tokenize`: {"source_ids": int32 [batch, length]}."""
-        return {"source_ids": source_ids_of(self.vocabulary, texts, self.max_input_length,
-                                            self.max_input_bytes)}
-
-    def detokenize(self, ids):
-        return self.vocabulary.detokenize(ids)
-
-    def _search(self, rows, limit):
-        """CTranslate2's beam search over source pieces `rows` with output limit `limit`: for
-        each row, [(log P, output pieces)].
-
-        CTranslate2 scores log P / length ** alpha (its length counts the end of sentence),
-        which gives log P back. Under "hf", as generate's forced_eos_token_id, a hypothesis
-        still open one token before the limit ends there, its last token the end of sentence
-        at no cost. An immediate end of sentence is allowed, as in the model's search.
-        """
-        hf = self.length_normalization == "hf"
-        results = self.engine.translate_batch(
-            rows, beam_size=self.beam_size, num_hypotheses=self.beam_size,
-            length_penalty=self.alpha, patience=self.patience,
-            max_decoding_length=int(limit) - 1 if hf else int(limit), min_decoding_length=0,
-            max_input_length=0, return_scores=True, return_end_token=True,
-            suppress_sequences=[[self.pieces[PAD_ID]]])
-        end = self.pieces[EOS_ID]
-        return [[(score * len(tokens) ** self.alpha,
-                  tokens + [end] if hf and tokens[-1:] != [end] else tokens)
-                 for tokens, score in zip(result.hypotheses, result.scores)]
-                for result in results]
-
-    def translate_n_best_ids(self, source_ids):
-        """As `Translator.translate_n_best_ids`, numpy in and tf out: {"ids" int32 [batch,
-        beam_size, length], "scores", "log_probs" float32 [batch, beam_size]}."""
-        source_ids = np.asarray(source_ids)[:, :self.max_input_length]
-        batch = len(source_ids)
-        rows = [[self.pieces[i] for i in row if i != PAD_ID] for row in source_ids]
-        limits = output_limits(np.count_nonzero(source_ids, axis=1),
-                               extra_length=self.extra_length,
-                               max_output_length=self.max_output_length)
-        found = [[] for _ in range(batch)]
-        # One call per output limit: CTranslate2 takes one limit a batch.
-        for limit in np.unique(limits[[bool(row) for row in rows]]):
-            chosen = [i for i in range(batch) if rows[i] and limits[i] == limit]
-            for i, hypotheses in zip(chosen, self._search([rows[i] for i in chosen], limit)):
-                found[i] = hypotheses
-        width = max([1] + [len(tokens) for hypotheses in found for _, tokens in hypotheses])
-        ids = np.zeros([batch, self.beam_size, width], np.int32)
-        scores = np.full([batch, self.beam_size], -np.inf, np.float32)
-        log_probs = np.full([batch, self.beam_size], -np.inf, np.float32)
-        # The length penalty the model's beam search divides by (`kt.length_penalty`), once
-        # for every length here rather than once for each hypothesis.
-        penalty = length_penalty(np.arange(width + 1), self.alpha,
-                                 self.length_normalization).numpy()
-        for i, hypotheses in enumerate(found):
-            if not rows[i]:  # an empty input: one empty translation, as the model gives
-                scores[i, 0] = log_probs[i, 0] = 0.0
-            # The model's beam search ranks by log P / its length penalty (GNMT's unless "hf"):
-            # CTranslate2's hypotheses are given the model's scores and ranked by them.
-            ranked = sorted(hypotheses, key=lambda h: -h[0] / penalty[len(h[1])])
-            for j, (log_prob, tokens) in enumerate(ranked):
-                ids[i, j, :len(tokens)] = [self.ids[token] for token in tokens]
-                log_probs[i, j] = log_prob
-                scores[i, j] = log_prob / penalty[len(tokens)]
-        return {"ids": tf.constant(ids), "scores": tf.constant(scores),
-                "log_probs": tf.constant(log_probs)}

@@ -19,7 +19,8 @@ from keras_transformer.data import documents, markup
 from keras_transformer.export.lines import n_best_lines
 from keras_transformer.export.markup_lines import markup_n_best_lines, unmasked
 from keras_transformer.export.translator import source_ids_of
-from keras_transformer.search.decode import graph_function, source_lengths
+from keras_transformer.search.contract import graph_function
+from keras_transformer.search.steps import source_lengths
 
 DOCUMENTS = tf.TensorSpec([None], tf.string, name="documents")
 
@@ -84,7 +85,7 @@ def translate_document(translator, text, *, batch_size, sampling=None, keep_mark
     Raises:
         markup.MarkupError: with keep_markup, a sentence with more items than markup allows.
     """
-    split = parts(translator.vocabulary, tf.constant([text]), translator.max_input_length)
+    split = parts(translator.vocabulary, tf.constant([text]), translator.decoding.max_input_length)
     sentences = [piece.decode("utf-8") for piece in tf.boolean_mask(
         split.pieces.flat_values, split.is_sentence.flat_values).numpy()]
     if keep_markup:
@@ -124,20 +125,22 @@ class DocumentTranslator(tf.Module):
         longest = tf.reduce_max(tf.concat([tf.strings.length(texts), [0]], 0))
         with tf.control_dependencies([
                 tf.debugging.assert_less_equal(
-                    tf.size(texts), translator.max_batch_size, message=f"too many documents in "
-                    f"one request: the limit (max_batch_size) is {translator.max_batch_size}"),
+                    tf.size(texts), translator.bounds.max_batch_size, message=f"too many "
+                    f"documents in one request: the limit (max_batch_size) is "
+                    f"{translator.bounds.max_batch_size}"),
                 tf.debugging.assert_less_equal(longest, self.max_document_bytes, message=(
                     f"a document is longer than the limit of {self.max_document_bytes} bytes; "
                     f"split it into smaller documents (at paragraph breaks) and send those"))]):
             texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace")
-        split = parts(translator.vocabulary, texts, translator.max_input_length)
+        split = parts(translator.vocabulary, texts, translator.decoding.max_input_length)
         sentences = tf.boolean_mask(split.pieces.flat_values, split.is_sentence.flat_values)
         count = tf.size(sentences)
         with tf.control_dependencies([tf.debugging.assert_less_equal(
                 count, self.max_sentences, message=f"too many sentences in one request: the "
                 f"limit is {self.max_sentences}; send fewer documents at a time")]):
             source_ids = source_ids_of(translator.vocabulary, sentences,
-                                       translator.max_input_length, translator.max_input_bytes)
+                                       translator.decoding.max_input_length,
+                                       translator.bounds.max_input_bytes)
         limits = translator.output_limits_of(source_ids)
         order = tf.argsort(limits, direction="DESCENDING", stable=True)
         translated = tf.TensorArray(tf.string, size=0, dynamic_size=True, infer_shape=False,
@@ -146,7 +149,7 @@ class DocumentTranslator(tf.Module):
         def translate_batch(start, index, translated):
             # Longest first, so a batch's first part has its longest limit: as many parts as
             # the translator's bounds let one search take with that limit.
-            rows = order[start:start + translator.rows_within_bound(limits[order[start]])]
+            rows = order[start:start + translator.bounds.rows_within_bound(limits[order[start]])]
             ids = tf.gather(source_ids, rows)
             ids = ids[:, :tf.maximum(tf.reduce_max(source_lengths(ids)), 1)]
             # translate_ids, not translate: no checks of the parts, which no output returns.

@@ -147,8 +147,8 @@ def main(argv=None):
         print(f"kt-export: error: {error}", file=sys.stderr)
         return 2
     seconds = time.perf_counter() - start
-    search_bound = (f", at most {translator.max_search_positions} search positions a request"
-                    if translator.max_search_positions else "")
+    search_bound = (f", at most {translator.bounds.max_search_positions} search positions a request"
+                    if translator.bounds.max_search_positions else "")
     if args.format == "ctranslate2":
         print(f"exported {checkpoints(members)} to {path} in {seconds:.1f} s: a CTranslate2 "
               f"model, {args.quantization or 'float32'} weights; kt-translate --engine "
@@ -160,8 +160,8 @@ def main(argv=None):
           f"{', translate_with_glossary' if args.glossaries else ''}"
           f"{', translate_with_markup' if args.markup else ''}"
           f"{'; with a confidence (calibration.json)' if translator.calibration else ''}; "
-          f"{beam_description(translator)}, inputs cut at {translator.max_input_length} "
-          f"tokens, at most {translator.max_batch_size} sentences a request"
+          f"{beam_description(translator)}, inputs cut at {translator.decoding.max_input_length} "
+          f"tokens, at most {translator.bounds.max_batch_size} sentences a request"
           f"{search_bound}")
     return 0
 

@@ -2,22 +2,34 @@
 which model, and how to decode (a `DecodingConfig`)."""
 
 import argparse
+import functools
 
 from keras_transformer import cli, model_dir
-from keras_transformer.cli import at_least
-from keras_transformer.data import treebank
 from keras_transformer.export.translator import Translator
 from keras_transformer.hparams import LENGTH_NORMALIZATIONS
-from keras_transformer.model_dir.decoding_config import DECODE_PRESETS, DecodingConfig, load_members
+from keras_transformer.model_dir.decoding_config import load_members
 from keras_transformer.runtime import devices
-from keras_transformer.search.decode import EXTRA_LENGTH
+from keras_transformer.search.settings import (
+    DTYPES,
+    EXTRA_LENGTH,
+    PARSING_EXTRA_LENGTH,
+    PRESETS,
+    DecodingConfig,
+    bound_problem,
+)
 
 MODELS_PRESET = "parsing for a model trained on a treebank, else translation"
 
 
+def setting(name, kind=int):
+    """The argparse type of the `DecodingConfig` field `name`: a number of `kind` within the
+    bound DecodingConfig checks (`settings.MINIMUMS`), refused with its words."""
+    return cli.checked(kind, functools.partial(bound_problem, name))
+
+
 def add_batch_size_flag(parser, what):
     """--batch_size, `what` decoded together; `with_batch_size` fills in the device's default."""
-    parser.add_argument("--batch_size", type=at_least(1),
+    parser.add_argument("--batch_size", type=setting("batch_size"),
                         help=f"{what} together (default: 32 on a CPU, 128 on a GPU)")
 
 
@@ -33,7 +45,7 @@ def add_decoding_flags(parser, beam=True, preset=None, model_dir_required=True):
     """The model_dir, beam search and request-bound flags of kt-translate, kt-export,
     kt-attention, kt-parse and (without --beam_size and --tree_constraint: `beam` False)
     kt-score, and --verbose; `preset` is the default --decode_preset (None: the model's, see
-    `decoding_config.preset_of`)."""
+    `model_dir.decoding_config.preset_of`)."""
     cli.add_verbose_flag(parser)
     parser.add_argument("--model_dir", required=model_dir_required,
                         help="a kt-train model_dir")
@@ -46,17 +58,17 @@ def add_decoding_flags(parser, beam=True, preset=None, model_dir_required=True):
                         help="more model_dirs, comma-separated (each with its default "
                              "checkpoint), ensembled with --model_dir's: each step averages the "
                              "members' probabilities; all must share one vocabulary")
-    parser.add_argument("--decode_preset", choices=sorted(DECODE_PRESETS), default=preset,
+    parser.add_argument("--decode_preset", choices=sorted(PRESETS), default=preset,
                         help=f"translation: the model's decode_beam_size and decode_alpha "
                              f"(4 and 0.6 unless it says otherwise), input + "
                              f"{EXTRA_LENGTH} tokens (paper 6.1); parsing: beam 21, alpha 0.3, "
-                             f"input + {treebank.EXTRA_LENGTH} (paper 6.3); --beam_size, --alpha "
+                             f"input + {PARSING_EXTRA_LENGTH} (paper 6.3); --beam_size, --alpha "
                              f"and --extra_length override it (default: {preset or MODELS_PRESET})")
     if beam:
-        parser.add_argument("--beam_size", type=at_least(1),
+        parser.add_argument("--beam_size", type=setting("beam_size"),
                             help="(default: the preset's; translation: the model's hparams "
                                  "decode_beam_size, 4 unless it says otherwise; parsing 21)")
-    parser.add_argument("--alpha", type=at_least(0.0, float),
+    parser.add_argument("--alpha", type=setting("alpha", float),
                         help="length penalty exponent (default: the preset's; translation: the "
                              "model's hparams decode_alpha, 0.6 unless the run overrode it)")
     parser.add_argument("--length_normalization", choices=LENGTH_NORMALIZATIONS,
@@ -64,7 +76,7 @@ def add_decoding_flags(parser, beam=True, preset=None, model_dir_required=True):
                              "P / length ** alpha with Hugging Face generate's stopping rule, "
                              "to match an imported model's outputs there (default: the model's "
                              "hparams decode_length_normalization)")
-    parser.add_argument("--extra_length", type=at_least(0),
+    parser.add_argument("--extra_length", type=setting("extra_length"),
                         help=f"output tokens allowed beyond the input's (default: the "
                              f"preset's, {EXTRA_LENGTH} for translation)")
     if beam:
@@ -80,17 +92,17 @@ def add_decoding_flags(parser, beam=True, preset=None, model_dir_required=True):
                                  "slower): inputs are padded to a few shapes, one compilation "
                                  "each; a SavedModel exported so needs XLA where it is served "
                                  "(TF Serving on a CPU: --xla_cpu_compilation_enabled)")
-    parser.add_argument("--max_input_length", type=at_least(2),
+    parser.add_argument("--max_input_length", type=setting("max_input_length"),
                         help="longest input in tokens; longer ones are truncated (default: the "
                              "model_dir's training --max_pair_length)")
-    parser.add_argument("--max_output_length", type=at_least(1),
+    parser.add_argument("--max_output_length", type=setting("max_output_length"),
                         help="longest output in tokens (default: max_input_length + "
                              "extra_length)")
     parser.add_argument("--ema", action=argparse.BooleanOptionalAction, default=None,
                         help="for a run trained with --ema_decay: its moving averages of the "
                              "weights (the default where the checkpoint holds them) or, with "
                              "--no-ema, the trained weights")
-    parser.add_argument("--dtype", choices=model_dir.DTYPES, default="float32",
+    parser.add_argument("--dtype", choices=DTYPES, default="float32",
                         help="float32 (as trained; default), mixed_bfloat16 (bfloat16 compute "
                              "on float32 weights) or bfloat16 (the same arithmetic with the "
                              "weights stored in bfloat16: half the memory, no weight casts "
@@ -128,8 +140,9 @@ def translator_from_flags(args, max_batch_size, max_search_positions=None):
 def beam_description(translator):
     """"beam 4, alpha 0.6" of a `Translator` (or `Ctranslate2Translator`), naming Hugging
     Face's length normalization where it ranks the hypotheses."""
-    hf = " (Hugging Face's length normalization)" if translator.length_normalization == "hf" else ""
-    return f"beam {translator.beam_size}, alpha {translator.alpha}{hf}"
+    decoding = translator.decoding
+    hf = " (Hugging Face's length normalization)" if decoding.length_normalization == "hf" else ""
+    return f"beam {decoding.beam_size}, alpha {decoding.alpha}{hf}"
 
 
 def checkpoints(members):

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from keras_transformer.data.glossary import CONTROL, required_terms
 from keras_transformer.export.translator import TEXTS
-from keras_transformer.search.decode import graph_function
+from keras_transformer.search.contract import graph_function
 
 GLOSSARY_SOURCES = tf.TensorSpec([None], tf.string, name="glossary_sources")
 GLOSSARY_TARGETS = tf.TensorSpec([None], tf.string, name="glossary_targets")
@@ -72,9 +72,9 @@ class GlossaryTranslator(tf.Module):
         translator = self.translator
         sources, targets = self._checked_terms(glossary_sources, glossary_targets)
         source_ids = translator.tokenize(texts)["source_ids"]
-        texts = tf.strings.substr(texts, 0, translator.max_input_bytes)
+        texts = tf.strings.substr(texts, 0, translator.bounds.max_input_bytes)
         required = required_terms(texts, sources)  # [batch, terms]
-        target_ids = translator.target_subwords(targets)[:, :translator.max_output_length]
+        target_ids = translator.target_subwords(targets)[:, :translator.decoding.max_output_length]
         target_ids = target_ids.to_tensor(0)  # [terms, length]; max_terms bounds the terms
         phrase_ids = tf.where(required[:, :, None], target_ids[None], 0)
         # At least one (all-padding) phrase of one token: the constraint reads phrase 0, token 0.

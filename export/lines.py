@@ -14,7 +14,6 @@ from keras_transformer import data
 from keras_transformer.data import markup
 from keras_transformer.errors import UserError
 from keras_transformer.export.constrained import combination_error
-from keras_transformer.search.decode import output_limits
 
 
 class InputError(UserError):
@@ -138,12 +137,13 @@ def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, pre
     if refusal:
         raise InputError(refusal)
     check_n_best(translator, n_best, sampling)
-    source_ids = token_ids(translator.tokenize, lines, batch_size, translator.max_input_length)
+    source_ids = token_ids(translator.tokenize, lines, batch_size,
+                           translator.decoding.max_input_length)
     if prefixes is not None:
         if len(prefixes) != len(lines):
             raise InputError(f"{len(prefixes)} prefixes for {len(lines)} lines")
         prefix_ids = token_ids(translator.tokenize_prefixes, prefixes, batch_size,
-                               max(1, translator.max_output_length))
+                               max(1, translator.decoding.max_output_length))
         check_prefixes(translator, source_ids, prefix_ids, first_line)
     if glossary_terms is not None:
         phrases = glossary_phrases(translator, source_ids, glossary_terms, batch_size,
@@ -168,9 +168,9 @@ def n_best_lines(translator, lines, n_best, batch_size, progress_every=None, pre
 
 def check_n_best(translator, n_best, sampling):
     """Raises InputError unless 1 <= n_best <= the beam size (any n >= 1 with `sampling`)."""
-    if not 1 <= n_best <= (n_best if sampling else translator.beam_size):
-        raise InputError(f"n_best must be between 1 and the beam size {translator.beam_size}, "
-                         f"got {n_best}")
+    if not 1 <= n_best <= (n_best if sampling else translator.decoding.beam_size):
+        raise InputError(f"n_best must be between 1 and the beam size "
+                         f"{translator.decoding.beam_size}, got {n_best}")
 
 
 def hypotheses_of(translator, source_ids, n_best, batch_size, search, progress_every=None):
@@ -200,9 +200,7 @@ def check_prefixes(translator, source_ids, prefix_ids, first_line=1):
     """Raises PrefixError for the first prefix (int [n, width]) with no room left after it in
     its line's translation (source tokens + extra_length, at most max_output_length), naming
     the line (row 0 is line `first_line`)."""
-    limits = output_limits(np.count_nonzero(source_ids, axis=1),
-                           extra_length=translator.extra_length,
-                           max_output_length=translator.max_output_length)
+    limits = translator.decoding.output_limits(np.count_nonzero(source_ids, axis=1))
     lengths = np.count_nonzero(prefix_ids, axis=1)
     for row in np.flatnonzero((lengths >= limits) & (np.count_nonzero(source_ids, axis=1) > 0)):
         raise PrefixError(f"line {row + first_line}: the prefix has {lengths[row]} tokens, but a "
@@ -233,11 +231,9 @@ def glossary_phrases(translator, source_ids, terms_of_lines, batch_size, first_l
     """
     terms = sorted({term for terms in terms_of_lines for term in terms})
     ids = token_ids(translator.tokenize_prefixes, terms, batch_size,
-                    max(1, translator.max_output_length))
+                    max(1, translator.decoding.max_output_length))
     subwords = {term: [int(i) for i in row if i] for term, row in zip(terms, ids)}
-    limits = output_limits(np.count_nonzero(source_ids, axis=1),
-                           extra_length=translator.extra_length,
-                           max_output_length=translator.max_output_length)
+    limits = translator.decoding.output_limits(np.count_nonzero(source_ids, axis=1))
     phrases = []
     for row, line_terms in enumerate(terms_of_lines):
         phrases.append([subwords[term] for term in line_terms])

@@ -29,7 +29,7 @@ def markup_n_best_lines(translator, masked, n_best, batch_size, progress_every=N
     untagged = [markup.without_tags(line) for line in masked]
     untagged_ids, tagged_ids = (
         token_ids(translator.tokenize, [line.text for line in lines], batch_size,
-                  translator.max_input_length) for lines in (untagged, masked))
+                  translator.decoding.max_input_length) for lines in (untagged, masked))
     marker_ids = translator.vocabulary.markup_ids()
 
     def search(rows, batch, number):

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from keras_transformer.data import markup_graph
 from keras_transformer.export.translator import TEXTS
-from keras_transformer.search.decode import graph_function
+from keras_transformer.search.contract import graph_function
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 
 
@@ -128,7 +128,7 @@ class MarkupTranslator(tf.Module):
         translator = self.translator
         longest = tf.reduce_max(tf.concat([tf.strings.length(texts), [0]], 0))
         with tf.control_dependencies([
-                translator.check_batch(tf.size(texts)),
+                translator.bounds.check_batch(tf.size(texts)),
                 tf.debugging.assert_less_equal(longest, self.max_text_bytes, message=(
                     f"a text is longer than {self.max_text_bytes} bytes (the limit of "
                     f"translate_with_markup); split it"))]):
@@ -143,7 +143,8 @@ class MarkupTranslator(tf.Module):
         tagged = tf.reduce_any(masked.is_tag, axis=1)
         items = tf.cast(masked.tokens.row_lengths(), tf.int32)
         limits = translator.limits_of(untagged_ids) + tf.where(tagged, 1 + items, 0)
-        untagged_ids = translator.checked_search(untagged_ids, limits, translator.beam_size)
+        untagged_ids = translator.bounds.checked_search(untagged_ids, limits,
+                                                        translator.decoding.beam_size)
         best = markup_passes(
             translator, translator.translate_n_best_ids_with_markup, untagged_ids=untagged_ids,
             untagged_items=markup_graph.constraint_inputs(

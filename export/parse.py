@@ -101,10 +101,10 @@ def check_lengths(translator, sentences):
     for start in range(0, len(texts), 1024):
         lengths = translator.vocabulary.encode(texts[start:start + 1024]).row_lengths().numpy()
         for sentence, length in zip(sentences[start:start + 1024], lengths):
-            if length > translator.max_input_length:
+            if length > translator.decoding.max_input_length:
                 raise InputError(
                     f"{sentence.where}: the sentence has {length} tokens, more than the "
-                    f"{translator.max_input_length} the model reads (--max_input_length); "
+                    f"{translator.decoding.max_input_length} the model reads (--max_input_length); "
                     f"split it, or parse with a larger --max_input_length if the model's "
                     f"positions allow")
 
@@ -134,8 +134,8 @@ def main(argv=None):
     cli.write_text(args.output, "".join(
         f"{tree}\n" if sentence.words else "\n" for sentence, tree in zip(sentences, parsed)))
     print(f"parsed {len(sentences)} sentence(s) in {seconds:.1f} s with {checkpoints(members)}, "
-          f"beam {translator.beam_size}, alpha {translator.alpha}, output up to input + "
-          f"{translator.extra_length} tokens, "
+          f"beam {translator.decoding.beam_size}, alpha {translator.decoding.alpha}, output up to "
+          f"input + {translator.decoding.extra_length} tokens, "
           f"{'trees only' if translator.tree_leaves else 'unconstrained'}", file=sys.stderr)
     if sentences and sentences[0].gold:
         every, short, _ = evalb.evaluate([s.gold for s in sentences], parsed)

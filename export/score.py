@@ -49,7 +49,8 @@ def score_lines(translator, sources, targets, batch_size):
                "lengths": np.zeros(len(sources), np.int32),
                "truncated": np.zeros(len(sources), bool),
                "token_log_probs": [None] * len(sources)}
-    source_ids = token_ids(translator.tokenize, sources, batch_size, translator.max_input_length)
+    source_ids = token_ids(translator.tokenize, sources, batch_size,
+                           translator.decoding.max_input_length)
     for rows, batch in sorted_batches(source_ids, batch_size, progress_every=10):
         target_ids = translator.tokenize_targets(tf.constant([targets[row] for row in rows]))
         result = {name: value.numpy() for name, value in translator.score_ids(
@@ -114,13 +115,14 @@ def main(argv=None):
     cut = np.flatnonzero(results["truncated"]) + 1
     for line in cut[:NAMED_CUTS]:
         print(f"{PROG}: warning: line {line}: cut to the limits of a translation (source "
-              f"{translator.max_input_length} tokens; target its source's tokens + "
-              f"{translator.extra_length}, at most {translator.max_output_length}); the cut "
-              f"pair was scored", file=sys.stderr)
+              f"{translator.decoding.max_input_length} tokens; target its source's tokens + "
+              f"{translator.decoding.extra_length}, at most "
+              f"{translator.decoding.max_output_length}); the cut pair was scored",
+              file=sys.stderr)
     if len(cut) > NAMED_CUTS:
         print(f"{PROG}: warning: {len(cut) - NAMED_CUTS} more pair(s) cut", file=sys.stderr)
     print(f"scored {len(sources)} pair(s) in {seconds:.1f} s with {checkpoints(members)}, alpha "
-          f"{translator.alpha}", file=sys.stderr)
+          f"{translator.decoding.alpha}", file=sys.stderr)
     return 0
 
 

@@ -30,7 +30,7 @@ from keras_transformer import cli, data
 from keras_transformer.data import glossary, markup
 from keras_transformer.errors import UserError
 from keras_transformer.export import checks, translate_flags
-from keras_transformer.export.ctranslate2 import PATIENCE, Ctranslate2Translator
+from keras_transformer.export.ctranslate2_engine import PATIENCE, Ctranslate2Translator
 from keras_transformer.export.documents import translate_document
 from keras_transformer.export.flags import (
     beam_description,
@@ -103,19 +103,18 @@ def engine_from_flags(args):
     or a `Ctranslate2Translator` over an export (its run and, where neither flags nor
     --decode_preset say otherwise, its decoding settings from its export.json)."""
     if args.engine == "ctranslate2":
-        decoding = decoding_from_flags(args)
-        translator = Ctranslate2Translator.from_decoding(
-            args.ctranslate2_dir, decoding, patience=args.ctranslate2_patience)
-        return (translator, RunConfig.from_dict(translator.settings["run"],
+        translator = Ctranslate2Translator(args.ctranslate2_dir, decoding_from_flags(args),
+                                           patience=args.ctranslate2_patience)
+        return (translator, RunConfig.from_dict(translator.recorded["run"],
                                                 f"{translator.directory}'s export.json"),
-                f"CTranslate2 {translator.directory} ({translator.settings['quantization']})")
+                f"CTranslate2 {translator.directory} ({translator.recorded['quantization']})")
     translator, members = translator_from_flags(args, args.batch_size)
     return translator, members[0].run, checkpoints(members)
 
 
 def check_engine(args, translator, run):
     """Refuses flags the engine's beam or vocabulary cannot honour."""
-    beam_size = translator.beam_size
+    beam_size = translator.decoding.beam_size
     if args.n_best and args.n_best > beam_size and not args.sampling_temperature:
         raise ConfigError(f"--n_best {args.n_best} is more than --beam_size {beam_size}: "
                           f"the beam holds only {beam_size} hypotheses")

@@ -9,7 +9,7 @@ from keras_transformer.cli import at_least
 from keras_transformer.data import source_flags
 from keras_transformer.export import checks
 from keras_transformer.export.constrained import combination_error
-from keras_transformer.export.ctranslate2 import PATIENCE
+from keras_transformer.export.ctranslate2_engine import PATIENCE
 from keras_transformer.export.flags import add_batch_size_flag, add_decoding_flags, with_batch_size
 
 

@@ -9,29 +9,29 @@ import json
 import tensorflow as tf
 
 from keras_transformer import model_dir
-from keras_transformer.data import batching, treebank
+from keras_transformer.data import treebank
 from keras_transformer.data.vocab import append_end_of_sentence
 from keras_transformer.export.constrained import IDS, ConstrainedSearches
-from keras_transformer.model_dir.decoding_config import DecodingConfig, load_members
+from keras_transformer.export.request_bounds import RequestBounds
+from keras_transformer.export.xla_padding import XlaShapes
+from keras_transformer.model_dir import decoding_config
+from keras_transformer.model_dir.decoding_config import load_members
 from keras_transformer.search import confidence, scoring
 from keras_transformer.search.beam import length_penalty
-from keras_transformer.search.decode import (
-    EXTRA_LENGTH,
-    beam_decode,
-    graph_function,
-    longest_output,
-    members,
-    output_limits,
-    sample_decode,
-    source_lengths,
-)
-from keras_transformer.search.processors import PrefixForcing, rows_added, rows_repeated
+from keras_transformer.search.contract import graph_function
+from keras_transformer.search.decode import beam_decode, sample_decode, search_config
+from keras_transformer.search.processors import rows_repeated
+from keras_transformer.search.settings import members
+from keras_transformer.search.steps import source_lengths
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 
 TEXTS = tf.TensorSpec([None], tf.string, name="inputs")
 TARGETS = tf.TensorSpec([None], tf.string, name="targets")
 TARGET_IDS = tf.TensorSpec([None, None], tf.int32, name="target_ids")
 SCORES = tf.TensorSpec([None], tf.float32, name="scores")
+# The decoding settings an export records (export.json), before its request bounds.
+RECORDED = ("beam_size", "alpha", "length_normalization", "extra_length", "max_input_length",
+            "max_output_length")
 
 
 def source_ids_of(vocabulary, texts, max_input_length, max_input_bytes):
@@ -47,95 +47,69 @@ def source_ids_of(vocabulary, texts, max_input_length, max_input_bytes):
 
 
 class Translator(ConstrainedSearches, tf.Module):
-    """A trained `Transformer` and its vocabulary, with the decoding settings and request bounds.
+    """A trained `Transformer` and its vocabulary, with its decoding settings and request bounds.
 
-    What one request can cost is bounded: at most `max_batch_size` sentences (more is an error),
-    each cut to `max_input_bytes` bytes and then to `max_input_length` tokens (end of sentence
-    included) before translating, and at most `max_output_length` tokens produced for each;
-    with `max_search_positions`, at most that many beam positions one search (below).
+    It keeps one `DecodingConfig` (`decoding`: every field a search reads set, bounded by the
+    model's position tables) and the `RequestBounds` of what one request may cost
+    (`bounds`): at most max_batch_size sentences (more is an error), each cut to
+    max_input_bytes bytes and then to the decoding's max_input_length tokens (end of sentence
+    included) before translating, at most its max_output_length tokens produced for each, and
+    with max_search_positions, at most that many beam positions one search.
 
     Args:
         model: a `Transformer`, or a list of them trained with one vocabulary: an ensemble,
             whose members' probabilities are averaged at every step
-            (`keras_transformer.search.decode.ensemble_step`).
+            (`keras_transformer.search.steps.ensemble_step`).
         vocabulary: the `data.Vocabulary` it was trained with.
-        beam_size, alpha, extra_length: beam search settings (the paper: 4, 0.6, 50).
-        length_normalization: how beam search ranks hypotheses of different lengths: "gnmt"
-            (the paper's) or "hf" (Hugging Face generate's, for an imported model).
-        max_input_length: longest source in tokens; longer ones are truncated.
-        max_output_length: longest translation in tokens; default max_input_length +
-            extra_length (each translation's limit: `decoding.output_limits`).
-        max_batch_size: most sentences a call may carry.
-        max_search_positions: most positions one search may hold: sentences x beam size x the
-            longest output limit among them (their memory and time grow with it), checked
-            before the search; more is an INVALID_ARGUMENT error naming it. So a server takes
-            64 short sentences or 8 long ones and refuses 64 long ones. At least beam_size x
-            max_output_length (one sentence always fits). It counts the request as sent:
-            under jit_compile the padded shapes hold more. None: no bound beyond
-            max_batch_size, max_input_length and max_output_length.
-        max_input_bytes: bytes of a text read at most; default 16 per input token, far more
-            than real text needs, so tokenizing a huge string costs no more than a long one.
-        tree_leaves: for a parser (a model trained on a treebank), what its trees' leaves are,
-            "words", "tags" or "XX" (`data.trees.LEAVES`): every output is then a well-formed
-            tree over the sentence's words (`data.treebank.tree_constraints`). None: any output
-            the model writes.
-        jit_compile: beam search compiled with XLA (for GPUs; on CPUs it is slower). XLA
-            compiles a program for each input shape, so inputs are padded to a few: rows to a
-            power of two (or max_batch_size), columns to one of `xla_lengths` (the length
-            buckets of `kt-train --jit_compile`), at most len(xla_lengths) x
-            (log2(max_batch_size) + 1) programs. Outputs are the same, with more padding.
-        processors: a list of decoding processors (`keras_transformer.search.processors`) for every
-            search, beam or sampling, after a prefix's and the tree constraint's; each must
-            take any batch (its state made in its `start`). Exported with the functions.
+        decoding: a `DecodingConfig`; fields it leaves None are the paper's (beam 4, alpha
+            0.6, "gnmt", input + 50; `search_config`) and max_input_length 256; max_output_length
+            None: max_input_length + extra_length (each translation's limit:
+            `DecodingConfig.output_limits`). jit_compile: beam search compiled with XLA (for
+            GPUs; on CPUs it is slower), on inputs padded to a few shapes (export/xla_padding.py).
+        max_batch_size, max_input_bytes, max_search_positions: the `RequestBounds`;
+            max_input_bytes defaults to 16 per input token, far more than real text needs, so
+            tokenizing a huge string costs no more than a long one.
+        tree_leaves: for a parser (a model trained on a treebank) held to trees (the decoding's
+            tree_constraint), what its trees' leaves are, "words", "tags" or "XX"
+            (`data.trees.LEAVES`): every output is then a well-formed tree over the sentence's
+            words (`data.treebank.tree_constraints`). None: any output the model writes.
+        processors: a list of decoding processors (`keras_transformer.search.processors`) for
+            every search, beam or sampling, after a prefix's and the tree constraint's; each
+            must take any batch (its state made in its `start`). Exported with the functions.
         calibration: a `keras_transformer.search.confidence.Calibration`
-        (model_dir/calibration.json,
-            written by kt-calibrate): `check_ids` and `translate` then give a confidence.
+            (model_dir/calibration.json, written by kt-calibrate): `check_ids` and `translate`
+            then give a confidence.
+        **settings: `DecodingConfig` fields as keywords (beam_size=, alpha=, ...): a
+            convenience that sets them in `decoding`.
     """
 
-    def __init__(self, model, vocabulary, *, beam_size=4, alpha=0.6, extra_length=EXTRA_LENGTH,
-                 max_input_length=256, max_output_length=None, max_batch_size=64,
+    def __init__(self, model, vocabulary, decoding=None, *, max_batch_size=64,
                  max_input_bytes=None, max_search_positions=None, tree_leaves=None,
-                 jit_compile=False, processors=(), calibration=None,
-                 length_normalization="gnmt", name="translator"):
+                 processors=(), calibration=None, name="translator", **settings):
         super().__init__(name=name)
         for member in members(model):
             vocabulary.check_size(member.vocab_size)
-            if member.position_encoding == "learned":  # no position beyond the table
-                max_input_length = min(max_input_length, member.max_positions)
-        max_output_length = longest_output(max_input_length, extra_length=extra_length,
-                                           max_output_length=max_output_length, model=model)
-        for field, value, minimum in (("beam_size", beam_size, 1), ("max_batch_size",
-                                       max_batch_size, 1), ("max_input_length", max_input_length,
-                                       2),  # room for a token and the end of sentence
-                                      # one sentence at its longest always fits
-                                      ("max_search_positions", max_search_positions,
-                                       beam_size * max_output_length)):
-            if value is not None and value < minimum:
-                raise model_dir.ConfigError(f"{field} must be at least {minimum}, got {value}")
+        decoding = search_config(decoding, **settings)
+        if decoding.max_input_length is None:
+            decoding = decoding.replace(max_input_length=256)
+        self.decoding = decoding.for_model(model)
+        self.bounds = RequestBounds(
+            max_batch_size=max_batch_size,
+            max_input_bytes=max_input_bytes or 16 * self.decoding.max_input_length,
+            max_search_positions=max_search_positions, beam_size=self.decoding.beam_size,
+            longest_output=self.decoding.max_output_length)
         self.model = model
         self.vocabulary = vocabulary
         # Keras keeps the model's layers in lists that tf.Module does not follow; the SavedModel
         # needs every variable the functions read to be tracked.
         self.model_variables = [v for member in members(model) for v in member.variables]
-        self.beam_size = beam_size
-        self.alpha = alpha
-        self.length_normalization = length_normalization
-        self.extra_length = extra_length
-        self.max_input_length = max_input_length
-        self.max_output_length = max_output_length
-        self.max_batch_size = max_batch_size
-        self.max_input_bytes = max_input_bytes or 16 * max_input_length
-        self.max_search_positions = max_search_positions
         self.tree_leaves = tree_leaves
         self._tree_constraint = (treebank.tree_constraints(vocabulary, tree_leaves)
                                  if tree_leaves else lambda source_ids: None)
         self.processors = list(processors)
         self.calibration = calibration
-        self.jit_compile = jit_compile
-        self.xla_lengths = batching.bucket_widths(batching.bucket_boundaries(
-            max_input_length, step=batching.XLA_BUCKET_GROWTH)) if jit_compile else None
-        self.xla_rows = sorted({min(2 ** k, max_batch_size) for k in range(
-            max_batch_size.bit_length() + 1)}) if jit_compile else None
+        self.xla_shapes = (XlaShapes(self.decoding.max_input_length, max_batch_size)
+                           if self.decoding.jit_compile else None)
 
     @classmethod
     def from_model_dir(cls, path, decoding=None, *, checkpoints=None, ensemble=(),
@@ -153,8 +127,8 @@ class Translator(ConstrainedSearches, tf.Module):
             max_search_positions, processors: as for `Translator`.
 
         Raises:
-            ModelDirError, ConfigError, VocabularyError: what `model_dir.load` and
-                `DecodingConfig.resolved` raise (all `kt.UserError`s).
+            ModelDirError, ConfigError, DecodingConfigError, VocabularyError: what
+                `model_dir.load` and `decoding_config.resolved` raise (all `kt.UserError`s).
         """
         loaded = load_members(path, decoding, checkpoints=checkpoints, ensemble=ensemble)
         calibration = model_dir.load_calibration(path) if len(loaded) == 1 else None
@@ -170,31 +144,25 @@ class Translator(ConstrainedSearches, tf.Module):
         loaded = list(loaded) if isinstance(loaded, (list, tuple)) and not isinstance(
             loaded, model_dir.Loaded) else [loaded]
         models = [member.model for member in loaded]
-        decoding = decoding or DecodingConfig()
-        settings = decoding.translator_settings(loaded[0])
-        return cls(models if len(models) > 1 else models[0], loaded[0].vocabulary,
-                   max_batch_size=max_batch_size or decoding.batch_size or 64,
+        resolved = decoding_config.resolved(decoding, loaded[0])
+        return cls(models if len(models) > 1 else models[0], loaded[0].vocabulary, resolved,
+                   max_batch_size=max_batch_size or (decoding and decoding.batch_size) or 64,
                    max_search_positions=max_search_positions, processors=processors,
-                   calibration=calibration, **settings)
+                   calibration=calibration,
+                   tree_leaves=decoding_config.tree_leaves(resolved, loaded[0]))
 
     def settings(self):
-        """The decoding settings and bounds, as a JSON-able dict."""
-        settings = {name: getattr(self, name) for name in (
-            "beam_size", "alpha", "length_normalization", "extra_length", "max_input_length",
-            "max_output_length", "max_batch_size", "max_input_bytes", "max_search_positions",
-            "tree_leaves", "jit_compile")}
+        """The decoding settings and request bounds, as a JSON-able dict (export.json's; a
+        CTranslate2 export's engine reads its decoding back, `recorded_decoding`)."""
+        settings = {name: getattr(self.decoding, name) for name in RECORDED}
+        settings.update(self.bounds.settings(), tree_leaves=self.tree_leaves,
+                        jit_compile=self.decoding.jit_compile)
         settings["calibration"] = self.calibration and json.loads(self.calibration.to_json())
         return settings
 
     def _length_penalty(self, lengths):
-        return length_penalty(lengths, self.alpha, self.length_normalization)
-
-    def check_batch(self, batch_size):
-        """An assertion that `batch_size` sentences are within max_batch_size."""
-        return tf.debugging.assert_less_equal(
-            batch_size, tf.cast(self.max_batch_size, batch_size.dtype),
-            message=f"too many sentences in one request: the limit (max_batch_size) is "
-                    f"{self.max_batch_size}; split the batch")
+        return length_penalty(lengths, self.decoding.alpha,
+                              self.decoding.length_normalization)
 
     # Without autograph (keras_transformer.search.decode.graph_function): kt-export's
     # serving_default traced in 1.5 s instead of 4.5 s.
@@ -207,50 +175,19 @@ class Translator(ConstrainedSearches, tf.Module):
         `str.isspace` has it) becomes a row of zeros (no end of sentence), which
         `translate_ids` answers with an empty translation.
         """
-        with tf.control_dependencies([self.check_batch(tf.size(texts))]):
+        with tf.control_dependencies([self.bounds.check_batch(tf.size(texts))]):
             texts = tf.identity(texts)
-        return {"source_ids": source_ids_of(self.vocabulary, texts, self.max_input_length,
-                                            self.max_input_bytes)}
-
-    def _check_search(self, limits, beams):
-        """An assertion that a search of `beams` hypotheses a sentence under `limits` (int32
-        [batch]) holds at most max_search_positions positions; None where there is no bound."""
-        if self.max_search_positions is None:
-            return None
-        longest = tf.reduce_max(tf.concat([limits, [0]], 0))
-        positions = (tf.cast(tf.size(limits), tf.int64) * beams) * tf.cast(longest, tf.int64)
-        return tf.debugging.assert_less_equal(
-            positions, tf.constant(self.max_search_positions, tf.int64),
-            message=f"a search past the limit (max_search_positions) of "
-                    f"{self.max_search_positions} positions: sentences x beam size ({beams}) x "
-                    f"the longest output limit; send fewer or shorter sentences")
-
-    def rows_within_bound(self, longest_limit):
-        """int32: the most sentences one search of this translator may take when the longest
-        output limit among them is `longest_limit` (int32): max_batch_size, or fewer under
-        max_search_positions (never fewer than 1: one sentence always fits)."""
-        if self.max_search_positions is None:
-            return tf.constant(self.max_batch_size, tf.int32)
-        fit = self.max_search_positions // (
-            self.beam_size * tf.maximum(tf.cast(longest_limit, tf.int64), 1))
-        return tf.cast(tf.clip_by_value(fit, 1, self.max_batch_size), tf.int32)
-
-    def checked_search(self, source_ids, limits, beams):
-        """`source_ids` (int32 [batch, length]), to be read only after the check that a search
-        of `beams` hypotheses a sentence under `limits` (int32 [batch]) stays within
-        max_search_positions has passed (an INVALID_ARGUMENT error naming the limit if not)."""
-        check = self._check_search(limits, beams)
-        if check is None:
-            return source_ids
-        with tf.control_dependencies([check]):
-            return tf.identity(source_ids)
+        return {"source_ids": source_ids_of(self.vocabulary, texts,
+                                            self.decoding.max_input_length,
+                                            self.bounds.max_input_bytes)}
 
     def _cut_sources(self, source_ids):
         """Rows cut to max_input_length, ending with end of sentence as `tokenize` cuts texts;
         bool [batch], the rows of only zeros (empty texts); bool [batch], the rows cut."""
-        with tf.control_dependencies([self.check_batch(tf.shape(source_ids)[0])]):
-            cut = tf.reduce_any(source_ids[:, self.max_input_length:] != PAD_ID, axis=1)
-        source_ids = source_ids[:, :self.max_input_length]
+        with tf.control_dependencies([self.bounds.check_batch(tf.shape(source_ids)[0])]):
+            cut = tf.reduce_any(source_ids[:, self.decoding.max_input_length:] != PAD_ID,
+                                axis=1)
+        source_ids = source_ids[:, :self.decoding.max_input_length]
         width = tf.shape(source_ids)[1]
         last_column = tf.range(width) == width - 1
         source_ids = tf.where(cut[:, None] & last_column, EOS_ID, source_ids)
@@ -259,8 +196,7 @@ class Translator(ConstrainedSearches, tf.Module):
     def output_limits_of(self, source_ids):
         """int32 [batch]: the most tokens each translation of `source_ids` (int32 [batch,
         length], already cut to max_input_length: `limits_of` cuts them) may have."""
-        return output_limits(source_lengths(source_ids), extra_length=self.extra_length,
-                             max_output_length=self.max_output_length)
+        return self.decoding.output_limits(source_lengths(source_ids))
 
     def limits_of(self, source_ids):
         """int32 [batch]: the most tokens (end of sentence included) the searches let each
@@ -285,51 +221,27 @@ class Translator(ConstrainedSearches, tf.Module):
         limits = tf.where(empty, 1, self.output_limits_of(source_ids))
         if room is not None:
             limits = tf.maximum(limits, room)
-        source_ids = self.checked_search(source_ids, limits, self.beam_size)
-        if self.jit_compile:
-            ids, scores = self._beam_decode_xla(source_ids, limits, constraints)
+        source_ids = self.bounds.checked_search(source_ids, limits, self.decoding.beam_size)
+        if self.xla_shapes:
+            ids, scores = self.xla_shapes.beam_decode(
+                self._beam_decode, source_ids, limits, constraints,
+                lambda padded_length: self.decoding.replace(
+                    max_output_length=None).output_limits(padded_length, model=self.model))
         else:
             ids, scores = self._beam_decode(source_ids, limits, constraints)
-        first = tf.range(self.beam_size) == 0
+        first = tf.range(self.decoding.beam_size) == 0
         ids = tf.where(empty[:, None, None], PAD_ID, ids)
         scores = tf.where(empty[:, None], tf.where(first, 0.0, float("-inf")), scores)
         lengths = tf.reduce_sum(tf.cast(scoring.target_mask(ids), tf.int32), axis=-1)
         return {"ids": ids, "scores": scores,
                 "log_probs": scores * self._length_penalty(lengths)}
 
-    def _beam_decode(self, source_ids, limits, constraints, *, jit_compile=False):
-        # Under XLA, extra_length sizes the output buffer (source length + extra_length).
-        return beam_decode(self.model, source_ids, max_output_length=limits,
-                           extra_length=self.extra_length, beam_size=self.beam_size,
-                           alpha=self.alpha, jit_compile=jit_compile,
-                           length_normalization=self.length_normalization,
+    def _beam_decode(self, source_ids, limits, constraints):
+        # Under XLA (the decoding's jit_compile), extra_length sizes the output buffer (source
+        # length + extra_length).
+        return beam_decode(self.model, source_ids, self.decoding, max_output_length=limits,
                            processors=self._processors(constraints,
                                                        self._tree_constraint(source_ids)))
-
-    def _beam_decode_xla(self, source_ids, limits, constraints):
-        """`_beam_decode` under XLA on the inputs padded to one of its few shapes (see the class
-        docstring): added rows are all padding, limit 1 (empty translations), held to nothing,
-        and cut off again."""
-        rows, length = tf.shape(source_ids)[0], tf.shape(source_ids)[1]
-        missing_rows = tf.gather(self.xla_rows, tf.searchsorted(self.xla_rows, [rows])[0]) - rows
-        limits = tf.pad(limits, [[0, missing_rows]], constant_values=1)
-        constraints = [rows_added(constraint, missing_rows) for constraint in constraints]
-
-        def decode_at(padded_length):
-            def decode():
-                ids = tf.pad(source_ids, [[0, missing_rows], [0, padded_length - length]])
-                # A prefix as wide as the output (no limit lets one be wider).
-                width = output_limits(padded_length, extra_length=self.extra_length,
-                                      model=self.model)
-                held = [constraint.with_width(width) if isinstance(constraint, PrefixForcing)
-                        else constraint for constraint in constraints]
-                return self._beam_decode(tf.ensure_shape(ids, [None, padded_length]), limits,
-                                         held, jit_compile=True)
-            return decode
-
-        ids, scores = tf.switch_case(tf.searchsorted(self.xla_lengths, [length])[0],
-                                     [decode_at(padded) for padded in self.xla_lengths])
-        return ids[:rows], scores[:rows]
 
     def sample_n_best_ids(self, source_ids, n, temperature, top_k=0, seed=(0, 0),
                           prefix_ids=None, markup=None, glossary=None):
@@ -350,14 +262,14 @@ class Translator(ConstrainedSearches, tf.Module):
                              f"{vocab_size}, got {top_k}")
         source_ids, empty, _ = self._cut_sources(tf.constant(source_ids))
         limits = tf.where(empty, 1, self.output_limits_of(source_ids))
-        source_ids = self.checked_search(source_ids, limits, n)
+        source_ids = self.bounds.checked_search(source_ids, limits, n)
         source_ids, empty = tf.repeat(source_ids, n, axis=0), tf.repeat(empty, n)
         constraints = self.constraints(
             prefix_ids=None if prefix_ids is None else tf.constant(prefix_ids),
             markup=None if markup is None else tuple(tf.constant(values) for values in markup),
             glossary=None if glossary is None else tf.constant(glossary))
         ids, log_probs = sample_decode(
-            self.model, source_ids,
+            self.model, source_ids, self.decoding,
             max_output_length=tf.repeat(limits, n), temperature=temperature, top_k=top_k,
             seed=tf.constant(seed, tf.int32),  # a tensor: a new seed must not retrace the search
             processors=self._processors([rows_repeated(constraint, n)
@@ -389,7 +301,7 @@ class Translator(ConstrainedSearches, tf.Module):
         that they went wrong, word alignments, and a confidence if calibrated."""
         source_ids, _, _ = self._cut_sources(source_ids)
         # Under "hf" a translation stopped at its limit ends with end of sentence all the same.
-        limits = (self.output_limits_of(source_ids) if self.length_normalization == "hf"
+        limits = (self.output_limits_of(source_ids) if self.decoding.length_normalization == "hf"
                   else None)
         return confidence.signs(self.model, source_ids, target_ids, scores, self.calibration,
                                 limits)
@@ -422,12 +334,13 @@ class Translator(ConstrainedSearches, tf.Module):
         target_cut = tf.reduce_sum(tf.cast(scoring.target_mask(target_ids), tf.int32),
                                    axis=1) > limits
         # The decoder reads no more columns than a translation could have.
-        target_ids = target_ids[:, :self.max_output_length]
+        target_ids = target_ids[:, :self.decoding.max_output_length]
         keep = tf.range(tf.shape(target_ids)[1])[None, :] < limits[:, None]
         result = scoring.score(self.model, source_ids, tf.where(keep, target_ids, PAD_ID),
-                               self.alpha, length_normalization=self.length_normalization)
-        if self.length_normalization == "hf":
-            result = scoring.with_forced_end(result, limits, self.alpha)
+                               self.decoding.alpha,
+                               length_normalization=self.decoding.length_normalization)
+        if self.decoding.length_normalization == "hf":
+            result = scoring.with_forced_end(result, limits, self.decoding.alpha)
         return dict(result, truncated=source_cut | target_cut)
 
     @graph_function(input_signature=[TEXTS])
@@ -442,18 +355,18 @@ class Translator(ConstrainedSearches, tf.Module):
     def tokenize_prefixes(self, texts):
         """tf.string [batch] -> {"prefix_ids": int32 [batch, length]}: target prefixes as
         subwords without end of sentence, 0-padded, at most max_output_length of them."""
-        tokens = self._target_subwords(texts)[:, :self.max_output_length]
+        tokens = self._target_subwords(texts)[:, :self.decoding.max_output_length]
         return {"prefix_ids": tokens.to_tensor(PAD_ID)}
 
     def _target_subwords(self, texts):
-        with tf.control_dependencies([self.check_batch(tf.size(texts))]):
+        with tf.control_dependencies([self.bounds.check_batch(tf.size(texts))]):
             return self.target_subwords(texts)
 
     def target_subwords(self, texts):
         """tf.string [n] -> int32 ragged [n, (subwords)]: each text read up to max_input_bytes
         bytes (not UTF-8: U+FFFD) as the target vocabulary's subwords, for any number of texts
         (no max_batch_size: callers bound what they pass)."""
-        texts = tf.strings.substr(texts, 0, self.max_input_bytes)
+        texts = tf.strings.substr(texts, 0, self.bounds.max_input_bytes)
         texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace")
         return tf.cast(self.vocabulary.target.tokenize(texts), tf.int32)
 

@@ -20,17 +20,26 @@ def add_verbose_flag(parser):
                         help="show TensorFlow's C++ start-up and INFO log lines")
 
 
-def at_least(minimum, kind=int):
-    """An argparse type: a number of `kind` that is at least `minimum`."""
+def checked(kind, problem):
+    """An argparse type: a number of `kind`, refused with the message `problem(value)` gives
+    (None: accepted). The commands' flags for settings that check themselves parse with their
+    rule (e.g. `search.settings.bound_problem`), so each bound is stated once."""
     def parse(text):
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a {kind.__name__}: {text!r}") from None
-        if not minimum <= value < float("inf"):  # also refuses nan
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        message = problem(value)
+        if message:
+            raise argparse.ArgumentTypeError(message)
         return value
     return parse
+
+
+def at_least(minimum, kind=int):
+    """An argparse type: a number of `kind` that is at least `minimum`."""
+    return checked(kind, lambda value: None if minimum <= value < float("inf")  # refuses nan
+                   else f"must be at least {minimum}, got {value}")
 
 
 def renamed(new_flag, meaning):

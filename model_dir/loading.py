@@ -7,9 +7,10 @@ import h5py
 
 import keras_transformer as kt
 from keras_transformer import data
-from keras_transformer.errors import UserError
+from keras_transformer.errors import UserError, check_one_of
 from keras_transformer.model_dir import checkpoints, config, config_file, layout
 from keras_transformer.search.confidence import Calibration
+from keras_transformer.search.settings import DTYPES
 
 
 class ModelDirError(UserError):
@@ -31,7 +32,6 @@ class Loaded(typing.NamedTuple):
 
 # Dtype policies a trained model can be loaded in: float32 (as trained), bfloat16 compute on
 # float32 weights, or bfloat16 weights (half the memory; no per-step weight casts in decoding).
-DTYPES = ("float32", "mixed_bfloat16", "bfloat16")
 
 
 # Where a model_dir of each kind is read, for the refusal of one read as another kind.
@@ -137,8 +137,7 @@ def load(model_dir, checkpoint=None, dtype="float32", ema=None, model="transform
         raise ModelDirError(str(error)) from None
     vocabulary = data.load_vocabulary(vocab_path)
     vocabulary.check_size(run.model.vocab_size, f"{model_dir / layout.CONFIG_FILE}")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    check_one_of("dtype", dtype, DTYPES, ValueError)
     kind = run.model.hparams.model
     if kind != model:
         raise ModelDirError(f"{model_dir} holds a model of kind {kind!r} "

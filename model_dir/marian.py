@@ -37,7 +37,7 @@ import numpy as np
 
 import keras_transformer as kt
 from keras_transformer import data
-from keras_transformer.errors import UserError
+from keras_transformer.errors import UserError, check_one_of
 from keras_transformer.model_dir import checkpoints, config, config_file
 from keras_transformer.model_dir.hf_checkpoint import (
     PYTORCH_FILE,
@@ -123,9 +123,7 @@ def marian_hparams(config_json, generation, path, generation_path=None):
                                      ("encoder_ffn_dim", "decoder_ffn_dim"),
                                      ("encoder_attention_heads", "decoder_attention_heads")])
     activation = config_json.get("activation_function", "gelu")
-    if activation not in ACTIVATIONS:
-        raise MarianImportError(f"{path}: activation_function {activation!r} is not supported "
-                                f"(one of {', '.join(ACTIVATIONS)})")
+    check_one_of(f"{path}: activation_function", activation, ACTIVATIONS, MarianImportError)
     _check_generation(generation, generation_path or path)
     max_length = generation.get("max_length")
     try:

@@ -12,6 +12,7 @@ import keras_transformer as kt
 from keras_transformer import data
 from keras_transformer.export import ctranslate2 as ct2
 from keras_transformer.export import export_command, translate
+from keras_transformer.export.ctranslate2_engine import Ctranslate2Translator, resolve
 from keras_transformer.export.lines import n_best_lines
 from keras_transformer.export.translator import Translator
 
@@ -37,7 +38,7 @@ def both(trained, exported, beam_size, alpha, sources):
     """The model's and the float32 export's n-best lists of `sources`."""
     translator = Translator(trained.model, trained.vocabulary, beam_size=beam_size, alpha=alpha,
                             max_input_length=trained.run.data.max_pair_length)
-    engine = ct2.Ctranslate2Translator(exported / "1", beam_size=beam_size, alpha=alpha)
+    engine = Ctranslate2Translator(exported / "1", beam_size=beam_size, alpha=alpha)
     return (n_best_lines(translator, sources, beam_size, 32),
             n_best_lines(engine, sources, beam_size, 32))
 
@@ -50,7 +51,7 @@ def test_the_export_records_where_it_came_from(exported, trained):
             settings["max_positions"]) == (4, 0.6, 50, ct2.POSITIONS)
     assert (exported / "1" / "vocab.model").read_bytes() == trained.vocabulary.model_proto
     assert json.loads((exported / "2" / "export.json").read_text())["quantization"] == "int8"
-    assert ct2.resolve(exported) == exported / "2"  # the highest version
+    assert resolve(exported) == exported / "2"  # the highest version
 
 
 @pytest.mark.parametrize("beam_size, alpha", [(1, 0.6), (4, 0.0)])
@@ -140,9 +141,9 @@ def test_other_shapes_export_as_the_model_scores(trained, dev_split, tmp_path, o
 
 def test_int8_export_stays_close_to_float32(exported, dev_split):
     sources, _ = dev_split
-    float32 = n_best_lines(ct2.Ctranslate2Translator(exported / "1", beam_size=1), sources,
+    float32 = n_best_lines(Ctranslate2Translator(exported / "1", beam_size=1), sources,
                            1, 32)
-    int8 = n_best_lines(ct2.Ctranslate2Translator(exported / "2", beam_size=1), sources, 1, 32)
+    int8 = n_best_lines(Ctranslate2Translator(exported / "2", beam_size=1), sources, 1, 32)
     same = sum(a[0].text == b[0].text for a, b in zip(float32, int8))
     print(f"int8 greedy = float32 greedy on {same} of {len(sources)} lines")
     assert same >= 0.5 * len(sources)
@@ -180,8 +181,9 @@ def test_the_engine_decodes_as_the_export_recorded_unless_told(exported, tmp_pat
         args = translate.parse_args(["--engine", "ctranslate2", "--ctranslate2_dir", str(copy),
                                      *argv])
         engine = translate.engine_from_flags(args)[0]
-        return (engine.beam_size, engine.alpha, engine.extra_length, engine.patience,
-                engine.max_output_length)
+        decoding = engine.decoding
+        return (decoding.beam_size, decoding.alpha, decoding.extra_length, engine.patience,
+                decoding.max_output_length)
 
     limit = settings["max_output_length"]
     assert decoding() == (2, 0.25, 9, 1, limit)
@@ -202,12 +204,12 @@ def test_the_engine_decodes_as_the_export_recorded_unless_told(exported, tmp_pat
     del settings["length_normalization"]
     (copy / "export.json").write_text(json.dumps(dict(settings, alpha=0.25)))
     assert translate.engine_from_flags(translate.parse_args([
-        "--engine", "ctranslate2", "--ctranslate2_dir", str(copy)]))[0].length_normalization \
-        == "gnmt"
+        "--engine", "ctranslate2", "--ctranslate2_dir", str(copy)]))[0].decoding \
+        .length_normalization == "gnmt"
 
 
 def test_patience_reaches_ctranslate2(exported, monkeypatch):
-    engine = ct2.Ctranslate2Translator(exported / "1", patience=2)
+    engine = Ctranslate2Translator(exported / "1", patience=2)
     calls = []
     search = engine.engine.translate_batch
     monkeypatch.setattr(engine, "engine", type("Recorder", (), {"translate_batch": staticmethod(

@@ -4,7 +4,9 @@ import tensorflow as tf
 
 import keras_transformer as kt
 from keras_transformer.search import decode as decoding
-from keras_transformer.search.decode import greedy_decode, output_limits, source_lengths
+from keras_transformer.search.decode import greedy_decode
+from keras_transformer.search.settings import DecodingConfig
+from keras_transformer.search.steps import source_lengths
 
 VOCAB = 25
 
@@ -75,9 +77,9 @@ def test_xla_sizes_its_buffer_from_the_input_shape():
 def test_output_limits_are_each_source_length_plus_extra():
     source = np.array([[5, 6, 1, 0, 0], [5, 6, 7, 8, 1]])
     lengths = source_lengths(source)
-    np.testing.assert_array_equal(output_limits(lengths, extra_length=50), [53, 55])
-    np.testing.assert_array_equal(output_limits(lengths, extra_length=50, max_output_length=54),
-                                  [53, 54])
+    np.testing.assert_array_equal(DecodingConfig(extra_length=50).output_limits(lengths), [53, 55])
+    np.testing.assert_array_equal(
+        DecodingConfig(extra_length=50, max_output_length=54).output_limits(lengths), [53, 54])
 
 
 # On a trained model (the session's `trained` fixture, tests/conftest.py).
@@ -151,10 +153,10 @@ def test_beam_one_is_greedy_and_beam_four_scores_above_it(trained, dev_sentences
 
 
 def test_cached_decoding_equals_recomputing_every_prefix(trained, dev_sentences):
-    from keras_transformer.search.decode import cached_step, recomputing_step
+    from keras_transformer.search.steps import cached_step, recomputing_step
 
     source = tf.constant(dev_source_ids(trained, dev_sentences, count=6))
-    limits = output_limits(source_lengths(source), extra_length=20)
+    limits = DecodingConfig(extra_length=20).output_limits(source_lengths(source))
     length = int(tf.reduce_max(limits))
     results = []
     # The cached step keeps the encoder's keys and values one row a sentence, which all its

@@ -12,12 +12,12 @@ from conftest import bundled_lines, run_main
 
 import keras_transformer as kt
 from keras_transformer.export import DecodingConfig, Translator, translate
-from keras_transformer.model_dir import ConfigError
-from keras_transformer.search.decode import output_limits
+from keras_transformer.model_dir import decoding_config
+from keras_transformer.search.settings import DecodingConfigError
 
 
 def run_of(corpus, max_pair_length=64, **hparams):
-    """A stand-in for `model_dir.Loaded`: what `DecodingConfig.resolved` reads of a run."""
+    """A stand-in for `model_dir.Loaded`: what `decoding_config.resolved` reads of a run."""
     return types.SimpleNamespace(hparams=kt.HParams(**hparams), run=types.SimpleNamespace(
         data=types.SimpleNamespace(corpus=corpus, max_pair_length=max_pair_length)))
 
@@ -50,35 +50,38 @@ SEARCH = ("preset", "beam_size", "alpha", "length_normalization", "extra_length"
      ("translation", 4, 0.6, "gnmt", 7, 9, None, False)),
 ])
 def test_unset_fields_take_the_models_settings(config, run, expected):
-    resolved = config.resolved(run)
+    resolved = decoding_config.resolved(config, run)
     assert fields(resolved, *SEARCH) == expected
     assert resolved.batch_size >= 1
-    assert fields(resolved.resolved(run), *SEARCH) == expected  # resolving again changes nothing
+    # resolving again changes nothing
+    assert fields(decoding_config.resolved(resolved, run), *SEARCH) == expected
 
 
 @pytest.mark.parametrize("config, message", [
-    (dict(beam_size=0), "beam_size must be a number >= 1, got 0"),
-    (dict(alpha=float("nan")), "alpha must be a number >= 0, got nan"),
-    (dict(max_input_length=1), "max_input_length must be a number >= 2"),
+    (dict(beam_size=0), "beam_size must be at least 1, got 0"),
+    (dict(alpha=float("nan")), "alpha must be at least 0.0, got nan"),
+    (dict(max_input_length=1), "max_input_length must be at least 2"),
     (dict(preset="summaries"), "preset must be one of parsing, translation, got 'summaries'"),
     (dict(dtype="float16"), "dtype must be one of"),
 ])
 def test_bad_settings_are_refused_by_name(config, message):
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(DecodingConfigError, match=message):
         DecodingConfig(**config)
 
 
 def test_a_tree_constraint_needs_a_parser():
-    with pytest.raises(ConfigError, match="trained on --data bible_en_es, a translation corpus"):
-        DecodingConfig(tree_constraint=True).resolved(run_of("bible_en_es"))
+    with pytest.raises(DecodingConfigError,
+                       match="trained on --data bible_en_es, a translation corpus"):
+        decoding_config.resolved(DecodingConfig(tree_constraint=True), run_of("bible_en_es"))
 
 
 def test_the_output_limit_is_one_rule_for_ints_arrays_and_tensors():
     lengths = np.array([3, 20, 0])
-    assert list(output_limits(lengths, extra_length=50, max_output_length=60)) == [53, 60, 50]
-    assert output_limits(10, extra_length=50) == 60 and output_limits(10, extra_length=5,
-                                                                       max_output_length=12) == 12
-    tensor = output_limits(tf.constant(lengths, tf.int32), extra_length=50, max_output_length=60)
+    capped = DecodingConfig(extra_length=50, max_output_length=60)
+    assert list(capped.output_limits(lengths)) == [53, 60, 50]
+    assert DecodingConfig(extra_length=50).output_limits(10) == 60
+    assert DecodingConfig(extra_length=5, max_output_length=12).output_limits(10) == 12
+    tensor = capped.output_limits(tf.constant(lengths, tf.int32))
     assert tensor.numpy().tolist() == [53, 60, 50]
 
 
@@ -106,14 +109,15 @@ def test_the_python_api_decodes_as_kt_translate(small_settings_run, tmp_path):
     assert command.returncode == 0, command.stderr
     assert "beam 3, alpha 1.0" in command.stderr
     translator = Translator.from_model_dir(small_settings_run)
-    assert (translator.beam_size, translator.alpha, translator.max_input_length) == (3, 1.0, 64)
+    decoding = translator.decoding
+    assert (decoding.beam_size, decoding.alpha, decoding.max_input_length) == (3, 1.0, 64)
     result = translator.translate(tf.constant(sources))
     assert command.stdout.splitlines() == [
         f"{score:.4f}\t{text.decode('utf-8')}"
         for score, text in zip(result["scores"].numpy(), result["translations"].numpy())]
     # Given settings override the model's, as the flags do.
     greedy = Translator.from_model_dir(small_settings_run, DecodingConfig(beam_size=1, alpha=0.6))
-    assert (greedy.beam_size, greedy.alpha) == (1, 0.6)
+    assert (greedy.decoding.beam_size, greedy.decoding.alpha) == (1, 0.6)
 
 
 def test_kt_translate_reports_user_errors_by_input_and_shows_internal_ones(
@@ -140,7 +144,7 @@ def test_the_translators_longest_output_is_the_cap_given_or_the_longest_inputs_l
     model = kt.build_model(kt.hparams.get("transformer_tiny"), bible_vocab.vocab_size)
     given = Translator(model, bible_vocab, max_input_length=256, max_output_length=400)
     paper = Translator(model, bible_vocab, max_input_length=256, extra_length=50)
-    assert (given.max_output_length, paper.max_output_length) == (400, 306)
+    assert (given.decoding.max_output_length, paper.decoding.max_output_length) == (400, 306)
     assert json.dumps(given.settings())  # Python ints: export.json is written from them
 
 

@@ -161,7 +161,7 @@ def test_the_document_signature_refuses_what_it_cannot_take_whole(trained):
     # come back as they did two at a time.
     one_at_a_time = DocumentTranslator(Translator(
         trained.model, trained.vocabulary, max_input_length=16, max_batch_size=2, beam_size=1,
-        max_search_positions=translator.max_output_length), max_document_bytes=1_000,
+        max_search_positions=translator.decoding.max_output_length), max_document_bytes=1_000,
         max_sentences=3)
     text = tf.constant(["In the beginning God created the heaven. And the earth was void. Amen."])
     bounded = one_at_a_time.translate_documents(text)

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 import keras_transformer as kt
 from keras_transformer.search import scoring
-from keras_transformer.search.decode import cached_step, ensemble_step
+from keras_transformer.search.steps import cached_step, ensemble_step
 
 VOCAB = 24
 SOURCE = np.array([[5, 6, 7, 8, kt.EOS_ID], [9, 4, kt.EOS_ID, 0, 0]])

@@ -350,7 +350,7 @@ def test_under_xla_the_translator_pads_to_a_few_shapes_and_translates_the_same(
     settings = dict(max_input_length=11, max_batch_size=8)
     graph = export.Translator(trained.model, trained.vocabulary, **settings)
     xla = export.Translator(trained.model, trained.vocabulary, jit_compile=True, **settings)
-    assert (xla.xla_lengths, xla.xla_rows) == ([7, 11], [1, 2, 4, 8])
+    assert (xla.xla_shapes.lengths, xla.xla_shapes.rows) == ([7, 11], [1, 2, 4, 8])
     traced = decoding._beam_decode_xla.experimental_get_tracing_count()
     english = [en for en, _ in dev_sentences]
     for texts in (english[:3], english[3:4], ["In the beginning.", ""]):

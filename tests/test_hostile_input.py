@@ -75,9 +75,9 @@ def test_long_inputs_are_cut_so_outputs_are_bounded(serving):
     for name in ("100k characters, one word", "100k characters, multibyte", "10k tokens",
                  "combining marks stacked"):
         ids = translator.tokenize(tf.constant([hostile_inputs.TEXTS[name]]))["source_ids"]
-        assert ids.shape[1] <= translator.max_input_length, name
+        assert ids.shape[1] <= translator.decoding.max_input_length, name
         output = translator.translate_ids(ids)["ids"]
-        assert output.shape[1] <= translator.max_output_length, name
+        assert output.shape[1] <= translator.decoding.max_output_length, name
 
 
 def test_batches_empty_and_huge(serving):

@@ -14,7 +14,7 @@ from test_trainer import kt_train, kt_train_command, small_corpus  # noqa: F401 
 import keras_transformer as kt
 from keras_transformer import model_dir
 from keras_transformer.export import DecodingConfig, translate
-from keras_transformer.model_dir import checkpoints, config
+from keras_transformer.model_dir import checkpoints, config, decoding_config
 from keras_transformer.trainer import average, evaluation, keep_best, task
 from keras_transformer.trainer.flags import parse_args
 
@@ -156,8 +156,9 @@ def test_in_training_bleu_can_use_beam_search(trained):
     ids = evaluation.source_ids(vocabulary, sentences, 64)
     beams, _ = kt.beam_decode(model, ids, beam_size=3, alpha=0.6)
     translated = evaluation.translate_ids(
-        model, ids, DecodingConfig(beam_size=3, alpha=0.6).resolved(trained))
+        model, ids, decoding_config.resolved(DecodingConfig(beam_size=3, alpha=0.6), trained))
     for row, best in zip(translated, beams.numpy()[:, 0]):
         np.testing.assert_array_equal(row, best)
-    greedy = evaluation.translate_ids(model, ids, DecodingConfig(beam_size=1).resolved(trained))
+    greedy = evaluation.translate_ids(
+        model, ids, decoding_config.resolved(DecodingConfig(beam_size=1), trained))
     assert any(not np.array_equal(a, b) for a, b in zip(greedy, translated))

@@ -96,9 +96,9 @@ def test_the_python_api_and_kt_translate_give_generates_outputs(imported, loaded
     ending early and the rest at the limit; kt-translate's lines and scores are the Python
     API's."""
     translator = Translator.from_model_dir(imported, decoding)
-    assert (translator.alpha, translator.length_normalization) == (1.0, "hf")
-    assert translator.max_output_length == 63 and translator.beam_size == (4 if name == "beam4"
-                                                                           else 1)
+    assert (translator.decoding.alpha, translator.decoding.length_normalization) == (1.0, "hf")
+    assert (translator.decoding.max_output_length, translator.decoding.beam_size) == (
+        63, 4 if name == "beam4" else 1)
     sources = tf.constant(REFERENCE["sources"])
     source_ids = translator.tokenize(sources)["source_ids"]
     best = translator.translate_ids(source_ids)
@@ -166,14 +166,15 @@ def test_the_ctranslate2_export_decodes_greedily_as_generate(imported, tmp_path)
     """CTranslate2 with Hugging Face's normalization: the same greedy strings (a hypothesis
     still open one token before the limit ends there, as generate forces). Its beam search
     stops by its own rule (patience), not generate's: beam 4 gave 30 of the 50 here."""
-    from keras_transformer.export import ctranslate2
+    from keras_transformer.export.ctranslate2_engine import Ctranslate2Translator
 
     result = run_main(export_command.main, "--model_dir", imported, "--output", tmp_path,
                       "--format", "ctranslate2")
     assert result.returncode == 0, result.stderr
-    engine = ctranslate2.Ctranslate2Translator(tmp_path, beam_size=1)
-    assert (engine.length_normalization, engine.alpha, engine.max_output_length) == ("hf", 1.0,
-                                                                                     63)
+    engine = Ctranslate2Translator(tmp_path, beam_size=1)
+    decoding = engine.decoding
+    assert (decoding.length_normalization, decoding.alpha, decoding.max_output_length) == (
+        "hf", 1.0, 63)
     source_ids = engine.tokenize(tf.constant(REFERENCE["sources"]))["source_ids"].numpy()
     best = engine.translate_n_best_ids(source_ids)["ids"][:, 0]
     assert [text.decode("utf-8") for text in engine.detokenize(best).numpy()] == (
@@ -258,7 +259,8 @@ def checkpoint_copy(tmp_path, **config_changes):
 
 @pytest.mark.parametrize("changes, message", [
     ({"normalize_before": True}, "normalize_before True is not supported"),
-    ({"activation_function": "tanh"}, "activation_function 'tanh' is not supported"),
+    ({"activation_function": "tanh"}, "activation_function must be one of swish, silu, gelu, relu, "
+                                     "got 'tanh'"),
     ({"decoder_layers": 3}, "encoder_layers 2 differs from decoder_layers 3"),
     ({"share_encoder_decoder_embeddings": False}, "share_encoder_decoder_embeddings False"),
     ({"decoder_vocab_size": 7}, "separate vocabularies are not supported"),

@@ -162,7 +162,7 @@ def test_every_search_keeps_each_item_once_and_kt_translate_puts_them_back(marku
     drawn = markup_n_best_lines(translator, masked, 6, 4, sampling=Sampling(1.0, 0, 5))
     for line, best in zip(masked, drawn):
         tagged = any(item.kind == "tag" for item in line.items)
-        assert (1 <= len(best) <= translator.beam_size) if tagged else (len(best) == 6)
+        assert (1 <= len(best) <= translator.decoding.beam_size) if tagged else (len(best) == 6)
     untagged = [markup.without_tags(line) for line in masked]
     plain = n_best_lines(translator, [line.text for line in untagged], 1, 4,
                          markup_items=[line.items for line in untagged])

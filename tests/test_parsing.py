@@ -20,7 +20,8 @@ from keras_transformer.data import evalb, trees
 from keras_transformer.export import export_command, flags, parse, translate
 from keras_transformer.export.translator import Translator
 from keras_transformer.model_dir import config_file, layout
-from keras_transformer.model_dir.decoding_config import DECODE_PRESETS
+from keras_transformer.model_dir.decoding_config import preset_of
+from keras_transformer.search.settings import PRESETS
 from keras_transformer.trainer import task
 
 # A short kt-train run on the treebank: enough for two evaluations by F1, not to learn it (the
@@ -91,12 +92,12 @@ def test_transformer_parsing_wsj_is_section_6_3():
 ])
 def test_decode_presets_fill_only_what_is_not_given(argv, run_data, expected):
     config = flags.decoding_from_flags(translate.parse_args(["--model_dir", "m", *argv]))
-    config = config.with_preset(run_data)
+    config = config.with_preset(preset_of(run_data))
     assert (config.beam_size, config.alpha, config.extra_length) == expected
-    config = config.with_preset(run_data)  # again: nothing changes
+    config = config.with_preset(preset_of(run_data))  # again: nothing changes
     assert (config.beam_size, config.alpha, config.extra_length) == expected
     parsed = flags.decoding_from_flags(parse.parse_args(["--model_dir", "m"]))
-    parsed = parsed.with_preset("bible_en_es")  # kt-parse's preset is parsing
+    parsed = parsed.with_preset(preset_of("bible_en_es"))  # kt-parse's preset is parsing
     assert (parsed.beam_size, parsed.alpha, parsed.extra_length) == (21, 0.3, 300)
 
 
@@ -136,7 +137,7 @@ def decode_test_trees(parser_dir, wsj, beam_size, tree_leaves="words", count=Non
     loaded = model_dir.load(parser_dir)
     gold = [tree for _, _, tree in data.get_source(f"ptb:{wsj}").trees("test")][:count]
     sources = tf.constant([" ".join(tree.words()) for tree in gold])
-    preset = DECODE_PRESETS["parsing"]
+    preset = PRESETS["parsing"]
     translator = Translator(loaded.model, loaded.vocabulary, beam_size=beam_size,
                             alpha=preset["alpha"], extra_length=preset["extra_length"],
                             max_input_length=loaded.run.data.max_pair_length, max_batch_size=400,

@@ -149,7 +149,8 @@ def _wrong_library_imports(graph):
 
 
 def test_the_model_librarys_floors_point_down():
-    assert not _wrong_library_imports(_graph()), "\n".join(_wrong_library_imports(_graph()))
+    wrong = _wrong_library_imports(_graph())
+    assert not wrong, "\n".join(wrong)
 
 
 def test_a_layer_importing_the_search_or_training_fails_the_floors():

@@ -13,7 +13,7 @@ import keras_transformer as kt
 from keras_transformer import data
 from keras_transformer.data import evalb, trees
 from keras_transformer.model_dir.checkpoints import step_of
-from keras_transformer.search.decode import beam_decode, greedy_decode, output_limits
+from keras_transformer.search.decode import beam_decode, greedy_decode
 from keras_transformer.trainer.callbacks import inner_optimizer, scalar
 
 
@@ -26,22 +26,16 @@ def translate_ids(model, source_ids, decoding, *, batch_size=64, tree_constraint
     trees."""
     outputs = [None] * len(source_ids)
     mt_lstm = isinstance(model, kt.MTLSTM)
-    beam_size = decoding.beam_size
-    limits = dict(extra_length=decoding.extra_length,
-                  max_output_length=decoding.max_output_length)
-    if mt_lstm and (beam_size > 1 or tree_constraints):
+    if mt_lstm and (decoding.beam_size > 1 or tree_constraints):
         raise ValueError("an MT-LSTM translates greedily (beam_size 1), without constraint")
     for rows, batch in data.length_sorted_batches(source_ids, batch_size):
         tree = tree_constraints(tf.constant(batch, tf.int32)) if tree_constraints else None
         if mt_lstm:
-            ids = model.greedy_translate(batch, output_limits(batch.shape[1], **limits))
-        elif beam_size > 1:
-            ids, _ = beam_decode(model, batch, beam_size=beam_size, alpha=decoding.alpha,
-                                 tree_constraint=tree,
-                                 length_normalization=decoding.length_normalization, **limits)
-            ids = ids[:, 0]
+            ids = model.greedy_translate(batch, decoding.output_limits(batch.shape[1]))
+        elif decoding.beam_size > 1:
+            ids = beam_decode(model, batch, decoding, tree_constraint=tree)[0][:, 0]
         else:
-            ids, _ = greedy_decode(model, batch, tree_constraint=tree, **limits)
+            ids, _ = greedy_decode(model, batch, decoding, tree_constraint=tree)
         for row, row_ids in zip(rows, ids.numpy()):
             outputs[row] = row_ids
     return outputs

@@ -8,8 +8,8 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer import data
-from keras_transformer.model_dir import averaging, checkpoints, layout
-from keras_transformer.model_dir.decoding_config import DecodingConfig
+from keras_transformer.model_dir import averaging, checkpoints, decoding_config, layout
+from keras_transformer.search.settings import DecodingConfig
 from keras_transformer.trainer import callbacks, distribute, evaluation
 from keras_transformer.trainer.preparation import bucket_growth
 
@@ -85,8 +85,8 @@ class TrainingLoop:
         leaves = data.treebank.leaves_of(run.data.corpus) if parsing else None
         # The dev BLEU decodes as kt-translate would decode this model (greedy, or the beam
         # --eval_beam_size asks for): its alpha, length normalization and output limit.
-        decoding = DecodingConfig(beam_size=run.evaluation.beam_size).resolved_for(
-            self.setup.hp, run.data)
+        decoding = decoding_config.resolved_for(
+            DecodingConfig(beam_size=run.evaluation.beam_size), self.setup.hp, run.data)
         return evaluation.Evaluation(
             dev, self.setup.vocabulary, sources=sources, references=references,
             every=run.evaluation.every, decoding=decoding, writer=writer, keep_best=self.best,

@@ -28,7 +28,7 @@ from keras import ops
 
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.models.recurrent import bidirectional_lstm
-from keras_transformer.search.decode import graph_function
+from keras_transformer.search.contract import graph_function
 from keras_transformer.training.token_level import TokenLevelTraining
 
 

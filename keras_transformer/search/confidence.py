@@ -26,8 +26,8 @@ import typing
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.search.decode import members
 from keras_transformer.search.scoring import target_mask
+from keras_transformer.search.settings import members
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 
 COVERED = 0.5  # attention a source subword must receive, summed over the translation's tokens

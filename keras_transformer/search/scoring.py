@@ -11,7 +11,9 @@ import tensorflow as tf
 
 from keras_transformer.layers.masks import padding_mask
 from keras_transformer.search.beam import length_penalty
-from keras_transformer.search.decode import graph_function, members, without_padding
+from keras_transformer.search.contract import graph_function
+from keras_transformer.search.settings import members
+from keras_transformer.search.steps import without_padding
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 
 

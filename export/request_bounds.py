@@ -1,0 +1,106 @@
+"""What one request to a `Translator` may cost, bounded: how many sentences, how many bytes of
+each are read, how many beam positions one search holds. Checked in the graph, so TF Serving
+answers a request past a bound with an INVALID_ARGUMENT error naming it instead of running it.
+"""
+
+import dataclasses
+
+import tensorflow as tf
+
+from keras_transformer.model_dir import ConfigError
+
+# The least value of each bound: the one place they are stated (kt-translate's and kt-export's
+# flags parse with `bound_problem`, as RequestBounds checks itself).
+MINIMUMS = {"max_batch_size": 1, "max_input_bytes": 1, "max_search_positions": 1}
+
+
+def bound_problem(name, value):
+    """What is wrong with `value` for the bound `name` ("must be at least 1, got 0"), or
+    None."""
+    if not MINIMUMS[name] <= value < float("inf"):
+        return f"must be at least {MINIMUMS[name]}, got {value}"
+    return None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RequestBounds:
+    """The bounds of one request to a translator decoding with beams of `beam_size` and outputs
+    of at most `longest_output` tokens.
+
+    Attributes:
+        max_batch_size: most sentences a call may carry.
+        max_input_bytes: bytes of a text read at most.
+        max_search_positions: most positions one search may hold: sentences x beam size x the
+            longest output limit among them (their memory and time grow with it), checked
+            before the search; more is an INVALID_ARGUMENT error naming it. So a server takes
+            64 short sentences or 8 long ones and refuses 64 long ones. At least beam_size x
+            longest_output (one sentence always fits). It counts the request as sent: under
+            jit_compile the padded shapes hold more. None: no bound beyond max_batch_size and
+            the decoding's input and output lengths.
+        beam_size, longest_output: the decoding's (`DecodingConfig`), which
+            max_search_positions counts in.
+
+    Raises:
+        ConfigError: a bound out of its range, by name.
+    """
+
+    max_batch_size: int
+    max_input_bytes: int
+    max_search_positions: int | None
+    beam_size: int
+    longest_output: int
+
+    def __post_init__(self):
+        for name in MINIMUMS:
+            value = getattr(self, name)
+            problem = None if value is None else bound_problem(name, value)
+            if problem:
+                raise ConfigError(f"{name} {problem}")
+        one_sentence = self.beam_size * self.longest_output  # one at its longest always fits
+        if self.max_search_positions is not None and self.max_search_positions < one_sentence:
+            raise ConfigError(f"max_search_positions must be at least {one_sentence}, got "
+                              f"{self.max_search_positions}")
+
+    def check_batch(self, batch_size):
+        """An assertion that `batch_size` sentences are within max_batch_size."""
+        return tf.debugging.assert_less_equal(
+            batch_size, tf.cast(self.max_batch_size, batch_size.dtype),
+            message=f"too many sentences in one request: the limit (max_batch_size) is "
+                    f"{self.max_batch_size}; split the batch")
+
+    def _check_search(self, limits, beams):
+        """An assertion that a search of `beams` hypotheses a sentence under `limits` (int32
+        [batch]) holds at most max_search_positions positions; None where there is no bound."""
+        if self.max_search_positions is None:
+            return None
+        longest = tf.reduce_max(tf.concat([limits, [0]], 0))
+        positions = (tf.cast(tf.size(limits), tf.int64) * beams) * tf.cast(longest, tf.int64)
+        return tf.debugging.assert_less_equal(
+            positions, tf.constant(self.max_search_positions, tf.int64),
+            message=f"a search past the limit (max_search_positions) of "
+                    f"{self.max_search_positions} positions: sentences x beam size ({beams}) x "
+                    f"the longest output limit; send fewer or shorter sentences")
+
+    def rows_within_bound(self, longest_limit):
+        """int32: the most sentences one beam search may take when the longest output limit
+        among them is `longest_limit` (int32): max_batch_size, or fewer under
+        max_search_positions (never fewer than 1: one sentence always fits)."""
+        if self.max_search_positions is None:
+            return tf.constant(self.max_batch_size, tf.int32)
+        fit = self.max_search_positions // (
+            self.beam_size * tf.maximum(tf.cast(longest_limit, tf.int64), 1))
+        return tf.cast(tf.clip_by_value(fit, 1, self.max_batch_size), tf.int32)
+
+    def checked_search(self, source_ids, limits, beams):
+        """`source_ids` (int32 [batch, length]), to be read only after the check that a search
+        of `beams` hypotheses a sentence under `limits` (int32 [batch]) stays within
+        max_search_positions has passed (an INVALID_ARGUMENT error naming the limit if not)."""
+        check = self._check_search(limits, beams)
+        if check is None:
+            return source_ids
+        with tf.control_dependencies([check]):
+            return tf.identity(source_ids)
+
+    def settings(self):
+        """The bounds, as a JSON-able dict (for export.json)."""
+        return {name: getattr(self, name) for name in MINIMUMS}
