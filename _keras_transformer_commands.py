@@ -91,7 +91,7 @@ def kt_export(argv=None):
 
 
 def kt_attention(argv=None):
-    return run("keras_transformer.export.attention", argv)
+    return run("keras_transformer.export.attention_figures", argv)
 
 
 def kt_score(argv=None):

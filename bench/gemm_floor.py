@@ -51,7 +51,7 @@ def products_alone(model, batch, beam, source_length, new_tokens):
         memory = [x @ layer.encoder_decoder_attention.key_kernel
                   + x @ layer.encoder_decoder_attention.value_kernel
                   for layer in model.decoder_layers]
-        # Made once per decode, as decoding.cached_step makes it.
+        # Made once per decode, as search.steps.cached_step makes it.
         output_kernel = model.output_kernel()
 
         def step(index, h):

@@ -17,8 +17,8 @@
   matrix made once beforehand (`output_kernel`, as `Transformer.init_cache` does).
 - Top-k of a beam-search step: the 2 x beam best logits of each of its rows (beam 4 x 32
   sentences, and the parser's beam 21 x 32) over the vocabulary, `tf.math.top_k` against
-  `search.vocabulary_top_k` (the best chunks' maxima first, then top-k among their ids); and
-  over a vocabulary one id smaller (31,999 has no divisor in [16, 64]: padded to chunks).
+  `search.contract.vocabulary_top_k` (the best chunks' maxima first, then top-k among their ids);
+  and over a vocabulary one id smaller (31,999 has no divisor in [16, 64]: padded to chunks).
 
 Each figure is the median of --repeats timed rounds, the variants alternating within a round.
 
@@ -35,7 +35,7 @@ import tensorflow as tf
 
 import keras_transformer as kt
 from bench.common import append_results, markdown_table
-from keras_transformer.search import contract as search
+from keras_transformer.search import contract
 
 ADAM = dict(learning_rate=1e-4, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
 
@@ -124,7 +124,7 @@ def beam_step_top_k(rows, k, vocab_size):
     logits = tf.random.normal([rows, vocab_size], stddev=3.0)
     functions = {}
     for name, top_k in (("tf.math.top_k", tf.math.top_k),
-                        ("search.vocabulary_top_k", search.vocabulary_top_k)):
+                        ("search.contract.vocabulary_top_k", contract.vocabulary_top_k)):
         compiled = tf.function(lambda top_k=top_k: top_k(logits, k)[1])
         functions[name] = lambda compiled=compiled: compiled().numpy()
     return f"top-{k} of {rows} rows over a {vocab_size:,}-id vocabulary", functions, 50

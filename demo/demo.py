@@ -23,7 +23,7 @@ import tensorflow as tf
 from keras_transformer import cli, data, model_dir
 from keras_transformer.cli import at_least
 from keras_transformer.errors import UserError
-from keras_transformer.export import attention
+from keras_transformer.export import attention_figures as attention
 from keras_transformer.export.lines import print_scores, translate_lines
 from keras_transformer.export.saved_model import export, provenance
 from keras_transformer.export.translator import Translator

@@ -17,6 +17,7 @@ from keras_transformer.export.ctranslate2 import (
     Ctranslate2Error,
     _ctranslate2,
 )
+from keras_transformer.export.request_bounds import input_bytes
 from keras_transformer.export.translator import RECORDED, source_ids_of
 from keras_transformer.search.beam import length_penalty
 from keras_transformer.search.settings import DecodingConfig
@@ -108,7 +109,7 @@ class Ctranslate2Translator:
             # An export before the table's rows were recorded has the sinusoids' POSITIONS, or
             # a learned table its recorded limits already respect.
             None, max_positions=self.recorded.get("max_positions", POSITIONS))
-        self.max_input_bytes = 16 * self.decoding.max_input_length
+        self.max_input_bytes = input_bytes(self.decoding.max_input_length)
         self.patience = PATIENCE if patience is None else patience
         if not 1 <= self.patience < float("inf"):
             raise ValueError(f"patience must be >= 1, got {self.patience}")

@@ -51,6 +51,7 @@ import time
 
 from keras_transformer.cli import at_least
 from keras_transformer.errors import UserError
+from keras_transformer.export import request_bounds
 from keras_transformer.export.ctranslate2 import QUANTIZATIONS, export_ctranslate2
 from keras_transformer.export.flags import (
     add_decoding_flags,
@@ -71,10 +72,12 @@ def parse_args(argv=None):
                         help="directory of versions; the export goes to OUTPUT/<version>")
     parser.add_argument("--version", type=at_least(1),
                         help="version number (default: one more than the highest in --output)")
-    parser.add_argument("--max_batch_size", type=at_least(1), default=64,
+    parser.add_argument("--max_batch_size", type=request_bounds.flag_type("max_batch_size"),
+                        default=64,
                         help="most sentences one request may carry; more is an error "
                              "(default %(default)s)")
-    parser.add_argument("--max_search_positions", type=at_least(1),
+    parser.add_argument("--max_search_positions",
+                        type=request_bounds.flag_type("max_search_positions"),
                         help="most positions one beam search of a request may hold: sentences "
                              "x beam size x the longest output limit among them (what its "
                              "memory and time grow with), at least beam size x "

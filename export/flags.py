@@ -35,7 +35,7 @@ def add_batch_size_flag(parser, what):
 
 def with_batch_size(args):
     """`args` with --batch_size set: the user's, or `devices.decode_batch_size()` (as
-    `DecodingConfig.resolved` sets it)."""
+    `model_dir.decoding_config.resolved` sets it)."""
     if args.batch_size is None:
         args.batch_size = devices.decode_batch_size()
     return args

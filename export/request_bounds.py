@@ -4,14 +4,20 @@ answers a request past a bound with an INVALID_ARGUMENT error naming it instead 
 """
 
 import dataclasses
+import functools
 
 import tensorflow as tf
 
+from keras_transformer import cli
 from keras_transformer.model_dir import ConfigError
+from keras_transformer.search.settings import DecodingConfig
 
-# The least value of each bound: the one place they are stated (kt-translate's and kt-export's
-# flags parse with `bound_problem`, as RequestBounds checks itself).
+# The least value of each bound: the one place they are stated (kt-export's flags parse with
+# `flag_type`, as RequestBounds checks itself).
 MINIMUMS = {"max_batch_size": 1, "max_input_bytes": 1, "max_search_positions": 1}
+# Bytes of a text read at most for each input token by default: far more than real text needs,
+# so that tokenizing a huge string costs no more than a long one.
+BYTES_PER_TOKEN = 16
 
 
 def bound_problem(name, value):
@@ -22,10 +28,20 @@ def bound_problem(name, value):
     return None
 
 
+def flag_type(name):
+    """The argparse type of the bound `name`: an int within `MINIMUMS`' bound."""
+    return cli.checked(int, functools.partial(bound_problem, name))
+
+
+def input_bytes(max_input_length):
+    """The default max_input_bytes of inputs of at most `max_input_length` tokens."""
+    return BYTES_PER_TOKEN * max_input_length
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RequestBounds:
-    """The bounds of one request to a translator decoding with beams of `beam_size` and outputs
-    of at most `longest_output` tokens.
+    """The bounds of one request to a translator decoding as `decoding` says (its beam size, and
+    its max_output_length, the longest output).
 
     Attributes:
         max_batch_size: most sentences a call may carry.
@@ -37,8 +53,8 @@ class RequestBounds:
             longest_output (one sentence always fits). It counts the request as sent: under
             jit_compile the padded shapes hold more. None: no bound beyond max_batch_size and
             the decoding's input and output lengths.
-        beam_size, longest_output: the decoding's (`DecodingConfig`), which
-            max_search_positions counts in.
+        decoding: the translator's `DecodingConfig`, every field a search reads set
+            (`DecodingConfig.for_model`).
 
     Raises:
         ConfigError: a bound out of its range, by name.
@@ -47,8 +63,7 @@ class RequestBounds:
     max_batch_size: int
     max_input_bytes: int
     max_search_positions: int | None
-    beam_size: int
-    longest_output: int
+    decoding: DecodingConfig
 
     def __post_init__(self):
         for name in MINIMUMS:
@@ -56,7 +71,8 @@ class RequestBounds:
             problem = None if value is None else bound_problem(name, value)
             if problem:
                 raise ConfigError(f"{name} {problem}")
-        one_sentence = self.beam_size * self.longest_output  # one at its longest always fits
+        # One sentence at its longest always fits.
+        one_sentence = self.decoding.beam_size * self.decoding.max_output_length
         if self.max_search_positions is not None and self.max_search_positions < one_sentence:
             raise ConfigError(f"max_search_positions must be at least {one_sentence}, got "
                               f"{self.max_search_positions}")
@@ -88,7 +104,7 @@ class RequestBounds:
         if self.max_search_positions is None:
             return tf.constant(self.max_batch_size, tf.int32)
         fit = self.max_search_positions // (
-            self.beam_size * tf.maximum(tf.cast(longest_limit, tf.int64), 1))
+            self.decoding.beam_size * tf.maximum(tf.cast(longest_limit, tf.int64), 1))
         return tf.cast(tf.clip_by_value(fit, 1, self.max_batch_size), tf.int32)
 
     def checked_search(self, source_ids, limits, beams):

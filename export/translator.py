@@ -12,7 +12,7 @@ from keras_transformer import model_dir
 from keras_transformer.data import treebank
 from keras_transformer.data.vocab import append_end_of_sentence
 from keras_transformer.export.constrained import IDS, ConstrainedSearches
-from keras_transformer.export.request_bounds import RequestBounds
+from keras_transformer.export.request_bounds import RequestBounds, input_bytes
 from keras_transformer.export.xla_padding import XlaShapes
 from keras_transformer.model_dir import decoding_config
 from keras_transformer.model_dir.decoding_config import load_members
@@ -95,9 +95,8 @@ class Translator(ConstrainedSearches, tf.Module):
         self.decoding = decoding.for_model(model)
         self.bounds = RequestBounds(
             max_batch_size=max_batch_size,
-            max_input_bytes=max_input_bytes or 16 * self.decoding.max_input_length,
-            max_search_positions=max_search_positions, beam_size=self.decoding.beam_size,
-            longest_output=self.decoding.max_output_length)
+            max_input_bytes=max_input_bytes or input_bytes(self.decoding.max_input_length),
+            max_search_positions=max_search_positions, decoding=self.decoding)
         self.model = model
         self.vocabulary = vocabulary
         # Keras keeps the model's layers in lists that tf.Module does not follow; the SavedModel
@@ -164,7 +163,7 @@ class Translator(ConstrainedSearches, tf.Module):
         return length_penalty(lengths, self.decoding.alpha,
                               self.decoding.length_normalization)
 
-    # Without autograph (keras_transformer.search.decode.graph_function): kt-export's
+    # Without autograph (keras_transformer.search.contract.graph_function): kt-export's
     # serving_default traced in 1.5 s instead of 4.5 s.
     @graph_function(input_signature=[TEXTS])
     def tokenize(self, texts):

@@ -55,7 +55,6 @@ from keras_transformer.model_dir.layout import (
     WORDS_FILE,
 )
 from keras_transformer.model_dir.loading import (
-    DTYPES,
     Loaded,
     ModelDirError,
     best_checkpoint,
@@ -63,6 +62,7 @@ from keras_transformer.model_dir.loading import (
     load,
     load_calibration,
 )
+from keras_transformer.search.settings import DTYPES  # the dtypes a model decodes in
 
 __all__ = [
     "AVERAGED_DIR", "BEST_DIR", "BatchingConfig", "CALIBRATION_FILE", "CHECKPOINT_DIR",

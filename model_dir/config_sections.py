@@ -6,8 +6,7 @@ import dataclasses
 
 from keras_transformer import data
 from keras_transformer.errors import UserError, check_one_of
-from keras_transformer.hparams import HParams, HParamsError, field_names
-from keras_transformer.search.settings import MINIMUMS as DECODING_MINIMUMS
+from keras_transformer.hparams import DECODING_MINIMUMS, HParams, HParamsError, field_names
 
 KEEP_BEST_METRICS = ("bleu", "chrf", "loss", "f1")  # f1: a parser's (EVALB)
 PRECISIONS = ("none", "mixed_float16", "mixed_bfloat16", "auto")
@@ -144,7 +143,7 @@ class EvaluationConfig(_Section):
     """Dev evaluation during training, and what it decides (the best checkpoint, stopping)."""
 
     NAME = "evaluation"
-    # The beam's least size is the decoding's (`search.settings.MINIMUMS`): one rule.
+    # The beam's least size is the decoding's (`hparams.DECODING_MINIMUMS`): one rule.
     LIMITS = {"every": (1, None), "sentences": (0, None),
               "beam_size": (DECODING_MINIMUMS["beam_size"], None),
               "early_stopping": (0, None)}

@@ -7,10 +7,9 @@ import h5py
 
 import keras_transformer as kt
 from keras_transformer import data
-from keras_transformer.errors import UserError, check_one_of
+from keras_transformer.errors import UserError
 from keras_transformer.model_dir import checkpoints, config, config_file, layout
 from keras_transformer.search.confidence import Calibration
-from keras_transformer.search.settings import DTYPES
 
 
 class ModelDirError(UserError):
@@ -111,7 +110,8 @@ def load(model_dir, checkpoint=None, dtype="float32", ema=None, model="transform
         model_dir: a directory written by kt-train.
         checkpoint: a checkpoint directory (e.g. model_dir/averaged/ckpt-N from kt-average), or
             "best": the one `kt-train --keep_best` kept.
-        dtype: one of `DTYPES`, the Keras dtype policy of the model; the checkpoint's float32
+        dtype: the Keras dtype policy of the model (`DecodingConfig` offers `DTYPES`:
+            float32, mixed_bfloat16, bfloat16); the checkpoint's float32
             weights are rounded to it.
         ema: for a run trained with --ema_decay, its moving averages of the weights (None: when
             the checkpoint holds them, as kt-train's own do; averaged checkpoints do not) or the
@@ -137,7 +137,6 @@ def load(model_dir, checkpoint=None, dtype="float32", ema=None, model="transform
         raise ModelDirError(str(error)) from None
     vocabulary = data.load_vocabulary(vocab_path)
     vocabulary.check_size(run.model.vocab_size, f"{model_dir / layout.CONFIG_FILE}")
-    check_one_of("dtype", dtype, DTYPES, ValueError)
     kind = run.model.hparams.model
     if kind != model:
         raise ModelDirError(f"{model_dir} holds a model of kind {kind!r} "

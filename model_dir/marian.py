@@ -22,7 +22,7 @@ vocab.json, and writes a model_dir that kt-translate, kt-score, kt-export, kt-at
 
 Decoding defaults come with it (hparams decode_*): generate's num_beams, length_penalty and
 max_length (less the start token), and Hugging Face's length normalization
-(`beam_search.length_penalty`'s "hf"), so that kt-translate gives what `generate` gives.
+(`search.beam.length_penalty`'s "hf"), so that kt-translate gives what `generate` gives.
 
 A config field the model cannot represent is refused by name (a pre-norm or embedding-normalized
 BART-style model, separate vocabularies, untied output embeddings, unequal encoder and decoder

@@ -1,10 +1,11 @@
-"""kt-attention and export.attention: a sentence's attention maps, drawn as heatmaps."""
+"""kt-attention and export.attention_figures: a sentence's attention maps, drawn as heatmaps."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer.export import Translator, attention
+from keras_transformer.export import Translator
+from keras_transformer.export import attention_figures as attention
 
 TEXT = "And God said, Let there be light: and there was light."
 

@@ -127,8 +127,9 @@ def test_unknown_field_lists_the_valid_ones():
     ("ffn_activation", "tanh", "'ffn_activation' must be one of"),
     ("sinusoid_layout", "concatenated", "'sinusoid_layout' must be one of"),
     ("attention_bias", 1, "'attention_bias' must be bool"),
-    ("decode_alpha", -0.1, "'decode_alpha' must be a finite number >= 0"),
-    ("decode_alpha", float("inf"), "'decode_alpha' must be a finite number >= 0"),
+    ("decode_alpha", -0.1, "'decode_alpha' must be at least 0.0, got -0.1"),
+    ("decode_alpha", float("inf"), "'decode_alpha' must be at least 0.0, got inf"),
+    ("decode_beam_size", 0, "'decode_beam_size' must be at least 1, got 0"),
     ("cooldown_fraction", 1.0, r"'cooldown_fraction' must be in \[0, 1\)"),
 ])
 def test_bad_values_are_refused_with_the_field_named(field, value, message):

@@ -82,7 +82,7 @@ def test_leaves_that_would_read_as_brackets_are_escaped():
     # Written, the words' brackets are escaped too, so the tree reads back (as the PTB's words).
     assert str(back) == "(TOP (X (XX -LRB-) (XX -RRB-x) (XX f-LRB-x-RRB-)))"
     assert tree(str(back)).words() == ["-LRB-", "-RRB-x", "f-LRB-x-RRB-"]
-    with pytest.raises(ValueError, match="leaves='pos'"):
+    with pytest.raises(ValueError, match="leaves must be one of words, tags, XX, got 'pos'"):
         trees.linearize(tree_, "pos")
 
 

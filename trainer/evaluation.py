@@ -19,7 +19,7 @@ from keras_transformer.trainer.callbacks import inner_optimizer, scalar
 
 def translate_ids(model, source_ids, decoding, *, batch_size=64, tree_constraints=None):
     """Translations of int [n, length] source ids, as a list of id arrays, decoded as
-    `decoding` says (a resolved `DecodingConfig`: `DecodingConfig.resolved` or
+    `decoding` says (a resolved `DecodingConfig`: model_dir.decoding_config `resolved` or
     `resolved_for`): greedy, or the best of a beam search when its beam_size > 1 (a
     Transformer's; an MT-LSTM's are greedy), with its alpha, length normalization and output
     limit; for a parser, `tree_constraints` (`data.treebank.tree_constraints`) holds them to
@@ -112,7 +112,7 @@ class Evaluation(keras.callbacks.Callback):
         sources, references: dev sentences (str) for BLEU; may be empty.
         every: steps between evaluations.
         decoding: how the dev sources are translated for BLEU, a resolved `DecodingConfig`
-            (the Trainer's: the model's own, `DecodingConfig.resolved_for`, with
+            (the Trainer's: the model's own, `decoding_config.resolved_for`, with
             --eval_beam_size; beam_size 1 is greedy): its max_input_length cuts them, as the
             Translator cuts its inputs. None without `sources`.
         writer: TensorBoard writer, or None.

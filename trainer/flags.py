@@ -3,12 +3,14 @@ and the Trainer's error messages written back in flag names. kt-train (task.py) 
 which passes kt-train's flags on, both use it."""
 
 import argparse
+import functools
 import re
 
 from keras_transformer import cli, data
 from keras_transformer.cli import at_least, renamed
 from keras_transformer.data import source_flags
 from keras_transformer.errors import UserError
+from keras_transformer.hparams import decoding_bound_problem
 from keras_transformer.model_dir import config, layout
 from keras_transformer.runtime import devices
 from keras_transformer.trainer import callbacks, runner
@@ -102,7 +104,8 @@ def argument_parser():
     add("--eval_sentences", type=at_least(0),
         help=f"dev sentences translated for BLEU, spread evenly over the dev split (default "
              f"{defaults.eval_sentences}; 0: none)")
-    add("--eval_beam_size", type=at_least(1),
+    add("--eval_beam_size", type=cli.checked(int, functools.partial(decoding_bound_problem,
+                                                                     "beam_size")),
         help=f"beam size of the dev BLEU (default {defaults.eval_beam_size}: greedy); the "
              f"rest decodes as kt-translate decodes the model")
     add("--keep_best", choices=sorted(config.KEEP_BEST_METRICS),

@@ -1,33 +1,11 @@
-"""kt-import --from marian: a Hugging Face Marian checkpoint (an OPUS-MT model) as a model_dir
-(`model_dir.marian.import_marian`). Beside kt-train's and kt-average's commands: each writes
-a model_dir that kt-translate, kt-export and kt-train --init_from read.
+"""kt-import --from marian: a Hugging Face Marian checkpoint (an OPUS-MT model) as a model_dir.
 
     kt-import --from marian opus-mt-en-es --model_dir runs/opus-mt-en-es
 
-The OPUS-MT models (Tiedemann & Thottingal 2020, trained with Marian) are the paper's
-Transformer with a few choices of their own, each an hparams option here (the paper's sets
-unchanged): the swish activation, biases on the attention projections, sinusoids laid out as
-every sine then every cosine, a bias on the logits (final_logits_bias), layer normalization's
-epsilon 1e-5, and two SentencePiece models with one id space (`data.MarianVocabulary`). The
-import reads config.json (and generation_config.json, for the decoding defaults), the weights
-(model.safetensors or pytorch_model.bin, `hf_checkpoint`), source.spm, target.spm and
-vocab.json, and writes a model_dir that kt-translate, kt-score, kt-export, kt-attention and
-`kt-train --init_from` read as any other:
-
-    config.json            hparams (transformer_base overridden with what the config says),
-                           vocab_size, data.max_pair_length (= max_positions, the table's rows)
-    vocab.marian           the vocabulary, ids moved so that <pad> is 0 and </s> 1 (the
-                           embedding rows and the logits' bias moved alike)
-    checkpoints/ckpt-0/    the weights
-    imported.json          where they came from, and the checkpoint's decoding defaults
-
-Decoding defaults come with it (hparams decode_*): generate's num_beams, length_penalty and
-max_length (less the start token), and Hugging Face's length normalization
-(`beam_search.length_penalty`'s "hf"), so that kt-translate gives what `generate` gives.
-
-A config field the model cannot represent is refused by name (a pre-norm or embedding-normalized
-BART-style model, separate vocabularies, untied output embeddings, unequal encoder and decoder
-shapes, an activation other than swish/silu, gelu or relu).
+The command of `model_dir.marian.import_marian`, beside kt-train's and kt-average's: each
+writes a model_dir that kt-translate, kt-export and kt-train --init_from read. What the import
+reads and writes, and what it refuses, is model_dir/marian.py's docstring (and
+docs/pretrained.md).
 """
 
 import argparse

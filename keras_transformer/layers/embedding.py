@@ -63,7 +63,7 @@ class SharedEmbedding(keras.layers.Layer):
 
         Made inside a step, TensorFlow folds the transpose into the matmul, and oneDNN's float32
         matmul against a matrix it reads transposed is slower: 36 against 22 ms for 128 rows and
-        32k ids (bench.optimisations). Searches make the kernel once (`decoding.cached_step`)
+        32k ids (bench.optimisations). Searches make the kernel once (`steps.cached_step`)
         and pass it to `Transformer.decode_cached`.
         """
         return ops.transpose(ops.cast(self.embeddings, self.compute_dtype))

@@ -349,7 +349,7 @@ class Transformer(TokenLevelTraining, keras.Model):
                 keys and values are appended to it, and `step` must be the number of positions
                 it holds. False: they are written at `step` into its preallocated buffers.
             output_kernel: `self.output_kernel()`, made once before the steps (as
-                `decoding.cached_step` does): the projection then reads a [d_model, vocab_size]
+                `steps.cached_step` does): the projection then reads a [d_model, vocab_size]
                 matrix, which float32 matmuls read faster than the transposed embedding. None
                 makes it in this call.
 

@@ -1,5 +1,5 @@
 """Beam search with the GNMT length penalty and early termination (paper section 6.1), a pure
-function of a step function and a cache (the contract is in search.py).
+function of a step function and a cache (the contract is in contract.py).
 
 Beside GNMT's, it offers Hugging Face `generate`'s ranking ("hf"), so that an imported model
 (model_dir/marian.py) translates as it did there: log-probability / length ** alpha, and a
@@ -24,6 +24,7 @@ from keras_transformer.search.contract import (
     write_position,
 )
 from keras_transformer.search.processors import Layout, start_processors
+from keras_transformer.search.settings import DecodingConfig
 from keras_transformer.token_ids import EOS_ID, PAD_ID
 
 
@@ -99,7 +100,7 @@ def beam_search(step_fn, cache, max_lengths, *, beam_size=4, alpha=0.6, buffer_l
             the longest limit (same result, for tests and benchmarks).
         processors: a list of decoding processors (processors.py), applied in order to every
             step's logits: e.g. `processors.PrefixForcing` (every hypothesis of a sentence
-            starts with its target prefix), `tree_constraint.TreeConstraint` (only well-formed
+            starts with its target prefix), `constraints.tree.TreeConstraint` (only well-formed
             trees, for a parser). Their states are reordered with the hypotheses.
         length_normalization: "gnmt" (as above) or "hf": Hugging Face generate's ranking and
             stopping rule (the module docstring), and a hypothesis's last token at its limit
@@ -111,13 +112,8 @@ def beam_search(step_fn, cache, max_lengths, *, beam_size=4, alpha=0.6, buffer_l
         scores float32 [batch, beam_size], best first; -inf where fewer hypotheses exist, as
         for a sentence whose limit is 0 or whose processors leave no token).
     """
-    if beam_size < 1:
-        raise ValueError(f"beam_size must be at least 1, got {beam_size}")
-    check_one_of("length_normalization", length_normalization, LENGTH_NORMALIZATIONS,
-                 ValueError)
-    if not 0 <= alpha < float("inf"):
-        raise ValueError(f"alpha must be a finite number >= 0 (a negative one would favour "
-                         f"endless hypotheses), got {alpha}")
+    # Checked as every decoding setting is (a negative alpha would favour endless hypotheses).
+    DecodingConfig(beam_size=beam_size, alpha=alpha, length_normalization=length_normalization)
     batch = batch_size(cache)
     max_lengths, buffer_length = limits_and_buffer(max_lengths, batch, buffer_length)
     beams = beam_size

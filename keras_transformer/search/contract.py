@@ -1,7 +1,7 @@
 """What the searches over output sequences share (paper section 6.1): the step-function
 contract, per-sentence length limits and the while loop's shapes.
 
-Each search (beam_search.py; sampling.py: greedy decoding and sampling) is a pure function of a
+Each search (beam.py; sampling.py: greedy decoding and sampling) is a pure function of a
 step function and a cache, in the manner of the TF Model Garden's beam search, so it knows
 nothing about the model and compiles into one `tf.while_loop` that runs inside `tf.function`,
 under `jit_compile=True` and in an exported SavedModel:
@@ -11,7 +11,7 @@ under `jit_compile=True` and in an exported SavedModel:
 `ids` are the tokens at position `step` (`start_id` at step 0), one per hypothesis; `cache` is any
 nest of tensors whose leading dimension is `rows`, returned with the same structure and leading
 dimension. A search with several hypotheses a sentence (beam search) gives each sentence
-consecutive rows, rows = batch x hypotheses (`tf.repeat`, not `tf.tile`): `decoding.cached_step`
+consecutive rows, rows = batch x hypotheses (`tf.repeat`, not `tf.tile`): `steps.cached_step`
 relies on it, keeping the encoder's keys and values one row a sentence. The cache's other
 dimensions may change from step to step (a cache that grows by a position a step, as
 `Transformer.init_cache(cache_length=None)` makes); under `jit_compile=True` they must not

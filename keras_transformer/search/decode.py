@@ -67,7 +67,8 @@ def _output_limits(model, source_ids, max_output_length, search, *, fixed_shapes
         raise ValueError("with jit_compile, source_ids need a static length, or max_output_length "
                          "a Python int (XLA needs the output length when it compiles)")
     else:  # a tensor max_output_length is capped, as the paper's limits are, at the buffer
-        output_length = capped(source_ids.shape[1] + search.extra_length, *caps)
+        output_length = DecodingConfig(extra_length=search.extra_length).output_limits(
+            source_ids.shape[1], model=model)
     return tf.minimum(limits, output_length), output_length
 
 

@@ -6,9 +6,9 @@ decode function (`beam_decode`, `greedy_decode`, `sample_decode`, the `Translato
 of them, `processors=[...]`, and applies them in order; the searches never learn what a
 constraint means (as Hugging Face's `LogitsProcessor` and keras-hub's samplers' `next` keep the
 model's and the constraint's business out of the search). Forcing a target prefix
-(`PrefixForcing`, here), a parser's tree constraint (`tree_constraint.TreeConstraint`),
-markup placeholders (`markup_constraint.MarkupConstraint`) and glossary terms
-(`glossary_constraint.GlossaryConstraint`) are four.
+(`PrefixForcing`, here), a parser's tree constraint (`constraints.tree.TreeConstraint`),
+markup placeholders (`constraints.markup.MarkupConstraint`) and glossary terms
+(`constraints.glossary.GlossaryConstraint`) are four.
 
 The protocol: a processor is any object with a method
 

@@ -1,5 +1,5 @@
 """Greedy decoding and sampling (temperature, top-k): one hypothesis a sentence, a pure function
-of a step function and a cache (the contract is in search.py)."""
+of a step function and a cache (the contract is in contract.py)."""
 
 from typing import Any, NamedTuple
 

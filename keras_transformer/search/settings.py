@@ -17,7 +17,9 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.errors import UserError, check_one_of
+from keras_transformer.hparams import DECODING_MINIMUMS as MINIMUMS
 from keras_transformer.hparams import LENGTH_NORMALIZATIONS
+from keras_transformer.hparams import decoding_bound_problem as bound_problem
 
 # Section 6.1: "maximum output length to input length + 50".
 EXTRA_LENGTH = 50
@@ -33,24 +35,10 @@ PAPER = dict(beam_size=4, alpha=0.6, length_normalization="gnmt", extra_length=E
 # "float32" (as trained), "mixed_bfloat16" (bfloat16 compute on float32 weights) or "bfloat16"
 # (the weights stored in bfloat16 too).
 DTYPES = ("float32", "mixed_bfloat16", "bfloat16")
-# The least value of each numeric field: the one place these bounds are stated (the commands'
-# flags parse with `checked`, as DecodingConfig checks its fields).
-MINIMUMS = {"beam_size": 1, "alpha": 0.0, "extra_length": 0,
-            "max_input_length": 2,  # room for a token and the end of sentence
-            "max_output_length": 1, "batch_size": 1}
 
 
 class DecodingConfigError(UserError):
     """A decoding setting that cannot be used (its message names the field)."""
-
-
-def bound_problem(name, value):
-    """What is wrong with `value` for the numeric field `name` ("must be at least 1, got 0"),
-    or None: MINIMUMS' rule, for DecodingConfig and the commands' flags alike."""
-    minimum = MINIMUMS[name]
-    if not minimum <= value < float("inf"):  # also refuses nan
-        return f"must be at least {minimum}, got {value}"
-    return None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
