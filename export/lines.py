@@ -102,6 +102,16 @@ class Sampling(typing.NamedTuple):
         return self.temperature, self.top_k, (self.seed, batch)
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM, where kt-translate turns it into one) while translating lines:
+    `hypotheses` holds each line's as far as translated, None for the lines not reached (the
+    batches are sorted by length, so these need not be the last ones)."""
+
+    def __init__(self, hypotheses):
+        super().__init__()
+        self.hypotheses = hypotheses
+
+
 class PrefixError(UserError):
     """A target prefix that leaves a translation no room, naming its line."""
 
@@ -177,23 +187,34 @@ def hypotheses_of(translator, source_ids, n_best, batch_size, search, progress_e
     """Each row's `n_best` hypotheses (a list of `Hypothesis`, those with a finite score), in
     input order, from `search(rows, batch, number)` -> an n-best result (ids int32 [batch, n,
     length], scores and log_probs float32 [batch, n]) of batch `number` of `source_ids` (int
-    [lines, width]) in length-sorted batches (`sorted_batches`)."""
+    [lines, width]) in length-sorted batches (`sorted_batches`).
+
+    Raises:
+        Interrupted: Ctrl-C, with the hypotheses of the rows translated before it.
+    """
     hypotheses = [None] * len(source_ids)
-    for number, (rows, batch) in enumerate(sorted_batches(source_ids, batch_size,
-                                                          progress_every)):
-        result = search(rows, batch, number)
-        ids = result["ids"][:, :n_best]
-        texts = translator.detokenize(tf.reshape(ids, [-1, tf.shape(ids)[2]])).numpy()
-        texts = texts.reshape(len(rows), -1)
-        scores = result["scores"][:, :n_best].numpy()
-        log_probs = result["log_probs"][:, :n_best].numpy()
-        ids = ids.numpy()
-        for row, *columns in zip(rows, texts, scores, log_probs, ids):
-            hypotheses[row] = [Hypothesis(text.decode("utf-8"), float(score), float(log_prob),
-                                          np.trim_zeros(hypothesis_ids, "b"))
-                               for text, score, log_prob, hypothesis_ids in zip(*columns)
-                               if np.isfinite(score)]
+    try:
+        for number, (rows, batch) in enumerate(sorted_batches(source_ids, batch_size,
+                                                              progress_every)):
+            _take_batch(translator, hypotheses, rows, search(rows, batch, number), n_best)
+    except KeyboardInterrupt:
+        raise Interrupted(hypotheses) from None
     return hypotheses
+
+
+def _take_batch(translator, hypotheses, rows, result, n_best):
+    """Puts each row's hypotheses of one batch's n-best `result` in `hypotheses`."""
+    ids = result["ids"][:, :n_best]
+    texts = translator.detokenize(tf.reshape(ids, [-1, tf.shape(ids)[2]])).numpy()
+    texts = texts.reshape(len(rows), -1)
+    scores = result["scores"][:, :n_best].numpy()
+    log_probs = result["log_probs"][:, :n_best].numpy()
+    ids = ids.numpy()
+    for row, *columns in zip(rows, texts, scores, log_probs, ids):
+        hypotheses[row] = [Hypothesis(text.decode("utf-8"), float(score), float(log_prob),
+                                      np.trim_zeros(hypothesis_ids, "b"))
+                           for text, score, log_prob, hypothesis_ids in zip(*columns)
+                           if np.isfinite(score)]
 
 
 def check_prefixes(translator, source_ids, prefix_ids, first_line=1):

@@ -20,7 +20,6 @@ split's sources, scored against its targets), sacrebleu's BLEU and chrF and thei
 to stderr.
 """
 
-import json
 import signal
 import sys
 import threading
@@ -29,7 +28,7 @@ import time
 from keras_transformer import cli, data
 from keras_transformer.data import glossary, markup
 from keras_transformer.errors import UserError
-from keras_transformer.export import checks, translate_flags
+from keras_transformer.export import checks, resume, translate_flags
 from keras_transformer.export.ctranslate2_engine import PATIENCE, Ctranslate2Translator
 from keras_transformer.export.documents import translate_document
 from keras_transformer.export.flags import (
@@ -42,11 +41,11 @@ from keras_transformer.export.lines import (
     InputError,
     PrefixError,
     Sampling,
-    n_best_lines,
     print_scores,
     read_lines,
 )
-from keras_transformer.export.markup_lines import markup_n_best_lines, masked_lines, unmasked
+from keras_transformer.export.markup_lines import masked_lines
+from keras_transformer.export.translate_parts import write_in_parts
 from keras_transformer.model_dir import ConfigError, RunConfig
 
 
@@ -70,31 +69,6 @@ def input_name(args):
     if args.data:
         return f"--data {args.data} --split {args.split or 'test'}"
     return args.input or "<stdin>"
-
-
-def one_line(text):
-    """One translation a line, even if the model produced a line break (byte-fallback pieces)."""
-    return " ".join(text.splitlines())
-
-
-# Lines translated, then written, at a time: the output grows in input order as it is made,
-# and an interrupted run keeps what it translated. Many, so that batches sorted by length stay
-# as full as over the whole input.
-CHUNK_LINES = 4096
-PROGRESS_SECONDS = 10  # between progress lines on stderr
-
-
-def format_n_best(hypotheses, form, first_line=1):
-    """The text of n-best lists (a list of `Hypothesis` lists, one per input line, the first
-    being line `first_line`) in `form`: "jsonl" or "moses" (see --n_best_format)."""
-    if form == "moses":  # Moses numbers sentences from 0
-        return "".join(f"{index} ||| {one_line(h.text)} ||| LogProb= {h.log_prob:.6f} ||| "
-                       f"{h.score:.6f}\n" for index, best in enumerate(hypotheses, first_line - 1)
-                       for h in best)
-    return "".join(json.dumps({"line": number, "hypotheses": [
-        {"text": h.text, "score": round(h.score, 6), "log_prob": round(h.log_prob, 6)}
-        for h in best]}, ensure_ascii=False) + "\n"
-        for number, best in enumerate(hypotheses, first_line))
 
 
 def engine_from_flags(args):
@@ -218,8 +192,8 @@ def translate_whole_document(args, translator, used, lines):
 
 def main(argv=None):
     """kt-translate. Ctrl-C or SIGTERM stop it with exit code 130 and a line saying what was
-    written (the lines translated so far, in input order: the output is written CHUNK_LINES
-    lines at a time), not a traceback."""
+    kept, not a traceback: every line translated so far, the in-order ones in the output and,
+    with --output, the rest in its state file for --resume (export/resume.py)."""
     args = parse_args(argv)
     handled = threading.current_thread() is threading.main_thread()  # signals reach only it
     previous = signal.signal(signal.SIGTERM, _interrupt) if handled else None
@@ -255,15 +229,23 @@ def _main(args):
         checks.warn_if_stale(translator, used)
     start = time.perf_counter()
     try:
+        progress, written = (resume.load(args, lines) if args.resume
+                             else (resume.Progress(), ""))
         output = cli.PieceWriter(args.output)
+        output.write(written)
+    except UserError as error:
+        print(f"kt-translate: error: {error}", file=sys.stderr)
+        return 2
     except OSError as error:
         write_error(args, error)
         return 2
-    translations = []  # each line's, as its part is written
+    resumed_from = progress.lines_done + progress.lines_in_runs()
+    translations = []  # each line's translated in this run, as its part is written
     try:
         untranslated = write_in_parts(args, translator, (lines, masked, prefixes, terms),
-                                      output, translations)
+                                      output, translations, progress)
         output.finish()
+        resume.remove(args)
     except PrefixError as error:
         output.discard()
         print(f"kt-translate: error: --target_prefix {args.target_prefix}: {error}",
@@ -274,97 +256,47 @@ def _main(args):
         print(f"kt-translate: error: {input_name(args)}: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # SIGTERM too (main): what is translated is kept
-        (output.finish if translations else output.discard)()
-        print("kt-translate: interrupted; " + (
-            f"the first {len(translations)} of {len(lines)} line(s) are translated in "
-            if translations else "nothing was written to ") + (args.output or "<stdout>"),
-            file=sys.stderr)
-        return 130
+        return keep_interrupted(args, lines, output, progress)
     except OSError as error:  # a full disk, a closed pipe
         output.discard()
         write_error(args, error, len(translations))
         return 2
     if args.min_confidence is not None:
-        print(f"kt-translate: {untranslated} of {len(lines)} line(s) left untranslated "
-              f"(confidence below {args.min_confidence})", file=sys.stderr)
-    print(summary(args, translator, used, len(lines), time.perf_counter() - start),
-          file=sys.stderr)
-    if references is not None:
+        print(f"kt-translate: {untranslated} of {len(lines) - resumed_from} line(s) translated "
+              f"now left untranslated (confidence below {args.min_confidence})",
+              file=sys.stderr)
+    print(summary(args, translator, used, len(lines) - resumed_from,
+                  time.perf_counter() - start), file=sys.stderr)
+    if references is not None and resumed_from:
+        print("kt-translate: --resume: no scores (the lines of the interrupted run are not "
+              "read again); score the whole --output with sacrebleu", file=sys.stderr)
+    elif references is not None:
         print_scores(translations, references, sys.stderr)
     return 0
 
 
-def write_in_parts(args, translator, inputs, output, translations):
-    """Translates the input CHUNK_LINES lines at a time, writing each part's output to
-    `output` (a `cli.PieceWriter`) and appending its lines' translations to `translations`;
-    returns how many lines --min_confidence left untranslated.
-
-    Args:
-        inputs: (the lines, their `markup.Masked` or None, their target prefixes or None,
-            the `data.glossary.Glossary` or None: each part's terms are looked for as it
-            comes, so a large input with a large glossary writes as it goes too).
-    """
-    lines, masked, prefixes, terms = inputs
-    untranslated = 0
-    for first in range(0, len(lines), CHUNK_LINES):
-        part = slice(first, first + CHUNK_LINES)
-        hypotheses = chunk_hypotheses(args, translator, lines[part], masked and masked[part],
-                                      prefixes and prefixes[part],
-                                      part_terms(terms, lines, part), first + 1)
-        text, done, left = chunk_output(args, translator, lines[part],
-                                        masked and masked[part], hypotheses, first + 1)
-        output.write(text)
-        translations += done
-        untranslated += left
-    return untranslated
-
-
-def part_terms(terms, lines, part):
-    """The glossary `terms`' (None: no glossary) required target terms of each line of
-    `lines[part]`, said on stderr when looking took longer than a progress line's interval."""
-    if terms is None:
-        return None
-    start = time.perf_counter()
-    found = terms.targets_of(lines[part])
-    seconds = time.perf_counter() - start
-    if seconds > PROGRESS_SECONDS:
-        print(f"kt-translate: glossary terms of lines {part.start + 1}-"
-              f"{min(part.stop, len(lines))} looked for in {seconds:.0f} s", file=sys.stderr,
-              flush=True)
-    return found
-
-
-def chunk_hypotheses(args, translator, lines, masked, prefixes, terms, first_line):
-    """Each of `lines`' hypotheses (a list, best first): one part of the input, whose first
-    line is line `first_line`, with its part of the markup, prefixes or glossary terms."""
-    sampling = args.sampling_temperature and Sampling(
-        args.sampling_temperature, args.sampling_top_k, args.seed)
-    if masked:
-        return unmasked(markup_n_best_lines(
-            translator, masked, args.n_best or 1, args.batch_size, progress_every=PROGRESS_SECONDS,
-            sampling=sampling, first_line=first_line), masked)
-    return n_best_lines(translator, lines, args.n_best or 1, args.batch_size,
-                        progress_every=PROGRESS_SECONDS, prefixes=prefixes, sampling=sampling,
-                        glossary_terms=terms, first_line=first_line)
-
-
-def chunk_output(args, translator, lines, masked, hypotheses, first_line):
-    """(the output text of one part of the input, as the flags ask; its lines' translations;
-    how many of them --min_confidence left untranslated)."""
-    translations = [one_line(best[0].text) for best in hypotheses]
-    if args.checks or args.alignments or args.min_confidence is not None:
-        checked = checks.check_lines(translator, [line.text for line in masked] if masked
-                                     else lines, [best[0] for best in hypotheses],
-                                     args.batch_size)
-        text, untranslated = checks.checked_text(
-            lines, translations, hypotheses, checked, as_json=args.checks,
-            alignments=args.alignments, min_confidence=args.min_confidence,
-            first_line=first_line)
-        return text, translations, untranslated
-    if args.n_best:
-        return format_n_best(hypotheses, args.n_best_format, first_line), translations, 0
-    return "".join(f"{best[0].score:.4f}\t{line}\n" if args.scores else f"{line}\n"
-                   for line, best in zip(translations, hypotheses)), translations, 0
+def keep_interrupted(args, lines, output, progress):
+    """Keeps what an interrupted run translated (the output's in-order lines, and with
+    --output, the rest in its state file) and says so; returns the exit code, 130."""
+    if not (progress.lines_done or progress.runs):
+        output.discard()
+        print(f"kt-translate: interrupted; nothing was written to {args.output or '<stdout>'}",
+              file=sys.stderr)
+        return 130
+    output.finish()
+    message = (f"kt-translate: interrupted; the first {progress.lines_done} of {len(lines)} "
+               f"line(s) are translated in {args.output or '<stdout>'}")
+    if args.output:
+        resume.save(args, lines, progress)
+        state = resume.state_path(args.output)
+        message += (f", {progress.lines_in_runs()} more (out of order) in {state}; add "
+                    f"--resume to continue" if progress.runs
+                    else f"; add --resume to continue ({state})")
+    elif progress.runs:
+        message += (f"; {progress.lines_in_runs()} more translated out of order are lost "
+                    f"(stdout takes lines in order only; --output FILE keeps them for --resume)")
+    print(message, file=sys.stderr)
+    return 130
 
 
 if __name__ == "__main__":

@@ -47,6 +47,10 @@ def argument_parser(description):
     parser.add_argument("--input", help="file of sentences, one a line (default: stdin)")
     parser.add_argument("--output", help="file for the translations (default: stdout)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue an interrupted run (Ctrl-C, SIGTERM) into its --output: "
+                             "the same input and flags; the lines it translated are not "
+                             "translated again (its state is in OUTPUT.kt-resume.json)")
     parser.add_argument("--reference", help="reference translations, one a line: print BLEU "
                                             "and chrF (sacrebleu) to stderr")
     corpus = parser.add_argument_group(
@@ -107,8 +111,12 @@ def checked(parser, args):
     check_mode_flags(parser, args)
     if checks_refusal(args):
         parser.error(checks_refusal(args))
+    if args.resume and (args.overwrite or args.documents or not args.output):
+        parser.error("--resume continues the lines of an interrupted --output: " + (
+            "it needs --output" if not args.output else
+            f"drop {'--overwrite' if args.overwrite else '--documents'}"))
     if args.output:
-        cli.check_output(parser, args.output, args.overwrite)
+        cli.check_output(parser, args.output, args.overwrite or args.resume)
     return with_batch_size(args)
 
 
@@ -156,7 +164,8 @@ def check_mode_flags(parser, args):
     without one."""
     if not args.sampling_temperature and (args.seed is not None or args.sampling_top_k):
         parser.error("--seed and --sampling_top_k need --sampling_temperature")
-    if args.sampling_temperature and args.seed is None:
+    args.seed_drawn = bool(args.sampling_temperature and args.seed is None)
+    if args.seed_drawn:  # --resume takes the interrupted run's instead
         args.seed = random.randrange(2**31)
     refusal = combination_error({"--markup": args.markup, "--glossary": args.glossary,
                                  "--target_prefix": args.target_prefix})

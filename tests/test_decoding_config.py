@@ -11,7 +11,7 @@ import tensorflow as tf
 from conftest import bundled_lines, run_main
 
 import keras_transformer as kt
-from keras_transformer.export import DecodingConfig, Translator, translate
+from keras_transformer.export import DecodingConfig, Translator, translate, translate_parts
 from keras_transformer.model_dir import decoding_config
 from keras_transformer.search.settings import DecodingConfigError
 
@@ -133,7 +133,7 @@ def test_kt_translate_reports_user_errors_by_input_and_shows_internal_ones(
     def broken(*args, **kwargs):
         raise ValueError("an internal error")
 
-    monkeypatch.setattr(translate, "n_best_lines", broken)
+    monkeypatch.setattr(translate_parts, "n_best_lines", broken)
     with pytest.raises(ValueError, match="an internal error"):  # not an exit code 2 line
         translate.main(["--model_dir", str(small_settings_run), "--input",
                         str(tmp_path / "in.txt")])

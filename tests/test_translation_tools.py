@@ -19,7 +19,7 @@ from conftest import run_main
 import keras_transformer as kt
 from keras_transformer import export
 from keras_transformer.export import score as kt_score
-from keras_transformer.export import translate
+from keras_transformer.export import translate, translate_parts
 
 BEAM = 4
 
@@ -391,7 +391,7 @@ def test_kt_translate_writes_as_it_goes_and_says_what_it_did_not_write(
     (tmp_path / "in.en").write_text("\n".join(lines) + "\n", encoding="utf-8")
     flags = ["--model_dir", trained_model_dir, "--input", tmp_path / "in.en", "--n_best", "2"]
     whole = run_main(translate.main, *flags)
-    monkeypatch.setattr(translate, "CHUNK_LINES", 2)
+    monkeypatch.setattr(translate_parts, "CHUNK_LINES", 2)
     in_parts = run_main(translate.main, *flags)
     assert whole.returncode == in_parts.returncode == 0, in_parts.stderr
     # The same lines and hypotheses; scores to the rounding of batches of other shapes.
@@ -404,7 +404,7 @@ def test_kt_translate_writes_as_it_goes_and_says_what_it_did_not_write(
         np.testing.assert_allclose([h["score"] for h in part["hypotheses"]],
                                    [h["score"] for h in reference["hypotheses"]], atol=1e-4)
 
-    calls, n_best_lines = [], translate.n_best_lines
+    calls, n_best_lines = [], translate_parts.n_best_lines
 
     def stopped_in_the_second_part(*args, **kwargs):
         calls.append(kwargs["first_line"])
@@ -413,13 +413,13 @@ def test_kt_translate_writes_as_it_goes_and_says_what_it_did_not_write(
             time.sleep(60)  # the signal's handler ends this
         return n_best_lines(*args, **kwargs)
 
-    monkeypatch.setattr(translate, "n_best_lines", stopped_in_the_second_part)
+    monkeypatch.setattr(translate_parts, "n_best_lines", stopped_in_the_second_part)
     started = time.perf_counter()
     result = run_main(translate.main, *flags[:4], "--output", tmp_path / "out.es")
     assert result.returncode == 130 and time.perf_counter() - started < 60
     assert calls == [1, 3]
-    assert result.stderr.endswith(f"kt-translate: interrupted; the first 2 of 3 line(s) are "
-                                  f"translated in {tmp_path / 'out.es'}\n"), result.stderr
+    assert f"kt-translate: interrupted; the first 2 of 3 line(s) are translated in " \
+        f"{tmp_path / 'out.es'}; add --resume to continue" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
     assert (tmp_path / "out.es").read_text(encoding="utf-8").splitlines() == [
         json.loads(line)["hypotheses"][0]["text"] for line in whole.stdout.splitlines()[:2]]
