@@ -14,12 +14,18 @@ model translates the masked text, its vocabulary holding the tokens whole (`TOKE
 every token exactly once, tag pairs well nested; `unmask` puts the items back verbatim and
 refuses, naming the token, an output that breaks those rules.
 
+HTML's character references (`&amp;`, `&#39;`) are text, never items: the model reads the
+characters they stand for (`decoded`), and `unmask` writes a translation of a text that held one
+with &, < and > escaped (`Masked.escaped`). A `<script>` or `<style>` element held whole is one
+lone tag, its code kept verbatim.
+
 Spacing: a placeholder stands apart from its neighbours by one space in the masked text (the
 vocabulary holds each token whole after a word boundary); `unmask` takes that space away again
 on the sides where the source had none beside the item.
 """
 
 import dataclasses
+import html.entities
 import re
 
 import numpy as np
@@ -56,16 +62,26 @@ SPACE = _class_of(str.isspace)
 WORD = _class_of(str.isalnum)  # letters and digits of every script
 DIGIT = _class_of(str.isdecimal)
 _QUOTED = """"[^"]*"|'[^']*'"""  # an attribute's quoted value, which may hold < and >
+REFERENCE = r"&(?:#[0-9]+|#[xX][0-9A-Fa-f]+|[A-Za-z][A-Za-z0-9]*);"
+# A tag item that is a whole element (<script>...</script>, <style>...</style>): alone.
+WHOLE_ELEMENT = r"(?s)<(?i:script|style)[^0-9A-Za-z_:.-].*</.*"
 # One alternation, tried in this order at each position: the longest-lived patterns first, so a
 # URL's digits are not numbers and an e-mail's domain is not a URL. A number that touches a word
 # ("v1.2", "3rd", "abc123") or follows a "." is none: `mask` leaves it as text (RE2 has no
 # lookbehind to say so in the pattern).
 _PATTERNS = tuple((kind, pattern.replace("QUOTED", _QUOTED).replace("SPACE", SPACE)
                    .replace("WORD", WORD).replace("DIGIT", DIGIT)) for kind, pattern in (
-    # A comment, a CDATA section, a <!DOCTYPE> or <?processing instruction?> (each an opaque
-    # lone tag), or an element's tag whose quoted attribute values may hold < and >; failing
-    # that, a tag whose attributes are read up to the first > (unbalanced quotes, as before).
-    ("tag", r"<!--(?s:.)*?-->|<!\[CDATA\[(?s:.)*?\]\]>|<[!?][A-Za-z](?:QUOTED|[^<>\"'])*>"
+    # A character reference (&amp; &#39; &#x2019;) is text, never an item: matched first, so its
+    # digits are no number; the model reads the character it stands for (`decoded`).
+    ("reference", REFERENCE),
+    # A <script> or <style> element whole (code: one lone tag, verbatim; an element that a line
+    # does not hold whole is tags and text), a comment, a CDATA section, a <!DOCTYPE> or
+    # <?processing instruction?> (each an opaque lone tag), or an element's tag whose quoted
+    # attribute values may hold < and >; failing that, a tag whose attributes are read up to
+    # the first > (unbalanced quotes, as before).
+    ("tag", r"<(?i:script)(?:[SPACE](?:QUOTED|[^<>\"'])*)?>(?s:.)*?</(?i:script)[SPACE]*>"
+            r"|<(?i:style)(?:[SPACE](?:QUOTED|[^<>\"'])*)?>(?s:.)*?</(?i:style)[SPACE]*>"
+            r"|<!--(?s:.)*?-->|<!\[CDATA\[(?s:.)*?\]\]>|<[!?][A-Za-z](?:QUOTED|[^<>\"'])*>"
             r"|</?[A-Za-z][0-9A-Za-z_:.-]*(?:[SPACE]+(?:QUOTED|[^<>\"'])*?)?[SPACE]*/?>"
             r"|</?[A-Za-z][0-9A-Za-z_:.-]*(?:[SPACE]+[^<>]*?)?[SPACE]*/?>"),
     ("email", r"[WORD_.+-]+@[WORD_-]+(?:\.[WORD_-]+)+"),
@@ -75,7 +91,8 @@ _PATTERNS = tuple((kind, pattern.replace("QUOTED", _QUOTED).replace("SPACE", SPA
                     r"|%(?:[0-9]+\$)?[-+#0]*[0-9]*(?:\.[0-9]+)?[sdifx%]"),
     ("number", r"[DIGIT]+(?:[.,:/-][DIGIT]+)*"),
 ))
-# RE2's too: group k + 1 is ITEM_KINDS[k] (data/markup_graph.py tells a number by its group).
+# RE2's too: group k + 1 is ITEM_KINDS[k] (data/markup_graph.py tells a number and a reference
+# by their groups; a reference is text, "kind" of a match rather than of an item).
 ITEM_KINDS = tuple(kind for kind, _ in _PATTERNS)
 ITEM_PATTERN = "|".join(f"({pattern})" for _, pattern in _PATTERNS)
 # Beside a number that is none: before it, a word's character, "_" or "."; after it, the first two.
@@ -88,6 +105,18 @@ _NOT_BEFORE, _NOT_AFTER = (re.compile(f"[{chars}]") for chars in (NOT_BEFORE_A_N
 TOKEN_PATTERN = "｟/?t?[0-9]+/?｠"  # any placeholder token (RE2's too)
 _TOKEN = re.compile(r"｟(/?)(t?)([0-9]+)(/?)｠")
 _TAG_NAME = re.compile(r"</?([A-Za-z][0-9A-Za-z_:.-]*)")
+# HTML's named references that end in ";" (the pattern's), without it: "amp" -> "&".
+NAMED_REFERENCES = {name[:-1]: text for name, text in html.entities.html5.items()
+                    if name.endswith(";")}
+# What HTML reads for the numbers 0x80-0x9F: Windows-1252's characters; the five it lacks are
+# themselves.
+WINDOWS_1252 = tuple(bytes([code]).decode("cp1252", errors="ignore") or chr(code)
+                     for code in range(0x80, 0xA0))
+_WHOLE_ELEMENT = re.compile(WHOLE_ELEMENT)
+_REFERENCE = re.compile(REFERENCE)
+# HTML's escapes of the characters a text must not hold bare (`unmask` with `escaped`).
+_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_UNSAFE = re.compile("[&<>]")
 
 
 class MarkupError(UserError):
@@ -116,10 +145,13 @@ class Item:
 
 @dataclasses.dataclass(frozen=True)
 class Masked:
-    """A text with its items replaced by tokens (`text`) and the items, in source order."""
+    """A text with its items replaced by tokens and its character references by their
+    characters (`text`), the items in source order, and whether the source holds a reference
+    (`escaped`: it escapes &, < and >, and its translation is written so too)."""
 
     text: str
     items: tuple
+    escaped: bool = False
 
 
 def _tag_tokens(tags):
@@ -129,8 +161,8 @@ def _tag_tokens(tags):
     pairs, open_tags = [], []  # (opening start, closing start); (start, name)
     for start, text in tags:
         element = _TAG_NAME.match(text)
-        if element is None:  # a comment, CDATA, <!DOCTYPE> or <?...?>: alone
-            continue
+        if element is None or _WHOLE_ELEMENT.fullmatch(text):  # a comment, CDATA, <!DOCTYPE>,
+            continue  # <?...?>, or a <script> or <style> element: alone
         name = element.group(1).lower()
         if text.startswith("</"):
             match = next((i for i in range(len(open_tags) - 1, -1, -1)
@@ -169,8 +201,9 @@ def mask(text):
     if _TOKEN.search(text):
         raise MarkupError(f"the text already holds a placeholder token "
                           f"({_TOKEN.search(text).group(0)}): {text!r}")
-    found = [(match.start(), match.end(), match.lastgroup, match.group(0))
-             for match in _ITEM.finditer(text) if not _word_around(text, match)]
+    matches = list(_ITEM.finditer(text))
+    found = [(match.start(), match.end(), match.lastgroup, match.group(0)) for match in matches
+             if match.lastgroup != "reference" and not _word_around(text, match)]
     tag_tokens = _tag_tokens([(start, span) for start, _, kind, span in found if kind == "tag"])
     others = sum(kind != "tag" for _, _, kind, _ in found)
     if others > MAX_ITEMS:
@@ -188,14 +221,38 @@ def mask(text):
         # A space only where the source has none, once between two items: `unmask` takes
         # exactly those away again.
         joined = start == position and bool(pieces) and pieces[-1] == " "
-        pieces += [text[position:start], "" if space_before or joined else " ", token,
+        pieces += [decoded(text[position:start]), "" if space_before or joined else " ", token,
                    "" if space_after else " "]
         items.append(Item(kind, span, token, space_before, space_after,
                           start > 0 and bool(_IS_WORD.match(text[start - 1])),
                           end < len(text) and bool(_IS_WORD.match(text[end]))))
         position = end
-    pieces.append(text[position:])
-    return Masked("".join(pieces), tuple(items))
+    pieces.append(decoded(text[position:]))
+    return Masked("".join(pieces), tuple(items),
+                  any(match.lastgroup == "reference" for match in matches))
+
+
+def decoded(text):
+    """`text` with each character reference (`REFERENCE`) replaced by the character it stands
+    for (`character_of`)."""
+    return _REFERENCE.sub(lambda match: character_of(match.group(0)), text)
+
+
+def character_of(reference):
+    """What one reference (`REFERENCE`) stands for, as HTML reads it: a name of HTML's
+    (`NAMED_REFERENCES`), else the reference as written; a number, U+FFFD for 0, a surrogate
+    or past U+10FFFF, Windows-1252's character for 0x80-0x9F (`WINDOWS_1252`). A reference to
+    markup's token brackets stays as written (a token could not be told from an item's)."""
+    if not reference.startswith("&#"):
+        return NAMED_REFERENCES.get(reference[1:-1], reference)
+    hexadecimal = reference[2] in "xX"
+    digits = reference[3 if hexadecimal else 2:-1].lstrip("0")
+    number = (0x110000 if len(digits) > (6 if hexadecimal else 7)
+              else int(digits or "0", 16 if hexadecimal else 10))
+    if number == 0 or number > 0x10FFFF or 0xD800 <= number <= 0xDFFF:
+        return "\ufffd"
+    character = WINDOWS_1252[number - 0x80] if 0x80 <= number <= 0x9F else chr(number)
+    return reference if character in "｟｠" else character
 
 
 # HTML's void elements: never closed, so alone without being unbalanced.
@@ -210,7 +267,8 @@ def unbalanced(masked):
     elements = ((item, _TAG_NAME.match(item.text)) for item in masked.items
                 if item.kind == "tag" and item.token.endswith("/｠"))
     return [item.text for item, element in elements if element is not None and
-            not item.text.endswith("/>") and element.group(1).lower() not in _VOID]
+            not item.text.endswith("/>") and element.group(1).lower() not in _VOID and
+            not _WHOLE_ELEMENT.fullmatch(item.text)]
 
 
 def without_tags(masked):
@@ -218,7 +276,8 @@ def without_tags(masked):
     text to translate first when tags are to be placed in a translation afterwards."""
     kept = tuple(item for item in masked.items if item.kind != "tag")
     tags = {item.token for item in masked.items if item.kind == "tag"}
-    return Masked(" ".join(word for word in masked.text.split() if word not in tags), kept)
+    return Masked(" ".join(word for word in masked.text.split() if word not in tags), kept,
+                  masked.escaped)
 
 
 def problems(translation, items):
@@ -249,8 +308,10 @@ def problems(translation, items):
     return messages
 
 
-def unmask(translation, items):
-    """The masked `translation` with each token replaced by its item's source text.
+def unmask(translation, items, *, escaped=False):
+    """The masked `translation` with each token replaced by its item's source text; with
+    `escaped` (`Masked.escaped`: the source writes references), its &, < and > written as
+    HTML's references first (meaning the characters the model wrote, as the source's did).
 
     A space the masking put beside a token is taken away where the source had none beside the
     item (`<b>word</b>`, `{amount}.`, `(2026)`), unless the translation puts a word there where
@@ -263,6 +324,8 @@ def unmask(translation, items):
     if found:
         raise MarkupError(f"{translation!r}: {'; '.join(found)}")
     by_token = {item.token: item for item in items}
+    if escaped:
+        translation = _UNSAFE.sub(lambda match: _ESCAPES[match.group(0)], translation)
 
     def restore(match):
         before, token, after, following = match.groups()

@@ -13,13 +13,15 @@ import tensorflow as tf
 
 from keras_transformer.data import markup
 
-# Bytes never in UTF-8 text: where a text is split around a match; before a number.
-_MARK, _NUMBER_MARK = b"\xff", b"\xfe"
-# The pattern's groups, one per kind: a match is rewritten as other + _NUMBER_MARK + number, one
-# of the two empty.
+# Bytes never in UTF-8 text: where a text is split around a match; before a number; before a
+# character reference.
+_MARK, _NUMBER_MARK, _REFERENCE_MARK = b"\xff", b"\xfe", b"\xfd"
+# The pattern's groups, one per kind: a match is rewritten as other + _NUMBER_MARK + number +
+# _REFERENCE_MARK + reference, two of the three empty.
 _OTHER_GROUPS = "".join(f"\\{k + 1}" for k, kind in enumerate(markup.ITEM_KINDS)
-                        if kind != "number")
-_NUMBER_GROUP = f"\\{markup.ITEM_KINDS.index('number') + 1}"
+                        if kind not in ("number", "reference"))
+_NUMBER_GROUP, _REFERENCE_GROUP = (f"\\{markup.ITEM_KINDS.index(kind) + 1}"
+                                   for kind in ("number", "reference"))
 _TAG_TOKEN = "｟/?t[0-9]+/?｠"
 
 
@@ -41,6 +43,7 @@ class MaskedTexts(typing.NamedTuple):
     space_after: tf.RaggedTensor
     word_before: tf.RaggedTensor
     word_after: tf.RaggedTensor
+    escaped: tf.Tensor  # bool [batch]: the text holds a character reference (`Masked.escaped`)
 
 
 def _ends_with(pieces, characters):
@@ -170,14 +173,18 @@ def mask(texts):
     """
     pieces = tf.strings.split(tf.strings.regex_replace(
         texts, markup.ITEM_PATTERN,
-        _MARK + _OTHER_GROUPS.encode() + _NUMBER_MARK + _NUMBER_GROUP.encode() + _MARK), _MARK)
+        _MARK + _OTHER_GROUPS.encode() + _NUMBER_MARK + _NUMBER_GROUP.encode() +
+        _REFERENCE_MARK + _REFERENCE_GROUP.encode() + _MARK), _MARK)
     starts, lengths, _ = _flat_positions(pieces)
     position = tf.range(tf.size(pieces.flat_values, out_type=tf.int32)) - starts
-    is_number = tf.strings.substr(pieces.flat_values, 0, 1) == _NUMBER_MARK
-    values = tf.strings.reduce_join(tf.strings.split(pieces.flat_values, _NUMBER_MARK), axis=1)
+    is_reference = tf.strings.substr(pieces.flat_values, 0, 2) == _NUMBER_MARK + _REFERENCE_MARK
+    is_number = (tf.strings.substr(pieces.flat_values, 0, 1) == _NUMBER_MARK) & ~is_reference
+    values = pieces.flat_values
+    for mark in (_NUMBER_MARK, _REFERENCE_MARK):
+        values = tf.strings.reduce_join(tf.strings.split(values, mark), axis=1)
     before, after = _characters_around(values, starts, lengths)
-    is_item = (position % 2 == 1) & ~(is_number & (before(markup.NOT_BEFORE_A_NUMBER, False) |
-                                                   after(markup.NOT_AFTER_A_NUMBER, False)))
+    is_item = (position % 2 == 1) & ~is_reference & ~(is_number & (
+        before(markup.NOT_BEFORE_A_NUMBER, False) | after(markup.NOT_AFTER_A_NUMBER, False)))
     is_tag = is_item & tf.strings.regex_full_match(values, "(?s)<.*")
     space_before, space_after = before(markup.SPACE, True), after(markup.SPACE, True)
     word_before, word_after = before(markup.WORD, False), after(markup.WORD, False)
@@ -201,7 +208,8 @@ def mask(texts):
             opened_or_alone, tf.int32), axis=1), markup.MAX_ITEMS, message=_TOO_MANY_TAGS)]):
         tokens = tf.identity(tokens)  # whatever reads the tokens runs after the checks
     masked = tf.where(is_item, tf.where(space_before | joined, "", " ") + tokens +
-                      tf.where(space_after, "", " "), values)
+                      tf.where(space_after, "", " "),
+                      _references_decoded(values, is_reference))
     text = tf.strings.reduce_join(_rows(masked, pieces), axis=1)
     untagged = tf.strings.regex_replace(tf.strings.regex_replace(
         tf.strings.regex_replace(text, _TAG_TOKEN, " "), f"[{markup.SPACE}]+", " "), "^ | $", "")
@@ -211,17 +219,75 @@ def mask(texts):
 
     return MaskedTexts(text, untagged, items_of(values), items_of(tokens), items_of(is_tag),
                        items_of(space_before), items_of(space_after), items_of(word_before),
-                       items_of(word_after))
+                       items_of(word_after),
+                       tf.reduce_any(_rows(is_reference, pieces), axis=1))
+
+
+def _references_decoded(values, is_reference):
+    """tf.string [n] with the references among them (bool [n]) replaced by their characters."""
+    at = tf.where(is_reference)
+    return tf.tensor_scatter_nd_update(values, at, characters_of(tf.gather_nd(values, at)))
+
+
+def characters_of(references):
+    """tf.string [n] of references (`markup.REFERENCE`) -> what each stands for, as
+    `markup.character_of` reads it."""
+    names = tf.strings.regex_replace(references, "^&|;$", "")
+    named = _named_characters(names)
+    is_numbered = tf.strings.regex_full_match(references, "&#.*")
+    is_hex = tf.strings.regex_full_match(references, "&#[xX].*")
+    digits = tf.where(is_numbered, tf.strings.regex_replace(names, "^#[xX]?0*", ""), "0")
+    too_long = tf.strings.length(digits) > tf.where(is_hex, 6, 7)
+    digits = tf.where(too_long | (digits == ""), "0", digits)
+    codes = tf.strings.unicode_decode(tf.where(is_hex, digits, "0"), "UTF-8")
+    flat = tf.cast(codes.flat_values, tf.int64)
+    hex_digits = tf.where(flat <= ord("9"), flat - ord("0"),
+                          tf.bitwise.bitwise_or(flat, 32) - ord("a") + 10)
+    powers = tf.ragged.range(codes.row_lengths() - 1, -1, -1, dtype=tf.int64).flat_values
+    number = tf.where(is_hex, tf.reduce_sum(codes.with_flat_values(
+        hex_digits * tf.bitwise.left_shift(tf.ones_like(powers), 4 * powers)), axis=1),
+                      tf.strings.to_number(tf.where(is_hex, "0", digits), tf.int64))
+    number = tf.where(too_long, 0x110000, number)
+    invalid = (number == 0) | (number > 0x10FFFF) | ((number >= 0xD800) & (number <= 0xDFFF))
+    windows = tf.gather(tf.constant([ord(c) for c in markup.WINDOWS_1252], tf.int64),
+                        tf.clip_by_value(number - 0x80, 0, 31))
+    code = tf.where(invalid, 0xFFFD, tf.where((number >= 0x80) & (number <= 0x9F), windows,
+                                              number))
+    character = tf.strings.unicode_encode(tf.RaggedTensor.from_tensor(
+        tf.cast(code, tf.int32)[:, None]), "UTF-8")
+    numbered = tf.where(tf.strings.regex_full_match(character, "[｟｠]"), references, character)
+    return tf.where(is_numbered, numbered, tf.where(named[1], named[0], references))
+
+
+_NAMES = sorted(markup.NAMED_REFERENCES)
+
+
+def _named_characters(names):
+    """tf.string [n] of reference names ("amp") -> (their characters, whether HTML names them):
+    found by the names' 64-bit fingerprints, sorted (no table to track in a SavedModel)."""
+    keys = tf.constant(_NAMES)
+    fingerprints = tf.strings.to_hash_bucket_fast(keys, 2**62)
+    order = tf.argsort(fingerprints)
+    wanted = tf.strings.to_hash_bucket_fast(names, 2**62)
+    found = tf.gather(order, tf.minimum(
+        tf.searchsorted(tf.gather(fingerprints, order), wanted), len(_NAMES) - 1))
+    characters = tf.constant([markup.NAMED_REFERENCES[name] for name in _NAMES])
+    return tf.gather(characters, found), tf.gather(keys, found) == names
 
 
 def unmask(translations, masked):
     """Masked translations, tf.string [batch], with each token replaced by its item's source
-    text and spaced as `markup.unmask` spaces it; `masked` is their sources' `MaskedTexts`.
+    text and spaced as `markup.unmask` spaces it, its &, < and > escaped first where its source
+    holds a character reference; `masked` is their sources' `MaskedTexts`.
 
     Raises (when run): InvalidArgumentError for a token that is not one of its source's, or a
     source item whose token is missing or repeated (as `markup.unmask` does; the nesting of tag
     pairs is `MarkupConstraint`'s guarantee, not checked again here).
     """
+    escaped = translations
+    for character, reference in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;")):
+        escaped = tf.strings.regex_replace(escaped, character, reference)
+    translations = tf.where(masked.escaped, escaped, translations)
     parts = tf.strings.split(tf.strings.regex_replace(
         translations, f"( ?)({markup.TOKEN_PATTERN})( ?)",
         _MARK + b"\\1" + _MARK + b"\\2" + _MARK + b"\\3" + _MARK), _MARK)

@@ -77,5 +77,6 @@ def masked_lines(lines, name, prog="kt-translate"):
 def unmasked(hypotheses, masked):
     """Each line's hypotheses with their items put back (`markup.unmask`); None (a line not
     translated) stays None."""
-    return [best and [h._replace(text=markup.unmask(h.text, line.items)) for h in best]
+    return [best and [h._replace(text=markup.unmask(h.text, line.items, escaped=line.escaped))
+                      for h in best]
             for best, line in zip(hypotheses, masked)]

@@ -16,14 +16,21 @@ from keras_transformer.search.constraints.markup import MarkupConstraint
 
 WORDS = st.sampled_from(["the", "cat", "sat", "on", "mat", "é", "naïve", "(", ")", ",", ".",
                          "¿", "?", "50%", "a.b", "x-y", "v1.2", "3rd", "12.5kg", "ñ2026", "€5",
-                         "«7»", "x_1", ".5", "日本", "500।", "٥٠", "5😀", "詳細はwww.x.jp"])
+                         "«7»", "x_1", ".5", "日本", "500।", "٥٠", "5😀", "詳細はwww.x.jp",
+                         # Character references: text (decoded for the model), never numbers.
+                         "&amp;", "Jerry&#39;s", "&#8217;", "&nbsp;", "&lt;b&gt;", "&#x1F600;",
+                         "&#39;42", "&unknown;", "&", "a<b"])
 ITEMS = st.sampled_from(["{0}", "{name}", "{{ user }}", "%s", "%1$d", "%-5.2f", "42", "3.14",
                          "1,234.5", "2026-12-01", "https://example.org/a?b=1", "www.x.org",
                          "me@example.org", "<br/>", "<img src='a.png'/>", "</p>",
                          # Real HTML: > and < inside quoted values, comments (holding tags),
                          # CDATA, a doctype and a processing instruction, each kept whole.
                          '<img alt="1 > 0" src="a.png">', "<!-- <b> x > y -->",
-                         "<![CDATA[ a < b ]]>", "<!DOCTYPE html>", '<?xml version="1.0"?>'])
+                         "<![CDATA[ a < b ]]>", "<!DOCTYPE html>", '<?xml version="1.0"?>',
+                         # Code: a <script> or <style> element is one lone tag, verbatim.
+                         "<script>var s = '<b>x</b>' && 1 &amp; 2;</script>",
+                         "<style type='text/css'>p > a { color: red }</style>",
+                         "<SCRIPT src='a.js'></SCRIPT>"])
 SPACES = st.sampled_from(["", " ", " ", "  ", "\t", "\u00a0"])
 
 
@@ -53,7 +60,16 @@ def marked_up_texts(draw):
 def test_masking_and_unmasking_give_the_text_back(text):
     masked = markup.mask(text)
     assert markup.problems(masked.text, masked.items) == []
-    assert markup.unmask(masked.text, masked.items) == text
+    unmasked = markup.unmask(masked.text, masked.items, escaped=masked.escaped)
+    if masked.escaped:  # the same characters, written with HTML's escapes of & < >
+        assert markup.decoded(unmasked) == markup.decoded(text)
+        # ... and no decoded "&lt;b&gt;" read as a tag when the output is read again (a
+        # reference to a token bracket, "&#65375;", stays as written, so is read again as
+        # "&amp;" and a number: the same characters, other items).
+        assert [(item.kind, item.text) for item in markup.mask(unmasked).items] == [
+            (item.kind, item.text) for item in masked.items]
+    else:
+        assert unmasked == text
     # Every item's token once (with the round trip: each item's text taken out, not copied;
     # the same text may stay as text elsewhere: "42" in "%s42" touches a word, so is none).
     for item in masked.items:
@@ -71,7 +87,9 @@ def _joined_at_random(text, rng):
 @given(st.lists(marked_up_texts(), min_size=100, max_size=100))
 def test_the_graph_masks_and_unmasks_as_python_does(texts):
     texts += ["<b>open <i>x</i> and <br/> stray </p> end", "", " \t", "{0}{1}<b></b>.",
-              '<img alt="1 > 0" src="a.png"> ok', "a <!-- <b> --> b <![CDATA[<i>]]></b>"]
+              '<img alt="1 > 0" src="a.png"> ok', "a <!-- <b> --> b <![CDATA[<i>]]></b>",
+              "Tom &amp; Jerry&#39;s house.", "<p>Hello friend.</p><script>var s = '<b>not a "
+              "tag</b>';</script>", "&#0;&#128;&#x110000;&#xD800;&#00065;&#x41;&notit;&#65375;"]
     masked = markup_graph.mask(tf.constant(texts))
     rng = np.random.default_rng(0)
     translations = [_joined_at_random(markup.mask(text).text, rng) for text in texts]
@@ -87,7 +105,9 @@ def test_the_graph_masks_and_unmasks_as_python_does(texts):
             masked.items[row].numpy(), masked.tokens[row].numpy(),
             masked.is_tag[row].numpy())] == [
             (item.text, item.token, item.kind == "tag") for item in expected.items]
-        assert unmasked[row].decode() == markup.unmask(translation, expected.items)
+        assert masked.escaped[row].numpy() == expected.escaped
+        assert unmasked[row].decode() == markup.unmask(translation, expected.items,
+                                                       escaped=expected.escaped)
 
 
 def test_the_graph_refuses_what_python_refuses():
@@ -111,6 +131,22 @@ def test_the_graph_refuses_what_python_refuses():
             markup.unmask(translation, markup.mask("<b>{0}</b>").items)
         with pytest.raises(tf.errors.InvalidArgumentError, match=message):
             markup_graph.unmask(tf.constant([translation]), masked)
+
+
+def test_references_are_text_and_code_one_verbatim_item():
+    """The issue's cases: `&#39;` was a number item; a script was translated as prose."""
+    masked = markup.mask("Tom &amp; Jerry&#39;s house.")
+    assert (masked.text, masked.items, masked.escaped) == ("Tom & Jerry's house.", (), True)
+    assert markup.unmask("Tom & Jerry's casa.", (), escaped=True) == "Tom &amp; Jerry's casa."
+    masked = markup.mask("Don&#8217;t go, it&#8217;s late. " + "&#39;" * 51)  # no 50 limit
+    assert masked.text == "Don’t go, it’s late. " + "'" * 51 and masked.items == ()
+    script = "<script>var s = '<b>not a tag</b>';</script>"
+    masked = markup.mask(f"<p>Hello friend.</p>{script}")
+    assert masked.text == "｟t1｠ Hello friend. ｟/t1｠ ｟t2/｠"
+    assert [item.text for item in masked.items] == ["<p>", "</p>", script]
+    assert markup.unbalanced(masked) == []
+    assert markup.unmask("｟t1｠ Hola amigo. ｟/t1｠ ｟t2/｠", masked.items) == (
+        f"<p>Hola amigo.</p>{script}")
 
 
 def test_items_by_kind_tags_paired_in_order_and_attributes_kept():
