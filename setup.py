@@ -47,11 +47,12 @@ EXTRAS_REQUIRE = {
     # papermill and ipykernel execute notebooks/quickstart.ipynb in tests/test_notebook.py;
     # hypothesis generates hostile inputs in tests/test_hostile_input.py; tests/test_ctranslate2.py
     # checks the CTranslate2 export against the model; tests/test_marian.py imports a Marian
-    # checkpoint; tests/test_jax.py trains under JAX beside TensorFlow. pytest-xdist runs the
+    # checkpoint; tests/test_jax.py trains under JAX beside TensorFlow; html5lib reads the pages
+    # of tests/test_html_pages.py as browsers do (HTML5's tree building). pytest-xdist runs the
     # suite on every core (pyproject.toml's addopts).
     "test": ["pytest==9.2.0", "pytest-timeout==2.4.0", "pytest-xdist==3.8.0", "papermill==2.7.0",
-             "ipykernel==7.4.0", "nbformat==5.11.1", "hypothesis==6.170.15", CTRANSLATE2,
-             SAFETENSORS, *JAX],
+             "ipykernel==7.4.0", "nbformat==5.11.1", "hypothesis==6.170.15", "html5lib==1.1",
+             CTRANSLATE2, SAFETENSORS, *JAX],
     # bench/ compares against the peers users would pick instead (bench/peers.py). torch 2.13.0
     # is pinned exactly: a looser range pulls the newest build with GBs of CUDA packages.
     "bench": ["torch==2.13.0", "keras-hub==0.32.0", "transformers==5.23.0"],

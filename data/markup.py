@@ -91,6 +91,7 @@ _PATTERNS = tuple((kind, pattern.replace("QUOTED", _QUOTED).replace("SPACE", SPA
                     r"|%(?:[0-9]+\$)?[-+#0]*[0-9]*(?:\.[0-9]+)?[sdifx%]"),
     ("number", r"[DIGIT]+(?:[.,:/-][DIGIT]+)*"),
 ))
+TAG_PATTERN = dict(_PATTERNS)["tag"]  # a tag, a comment, a whole <script> element, ...
 # RE2's too: group k + 1 is ITEM_KINDS[k] (data/markup_graph.py tells a number and a reference
 # by their groups; a reference is text, "kind" of a match rather than of an item).
 ITEM_KINDS = tuple(kind for kind, _ in _PATTERNS)

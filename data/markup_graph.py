@@ -247,12 +247,12 @@ def characters_of(references):
     number = tf.where(is_hex, tf.reduce_sum(codes.with_flat_values(
         hex_digits * tf.bitwise.left_shift(tf.ones_like(powers), 4 * powers)), axis=1),
                       tf.strings.to_number(tf.where(is_hex, "0", digits), tf.int64))
-    number = tf.where(too_long, 0x110000, number)
+    number = tf.where(too_long, tf.constant(0x110000, tf.int64), number)
     invalid = (number == 0) | (number > 0x10FFFF) | ((number >= 0xD800) & (number <= 0xDFFF))
     windows = tf.gather(tf.constant([ord(c) for c in markup.WINDOWS_1252], tf.int64),
                         tf.clip_by_value(number - 0x80, 0, 31))
-    code = tf.where(invalid, 0xFFFD, tf.where((number >= 0x80) & (number <= 0x9F), windows,
-                                              number))
+    code = tf.where(invalid, tf.constant(0xFFFD, tf.int64),
+                    tf.where((number >= 0x80) & (number <= 0x9F), windows, number))
     character = tf.strings.unicode_encode(tf.RaggedTensor.from_tensor(
         tf.cast(code, tf.int32)[:, None]), "UTF-8")
     numbered = tf.where(tf.strings.regex_full_match(character, "[｟｠]"), references, character)

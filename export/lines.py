@@ -25,11 +25,7 @@ def read_lines(path, what, prog, *, keep_returns=False):
     "\r" of a "\r\n" unless `keep_returns`), warning on stderr about lines that are not UTF-8
     (their bad bytes are translated as U+FFFD)."""
     name = "<stdin>" if path is None else str(path)
-    try:
-        raw = sys.stdin.buffer.read() if path is None else pathlib.Path(path).read_bytes()
-    except OSError as error:
-        raise InputError(f"cannot read {what} {name}: {error.strerror}") from None
-    lines = raw.split(b"\n")
+    lines = read_bytes(path, what).split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
     if not keep_returns:
@@ -41,6 +37,16 @@ def read_lines(path, what, prog, *, keep_returns=False):
             print(f"{prog}: warning: {name}:{number}: not UTF-8 at byte {error.start}; "
                   f"undecodable bytes are read as U+FFFD", file=sys.stderr)
     return lines
+
+
+def read_bytes(path, what):
+    """The whole of a file (or stdin for None), bytes; an InputError naming `what` (a flag)
+    and the file where it cannot be read."""
+    try:
+        return sys.stdin.buffer.read() if path is None else pathlib.Path(path).read_bytes()
+    except OSError as error:
+        raise InputError(f"cannot read {what} {'<stdin>' if path is None else path}: "
+                         f"{error.strerror}") from None
 
 
 def print_scores(translations, references, file):

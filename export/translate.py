@@ -37,11 +37,13 @@ from keras_transformer.export.flags import (
     decoding_from_flags,
     translator_from_flags,
 )
+from keras_transformer.export.html_pages import translate_page
 from keras_transformer.export.lines import (
     InputError,
     PrefixError,
     Sampling,
     print_scores,
+    read_bytes,
     read_lines,
 )
 from keras_transformer.export.markup_lines import masked_lines
@@ -102,9 +104,10 @@ def check_engine(args, translator, run):
     if args.min_confidence is not None and translator.calibration is None:
         raise ConfigError(f"--min_confidence: {args.model_dir} has no calibration; fit one with "
                           f"kt-calibrate --model_dir {args.model_dir}")
-    if args.markup:
+    if args.markup or args.html:
+        flag = "--markup" if args.markup else "--html"
         if getattr(translator, "tree_leaves", None):
-            raise ConfigError(f"--markup: {args.model_dir} is a parser; its outputs are trees")
+            raise ConfigError(f"{flag}: {args.model_dir} is a parser; its outputs are trees")
         translator.vocabulary.markup_ids()  # refuses a vocabulary that cuts the tokens
 
 
@@ -122,6 +125,8 @@ def read_inputs(args, run):
             args.target_lang or run.data.target_lang, args.tfds_data_dir, args.download,
             args.invalid_utf8)
         lines, references = split_lines(source, args.split or "test")
+    elif args.html:  # the page whole, one "line"
+        lines = [read_bytes(args.input, "--input")]
     else:
         # A document keeps its line ends as they are, "\r\n" too, as translate_document does.
         lines = read_lines(args.input, "--input", "kt-translate", keep_returns=args.documents)
@@ -190,6 +195,40 @@ def translate_whole_document(args, translator, used, lines):
     return 0
 
 
+def translate_html(args, translator, engine, lines):
+    """--html: the input (`lines`: [the page, bytes]), the page translated to --output
+    (`export.html_pages.translate_page`), a summary line to stderr; returns the exit code.
+    `engine`: (the run's `RunConfig`, what translates, as the summary says it)."""
+    run, used = engine
+    start = time.perf_counter()
+    sampling = args.sampling_temperature and Sampling(
+        args.sampling_temperature, args.sampling_top_k, args.seed)
+    try:
+        source = lines[0].decode("utf-8")
+    except UnicodeDecodeError as error:
+        print(f"kt-translate: warning: {input_name(args)}: not UTF-8 at byte {error.start}; "
+              f"undecodable bytes are read as U+FFFD", file=sys.stderr)
+        source = lines[0].decode("utf-8", errors="replace")
+    translated, page, left = translate_page(
+        translator, source, batch_size=args.batch_size, attributes=args.html_attributes,
+        lang=run.data.target_lang or None, sampling=sampling)
+    output = None
+    try:
+        output = cli.PieceWriter(args.output)
+        output.write(translated)
+        output.finish()
+    except OSError as error:
+        if output:
+            output.discard()
+        write_error(args, error)
+        return 2
+    print(summary(args, translator, used, len(page.texts), time.perf_counter() - start) +
+          f"; a page of {len(page.blocks)} block(s)" +
+          (f", {left} text(s) left as they were (more items than --markup takes)"
+           if left else ""), file=sys.stderr)
+    return 0
+
+
 def main(argv=None):
     """kt-translate. Ctrl-C or SIGTERM stop it with exit code 130 and a line saying what was
     kept, not a traceback: every line translated so far, the in-order ones in the output and,
@@ -225,6 +264,8 @@ def _main(args):
         return 2
     if args.documents:
         return translate_whole_document(args, translator, used, lines)
+    if args.html:
+        return translate_html(args, translator, (run, used), lines)
     if args.checks or args.alignments or args.min_confidence is not None:
         checks.warn_if_stale(translator, used)
     start = time.perf_counter()

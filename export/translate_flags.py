@@ -100,6 +100,16 @@ def argument_parser(description):
                              "sentence longer than --max_input_length is split after its "
                              "clause marks or into windows of words, never cut (a summary on "
                              "stderr says how many)")
+    parser.add_argument("--html", action="store_true",
+                        help="the input is a web page: its blocks' text (cut into sentences as "
+                             "--documents cuts them) and alt, title and placeholder values "
+                             "translated with their inline tags kept as --markup keeps them; "
+                             "<script>, <style>, <pre>, <code>, <textarea> and elements with "
+                             "translate=\"no\" or class notranslate left byte for byte; <html "
+                             "lang> set to the model's target language")
+    parser.add_argument("--html_attributes", action=argparse.BooleanOptionalAction,
+                        default=True, help="--html: translate alt, title and placeholder "
+                                           "values too (default)")
     checks.add_flags(parser)
     return parser
 
@@ -111,10 +121,11 @@ def checked(parser, args):
     check_mode_flags(parser, args)
     if checks_refusal(args):
         parser.error(checks_refusal(args))
-    if args.resume and (args.overwrite or args.documents or not args.output):
+    if args.resume and (args.overwrite or args.documents or args.html or not args.output):
         parser.error("--resume continues the lines of an interrupted --output: " + (
-            "it needs --output" if not args.output else
-            f"drop {'--overwrite' if args.overwrite else '--documents'}"))
+            "it needs --output" if not args.output else "drop " + (
+                "--overwrite" if args.overwrite else "--documents" if args.documents
+                else "--html")))
     if args.output:
         cli.check_output(parser, args.output, args.overwrite or args.resume)
     return with_batch_size(args)
@@ -151,6 +162,7 @@ def checks_refusal(args):
     given = "--checks" if args.checks else "--alignments" if args.alignments else (
         "--min_confidence")
     for flag, present in (("--n_best", args.n_best), ("--documents", args.documents),
+                          ("--html", args.html),
                           ("--engine ctranslate2", args.engine == "ctranslate2"),
                           ("--scores", args.scores and args.checks),
                           ("--markup", args.markup and args.alignments)):
@@ -171,15 +183,21 @@ def check_mode_flags(parser, args):
                                  "--target_prefix": args.target_prefix})
     if refusal:
         parser.error(refusal)
-    if args.documents:
+    if args.html and (args.documents or args.markup):
+        parser.error(f"--html reads the page's markup and sentences itself: drop "
+                     f"{'--documents' if args.documents else '--markup'}")
+    if not args.html_attributes and not args.html:
+        parser.error("--no-html_attributes is for --html")
+    if args.documents or args.html:
+        mode = "--documents writes the translated document" if args.documents else (
+            "--html writes the translated page")
         line_flags = [flag for flag, given in (
             ("--n_best", args.n_best), ("--scores", args.scores), ("--reference", args.reference),
             ("--data", args.data), ("--target_prefix", args.target_prefix),
             ("--glossary", args.glossary),
             ("--engine ctranslate2", args.engine == "ctranslate2")) if given]
         if line_flags:
-            parser.error(f"--documents writes the translated document alone: drop "
-                         f"{line_flags[0]}")
+            parser.error(f"{mode} alone: drop {line_flags[0]}")
     if args.n_best and args.scores:
         parser.error("--n_best writes the scores already: drop --scores")
     if args.data and (args.input or args.reference):
