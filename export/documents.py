@@ -76,11 +76,13 @@ def with_translations(parts, translations):
         parts.pieces.flat_values, positions, translations)))
 
 
-def translate_document(translator, text, *, batch_size, sampling=None, keep_markup=False):
+def translate_document(translator, text, *, batch_size, sampling=None, keep_markup=False,
+                       first_sentence=1):
     """One document (str) translated as `DocumentTranslator` translates it, its sentence
-    parts in length-sorted batches of `batch_size` (`n_best_lines`; `sampling` as there); with
-    `keep_markup`, each part's markup kept (`data.markup`). Returns (the translation, the
-    `Parts` of the document).
+    parts in length-sorted batches of `batch_size` (`n_best_lines`; `sampling` as there, its
+    batches drawing as part of a longer input whose sentence `first_sentence` this document's
+    first is); with `keep_markup`, each part's markup kept (`data.markup`). Returns (the
+    translation, the `Parts` of the document).
 
     Raises:
         markup.MarkupError: with keep_markup, a sentence with more items than markup allows.
@@ -91,9 +93,11 @@ def translate_document(translator, text, *, batch_size, sampling=None, keep_mark
     if keep_markup:
         masked = [markup.mask(sentence) for sentence in sentences]
         best = unmasked(markup_n_best_lines(translator, masked, 1, batch_size,
-                                            sampling=sampling), masked)
+                                            sampling=sampling, first_line=first_sentence),
+                        masked)
     else:
-        best = n_best_lines(translator, sentences, 1, batch_size, sampling=sampling)
+        best = n_best_lines(translator, sentences, 1, batch_size, sampling=sampling,
+                            first_line=first_sentence)
     translations = [hypotheses[0].text for hypotheses in best]
     translated = with_translations(split, tf.constant(translations, tf.string))
     return translated.numpy()[0].decode("utf-8"), split

@@ -1,6 +1,7 @@
 """Translating many lines: length-sorted batches, results in input order, their scores and
 n-best lists."""
 
+import contextlib
 import pathlib
 import sys
 import time
@@ -37,6 +38,21 @@ def read_lines(path, what, prog, *, keep_returns=False):
             print(f"{prog}: warning: {name}:{number}: not UTF-8 at byte {error.start}; "
                   f"undecodable bytes are read as U+FFFD", file=sys.stderr)
     return lines
+
+
+@contextlib.contextmanager
+def open_input(path, what):
+    """A binary stream of a file (or stdin for None), closed after (stdin stays open); an
+    InputError naming `what` (a flag) and the file where it cannot be opened."""
+    if path is None:
+        yield sys.stdin.buffer
+        return
+    try:
+        stream = open(path, "rb")
+    except OSError as error:
+        raise InputError(f"cannot read {what} {path}: {error.strerror}") from None
+    with stream:
+        yield stream
 
 
 def read_bytes(path, what):

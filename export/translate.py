@@ -26,11 +26,11 @@ import threading
 import time
 
 from keras_transformer import cli, data
-from keras_transformer.data import glossary, markup
+from keras_transformer.data import glossary
 from keras_transformer.errors import UserError
 from keras_transformer.export import checks, resume, translate_flags
 from keras_transformer.export.ctranslate2_engine import PATIENCE, Ctranslate2Translator
-from keras_transformer.export.documents import translate_document
+from keras_transformer.export.document_stream import translate_stream
 from keras_transformer.export.flags import (
     beam_description,
     checkpoints,
@@ -42,12 +42,13 @@ from keras_transformer.export.lines import (
     InputError,
     PrefixError,
     Sampling,
+    open_input,
     print_scores,
     read_bytes,
     read_lines,
 )
 from keras_transformer.export.markup_lines import masked_lines
-from keras_transformer.export.translate_parts import write_in_parts
+from keras_transformer.export.translate_parts import PROGRESS_SECONDS, write_in_parts
 from keras_transformer.model_dir import ConfigError, RunConfig
 
 
@@ -127,9 +128,11 @@ def read_inputs(args, run):
         lines, references = split_lines(source, args.split or "test")
     elif args.html:  # the page whole, one "line"
         lines = [read_bytes(args.input, "--input")]
+    elif args.documents:  # read as it is translated (translate_whole_document)
+        with open_input(args.input, "--input"):
+            lines = []
     else:
-        # A document keeps its line ends as they are, "\r\n" too, as translate_document does.
-        lines = read_lines(args.input, "--input", "kt-translate", keep_returns=args.documents)
+        lines = read_lines(args.input, "--input", "kt-translate")
     if args.reference:
         references = [line.decode("utf-8", errors="replace")
                       for line in read_lines(args.reference, "--reference", "kt-translate")]
@@ -165,33 +168,38 @@ def write_error(args, error, lines_out=0):
               else "nothing was written"), file=sys.stderr)
 
 
-def translate_whole_document(args, translator, used, lines):
-    """--documents: the input `lines` (bytes) as one document, its translation to --output, a
-    summary line with the sentence counts to stderr; returns the exit code."""
+def translate_whole_document(args, translator, used):
+    """--documents: the input as one document, read, translated and written to --output a
+    piece at a time (`export.document_stream`), a summary line with the sentence counts to
+    stderr; returns the exit code."""
     start = time.perf_counter()
-    text = b"\n".join(lines).decode("utf-8", errors="replace")
     sampling = args.sampling_temperature and Sampling(
         args.sampling_temperature, args.sampling_top_k, args.seed)
-    try:
-        translated, split = translate_document(translator, text, batch_size=args.batch_size,
-                                               sampling=sampling, keep_markup=args.markup)
-    except markup.MarkupError as error:
-        print(f"kt-translate: error: {input_name(args)}: {error}", file=sys.stderr)
-        return 2
     output = None
     try:
         output = cli.PieceWriter(args.output)
-        output.write(translated + "\n" if text else "")
+        with open_input(args.input, "--input") as stream:
+            counts = translate_stream(
+                translator, stream, output.write, batch_size=args.batch_size,
+                sampling=sampling, keep_markup=args.markup, progress_every=PROGRESS_SECONDS)
         output.finish()
+    except UserError as error:  # a sentence with too many markup items, an unreadable input
+        output.discard()
+        print(f"kt-translate: error: {input_name(args)}: {error}", file=sys.stderr)
+        return 2
     except OSError as error:
         if output:
             output.discard()
         write_error(args, error)
         return 2
-    count = int(split.sentences[0])
-    print(summary(args, translator, used, count, time.perf_counter() - start) +
-          f"; of them {int(split.split_at_clauses[0])} split after clause marks, "
-          f"{int(split.split_into_windows[0])} clause(s) into windows of words", file=sys.stderr)
+    except KeyboardInterrupt:  # SIGTERM too (main): the pieces written are kept
+        output.finish()
+        print(f"kt-translate: interrupted; the document is translated up to where "
+              f"{args.output or '<stdout>'} ends", file=sys.stderr)
+        return 130
+    print(summary(args, translator, used, counts[0], time.perf_counter() - start) +
+          f"; of them {counts[1]} split after clause marks, {counts[2]} clause(s) into "
+          f"windows of words", file=sys.stderr)
     return 0
 
 
@@ -263,7 +271,7 @@ def _main(args):
         print(f"kt-translate: error: {error}", file=sys.stderr)
         return 2
     if args.documents:
-        return translate_whole_document(args, translator, used, lines)
+        return translate_whole_document(args, translator, used)
     if args.html:
         return translate_html(args, translator, (run, used), lines)
     if args.checks or args.alignments or args.min_confidence is not None:
