@@ -311,9 +311,9 @@ def _main(args):
         write_error(args, error, len(translations))
         return 2
     if args.min_confidence is not None:
-        print(f"kt-translate: {untranslated} of {len(lines) - resumed_from} line(s) translated "
-              f"now left untranslated (confidence below {args.min_confidence})",
-              file=sys.stderr)
+        print(f"kt-translate: {untranslated} of {len(lines) - resumed_from} line(s) left "
+              f"untranslated (confidence below {args.min_confidence})"
+              + (" in this run" if resumed_from else ""), file=sys.stderr)
     print(summary(args, translator, used, len(lines) - resumed_from,
                   time.perf_counter() - start), file=sys.stderr)
     if references is not None and resumed_from:
