@@ -51,8 +51,10 @@ class RequestBounds:
             before the search; more is an INVALID_ARGUMENT error naming it. So a server takes
             64 short sentences or 8 long ones and refuses 64 long ones. At least beam_size x
             longest_output (one sentence always fits). It counts the request as sent: under
-            jit_compile the padded shapes hold more. None: no bound beyond max_batch_size and
-            the decoding's input and output lengths.
+            jit_compile the padded shapes hold more. Scoring (`score`, `score_ids`) is held to
+            it too, as a search of one hypothesis a sentence: sentences x the longest target
+            scored. None: no bound beyond max_batch_size and the decoding's input and output
+            lengths.
         decoding: the translator's `DecodingConfig`, every field a search reads set
             (`DecodingConfig.for_model`).
 
@@ -116,6 +118,20 @@ class RequestBounds:
             return source_ids
         with tf.control_dependencies([check]):
             return tf.identity(source_ids)
+
+    def checked_scoring(self, target_ids):
+        """`target_ids` (int32 [batch, length], cut to the output limits), to be read only
+        after the check that scoring them (sentences x length positions) stays within
+        max_search_positions."""
+        if self.max_search_positions is None:
+            return target_ids
+        positions = tf.cast(tf.size(target_ids), tf.int64)
+        with tf.control_dependencies([tf.debugging.assert_less_equal(
+                positions, tf.constant(self.max_search_positions, tf.int64),
+                message=f"scoring past the limit (max_search_positions) of "
+                        f"{self.max_search_positions} positions: sentences x the longest target "
+                        f"scored; send fewer or shorter pairs")]):
+            return tf.identity(target_ids)
 
     def settings(self):
         """The bounds, as a JSON-able dict (for export.json)."""

@@ -332,8 +332,10 @@ class Translator(ConstrainedSearches, tf.Module):
         limits = self.output_limits_of(source_ids)
         target_cut = tf.reduce_sum(tf.cast(scoring.target_mask(target_ids), tf.int32),
                                    axis=1) > limits
-        # The decoder reads no more columns than a translation could have.
-        target_ids = target_ids[:, :self.decoding.max_output_length]
+        # The decoder reads no more columns than a translation could have, within the bound
+        # of a search (max_search_positions).
+        target_ids = self.bounds.checked_scoring(
+            target_ids[:, :self.decoding.max_output_length])
         keep = tf.range(tf.shape(target_ids)[1])[None, :] < limits[:, None]
         result = scoring.score(self.model, source_ids, tf.where(keep, target_ids, PAD_ID),
                                self.decoding.alpha,

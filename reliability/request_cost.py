@@ -27,6 +27,10 @@ RESULTS = pathlib.Path(__file__).parent / "RESULTS.md"
 # kt-export --max_search_positions for the bounded cases: a fifth of what 64 inputs of 256 tokens
 # at beam 4 may take (64 x 4 x (256 + 50) = 78,336 positions).
 CEILING = 16_384
+# Cases with a larger vocabulary (built on the same corpus) than the markup cases' 2,000 ids:
+# scoring's logits grow with it.
+VOCABULARY_IDS = {"score: 64 pairs of 4 KiB, a model of 8,000 ids": 8_000,
+             "score: 64 pairs of 4 KiB, a model of 32,000 ids": 32_000}
 WORDS = ("In the beginning God created the heaven and the earth. And the earth was without form, "
          "and void; and darkness was upon the face of the deep.").split()
 
@@ -84,6 +88,7 @@ def _cases():
             bounded(64, 32),
         "translate_n_best: 64 texts of 4 KiB": lambda t: (t, "translate_n_best", [full]),
         "score: 64 pairs of 4 KiB": lambda t: (t, "score", [full, full]),
+        **{name: lambda t: (t, "score", [full, full]) for name in VOCABULARY_IDS},
         "translate_document: 1 one-line document of 64 KiB, no full stop":
             documents(1, 65_536, False),
         "translate_document: 64 documents of 64 KiB, sentences": documents(64, 65_536, True),
@@ -139,11 +144,11 @@ def run_case(name, vocabulary_path):
     return {"seconds": seconds, "rss_before": before, "peak": peak, "outcome": outcome}
 
 
-def markup_vocabulary(path):
+def markup_vocabulary(path, size=2000):
     from keras_transformer import data
     from keras_transformer.data import markup
 
-    data.build_vocabulary(data.corpus_texts(data.get_source("bible_en_es")), 2000, path,
+    data.build_vocabulary(data.corpus_texts(data.get_source("bible_en_es")), size, path,
                           whole_tokens=markup.TOKENS)
 
 
@@ -152,6 +157,7 @@ def main(argv=None):
     parser.add_argument("--case", help="run this case in this process; print its JSON")
     parser.add_argument("--vocab", help="(with --case) the vocabulary to use")
     parser.add_argument("--timeout", type=float, default=900, help="seconds a case may take")
+    parser.add_argument("--only", help="run the cases whose name starts with this")
     args = parser.parse_args(argv)
     if args.case:
         print(json.dumps(run_case(args.case, args.vocab)))
@@ -163,9 +169,15 @@ def main(argv=None):
 
     rows, peaks = [], [matmul_peak(tf.float32) / 1e9]
     with tempfile.TemporaryDirectory() as scratch:
-        vocabulary = os.path.join(scratch, "markup.model")
-        markup_vocabulary(vocabulary)
+        vocabularies = {}
         for name in _cases():
+            if args.only and not name.startswith(args.only):
+                continue
+            size = VOCABULARY_IDS.get(name, 2000)
+            if size not in vocabularies:
+                vocabularies[size] = os.path.join(scratch, f"markup{size}.model")
+                markup_vocabulary(vocabularies[size], size)
+            vocabulary = vocabularies[size]
             try:
                 child = subprocess.run([sys.executable, "-m", "reliability.request_cost",
                                         "--case", name, "--vocab", vocabulary],

@@ -73,3 +73,45 @@ def test_an_empty_target_scores_zero_over_zero_tokens():
     model = kt.build_model("transformer_tiny", vocab_size=20)
     result = kt.score(model, np.array([[5, kt.EOS_ID]]), np.zeros([1, 0], "int32"))
     assert int(result["lengths"][0]) == 0 and float(result["scores"][0]) == 0.0
+
+
+def test_scoring_a_few_positions_at_a_time_gives_the_whole_targets_scores(monkeypatch):
+    """Targets are projected onto the vocabulary a block of positions at a time (BLOCK_LOGITS):
+    one position a block, or every one at once, the log-probabilities of a hand computation;
+    an ensemble's too (the log of its members' mean probability)."""
+    models = [kt.build_model("transformer_tiny", vocab_size=30) for _ in range(2)]
+    rng = np.random.default_rng(0)
+    source = np.concatenate([rng.integers(2, 30, [3, 6]), np.full([3, 1], kt.EOS_ID)], 1)
+    target = np.concatenate([rng.integers(2, 30, [3, 9]), np.full([3, 1], kt.EOS_ID)], 1)
+    target[1, 4:] = [kt.EOS_ID, 0, 0, 0, 0, 0]
+    decoder_input = np.concatenate([np.zeros([3, 1], int), target[:, :-1]], 1)
+
+    def by_hand(model):
+        logits = model.decode(decoder_input, model.encode(source), kt.padding_mask(source))
+        logits = logits.numpy().astype("float64")
+        logits[..., kt.PAD_ID] = -np.inf
+        return logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+
+    expected = np.log(np.mean([np.exp(by_hand(m)) for m in models], axis=0))
+    expected = np.take_along_axis(expected, target[..., None], -1)[..., 0]
+    expected[1, 5:] = 0
+    scoring = kt.search.scoring
+    for block_logits in (3 * 30, 3 * 30 * 4, 2**23):  # 1 position, 4, all 10 at once
+        monkeypatch.setattr(scoring, "BLOCK_LOGITS", block_logits)
+        scored = scoring.score.python_function(models, source, target)
+        np.testing.assert_allclose(scored["token_log_probs"].numpy(), expected, atol=1e-5)
+
+
+def test_scoring_is_held_to_the_search_bound(bible_vocab):
+    """A served `score` counts sentences x target columns against max_search_positions, as a
+    search of one hypothesis a sentence, and names the limit past it."""
+    model = kt.build_model("transformer_tiny", vocab_size=bible_vocab.vocab_size)
+    translator = kt.export.Translator(model, bible_vocab, max_input_length=16,
+                                      max_output_length=20, beam_size=1,
+                                      max_search_positions=40)
+    long_target = " ".join(["And God said, Let there be light"] * 4)  # past 20 tokens
+    within = translator.score(tf.constant(["Jesus wept."] * 2), tf.constant([long_target] * 2))
+    assert within["truncated"].numpy().all()  # cut to the 20 columns a translation may have
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"scoring past the limit \(max_search_positions\) of 40 positions"):
+        translator.score(tf.constant(["Jesus wept."] * 3), tf.constant([long_target] * 3))

@@ -311,6 +311,19 @@ class Transformer(TokenLevelTraining, keras.Model):
             num_heads, length, length] and "encoder_decoder_attention" [batch, num_layers,
             num_heads, length, source_length].
         """
+        states = self.decode_states(target_ids, memory, source_mask, training,
+                                    return_attention_scores)
+        if not return_attention_scores:
+            return self.output_projection(states, reverse=True)
+        return self.output_projection(states[0], reverse=True), states[1]
+
+    def decode_states(self, target_ids, memory, source_mask, training=None,
+                      return_attention_scores=False):
+        """`decode` without the output projection: the decoder's normalized output [batch,
+        length, d_model], which `self.output_projection(states, reverse=True)` makes the logits
+        of (scoring projects it a few positions at a time, so that the logits of a whole long
+        target never exist at once). With `return_attention_scores`, `(states, weights)` as
+        `decode` gives them."""
         self._ensure_built()
         target_ids = self._token_ids(target_ids, "target_ids")
         x = self._embed(target_ids, self.embedding, self.decoder_positions,
@@ -326,10 +339,10 @@ class Transformer(TokenLevelTraining, keras.Model):
                 self_weights.append(layer_self)
                 memory_weights.append(layer_memory)
             x = outputs
-        logits = self.output_projection(_normalized(x, self.decoder_norm), reverse=True)
+        states = _normalized(x, self.decoder_norm)
         if not return_attention_scores:
-            return logits
-        return logits, {"decoder_self_attention": ops.stack(self_weights, axis=1),
+            return states
+        return states, {"decoder_self_attention": ops.stack(self_weights, axis=1),
                         "encoder_decoder_attention": ops.stack(memory_weights, axis=1)}
 
     def decode_cached(self, target_ids, cache, step, grow_cache=False, training=None,

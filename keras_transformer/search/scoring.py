@@ -55,21 +55,56 @@ def score(model, source_ids, target_ids, alpha=0.6, start_id=PAD_ID, length_norm
     mask = target_mask(target_ids)
     decoder_input = tf.concat(
         [tf.fill([tf.shape(target_ids)[0], 1], start_id), target_ids[:, :-1]], axis=1)
-    # Distributions without padding, as the searches use (`without_padding`).
-    log_softmax = [
-        tf.nn.log_softmax(without_padding(tf.cast(
-            m.decode(decoder_input, m.encode(source_ids, training=False),
-                     padding_mask(source_ids), training=False), tf.float32)))
-        for m in members(model)]
-    # An ensemble's distribution is the average of its members' (`ensemble_step`).
-    log_softmax = (tf.reduce_logsumexp(tf.stack(log_softmax), axis=0)
-                   - tf.math.log(float(len(log_softmax))))
-    token_log_probs = tf.where(
-        mask, tf.gather(log_softmax, target_ids, batch_dims=2), 0.0)
+    models = members(model)
+    states = [m.decode_states(decoder_input, m.encode(source_ids, training=False),
+                              padding_mask(source_ids), training=False) for m in models]
+    token_log_probs = tf.where(mask, _in_blocks(models, states, target_ids), 0.0)
     log_probs = tf.reduce_sum(token_log_probs, axis=1)
     lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
     return {"token_log_probs": token_log_probs, "log_probs": log_probs, "lengths": lengths,
             "scores": log_probs / length_penalty(lengths, alpha, length_normalization)}
+
+
+# The most logits (floats) scoring holds at once: a batch's targets are projected onto the
+# vocabulary a few positions at a time, so that memory does not grow with targets x vocabulary
+# (64 pairs of 1,024 tokens over 32,000 ids would be 8 GB of logits, and as much again for
+# their softmax).
+BLOCK_LOGITS = 2**23
+
+
+def _in_blocks(models, states, target_ids):
+    """float32 [batch, length]: log P(target_ids[:, t] | ...) under the average of the models'
+    distributions without padding (as the searches use them: `without_padding`,
+    `ensemble_step`), from each model's decoder states [batch, length, d_model], projected a
+    block of positions at a time (`BLOCK_LOGITS`)."""
+    batch, length = tf.shape(target_ids)[0], tf.shape(target_ids)[1]
+    vocab = models[0].vocab_size
+    block = tf.maximum(1, BLOCK_LOGITS // tf.maximum(1, batch * vocab))
+    blocks = (length + block - 1) // block
+    padded = blocks * block - length
+
+    def in_blocks(values):  # [batch, length, ...] -> [blocks, batch, block, ...]
+        values = tf.pad(values, [[0, 0], [0, padded]] + [[0, 0]] * (len(values.shape) - 2))
+        values = tf.reshape(values, tf.concat([[batch, blocks, block], tf.shape(values)[2:]], 0))
+        return tf.transpose(values, tf.concat([[1, 0, 2], tf.range(3, tf.rank(values))], 0))
+
+    def block_log_probs(inputs):
+        ids, *block_states = inputs
+        per_model = []
+        for m, states_of_block in zip(models, block_states):
+            logits = without_padding(tf.cast(m.output_projection(states_of_block, reverse=True),
+                                             tf.float32))
+            per_model.append(tf.gather(logits, ids, batch_dims=2) -
+                             tf.reduce_logsumexp(logits, axis=-1))
+        # An ensemble's distribution is the average of its members': log of the mean.
+        return tf.reduce_logsumexp(tf.stack(per_model), axis=0) - tf.math.log(
+            float(len(per_model)))
+
+    log_probs = tf.map_fn(block_log_probs, [in_blocks(target_ids)] + [
+        in_blocks(member_states) for member_states in states], parallel_iterations=1,
+        fn_output_signature=tf.float32)  # [blocks, batch, block]
+    log_probs = tf.reshape(tf.transpose(log_probs, [1, 0, 2]), [batch, -1])
+    return log_probs[:, :length]
 
 
 def with_forced_end(result, limits, alpha):
