@@ -76,7 +76,7 @@ def test_kt_train_keeps_the_best_after_the_rotation_stops_early_and_translates_w
     # Deterministic ops: a reduction split across threads differently can move the loss in its
     # last bit, which counts as an improvement (it did once in CI's parallel run, 2026-11-26).
     flags = ("--deterministic", "--hparams", "transformer_tiny", "--hparams_override",
-             "warmup_steps=2,learning_rate_multiplier=1e-30", "--train_steps", "40",
+             "warmup_steps=2,learning_rate_multiplier=1e-30,num_layers=1", "--train_steps", "40",
              "--eval_every", "2", "--eval_sentences", "0", "--checkpoint_every_steps", "2",
              "--keep_checkpoints", "1", "--keep_best", "loss", "--early_stopping", "2")
     run = tmp_path / "run"
@@ -108,7 +108,8 @@ def test_kt_train_keeps_the_best_after_the_rotation_stops_early_and_translates_w
 def test_kt_train_keeps_the_best_by_chrf(tmp_path, small_corpus):  # noqa: F811
     """--keep_best chrf reads the chrF that the evaluation computes of its dev translations."""
     run = tmp_path / "run"
-    trained = kt_train(run, small_corpus, "--hparams", "transformer_tiny", "--train_steps", "2",
+    trained = kt_train(run, small_corpus, "--hparams", "transformer_tiny", "--hparams_override",
+                       "num_layers=1", "--train_steps", "2",
                        "--eval_every", "2", "--eval_sentences", "2", "--keep_best", "chrf")
     assert trained.returncode == 0, trained.stderr
     assert re.search(r"dev BLEU \d+\.\d\d, chrF \d+\.\d\d on 2 sentences", trained.stdout)
