@@ -86,6 +86,8 @@ def test_bidirectional_lstms_build_right_while_a_model_loads(build):
             except ValueError as error:
                 assert "different `go_backwards` value" in str(error)
                 failed += 1
+                if build is plain_bidirectional_lstm:
+                    break  # the control failed: no need to build the rest
     if build is plain_bidirectional_lstm:
         assert failed > 0
         return

@@ -19,7 +19,8 @@ import keras_transformer as kt
 
 
 def tiny():
-    hp = kt.hparams.get("transformer_tiny", dropout=0.0)
+    """transformer_tiny with one layer a side: the JAX half's compiles grow with the layers."""
+    hp = kt.hparams.get("transformer_tiny", dropout=0.0, num_layers=1)
     keras.utils.set_random_seed(3)
     return hp, kt.build_model(hp, VOCAB)
 
@@ -69,8 +70,8 @@ def both(tmp_path_factory):
 def test_logits_loss_and_gradients_equal_tensorflows(both):
     tf_results, jax_results = both["tf"], both["jax"]
     assert both["facts"]["backend"] == "jax"
-    # 2 encoder and 2 decoder layers' attention (6) in the forward pass and in the gradient's
-    assert both["facts"]["fused_attention_calls"] == 12
+    # 1 encoder and 1 decoder layer's attention (3) in the forward pass and in the gradient's
+    assert both["facts"]["fused_attention_calls"] == 6
     np.testing.assert_allclose(jax_results["logits"], tf_results["logits"], atol=2e-5)
     np.testing.assert_allclose(jax_results["loss"], tf_results["loss"], rtol=1e-6)
     for i, gradient in enumerate(tf_results["gradients"]):
