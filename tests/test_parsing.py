@@ -106,23 +106,31 @@ def f1_of(stderr, title="All"):
     return float(re.search(r"Bracketing FMeasure\s+=\s+([0-9.]+)", block).group(1))
 
 
+# Held-out test trees kt-parse parses (of 400; the first, section 23's file cut): on
+# tests/data/trained_parser, beam 21 98.6 F1 on them, 98.8 on all 400. kt-parse --data --split
+# runs in test_kt_parse_reads_sentences_and_gold_files, equal to --gold.
+HELD_OUT = 150
+
+
 def test_kt_parse_parses_held_out_trees_and_scores_them(parser_dir, wsj, tmp_path):
     """Every held-out sentence parsed over its own words with section 6.3's search (beam 21,
     alpha 0.3, +300, among trees), EVALB's summary as data.evalb computes it: the grammar is
     learnt (F1 > 90)."""
     run_config = config_file.load(parser_dir)
     assert run_config.data.corpus == f"ptb:{wsj}" and run_config.model.vocab_size == 600
-    gold = [tree for _, _, tree in data.get_source(f"ptb:{wsj}").trees("test")]
+    gold = [tree for _, _, tree in data.get_source(f"ptb:{wsj}").trees("test")][:HELD_OUT]
+    blocks = (wsj / "23" / "wsj_2301.mrg").read_text().split("\n\n")
+    (tmp_path / "gold.mrg").write_text("\n\n".join(blocks[:HELD_OUT]) + "\n")
     output = tmp_path / "parsed.tst"
-    result = run_main(parse.main, "--model_dir", parser_dir, "--data", f"ptb:{wsj}", "--split",
-                      "test", "--output", output)
+    result = run_main(parse.main, "--model_dir", parser_dir, "--gold", tmp_path / "gold.mrg",
+                      "--output", output)
     assert result.returncode == 0, result.stderr
     stderr = result.stderr
     parsed = [next(trees.parse_trees([line]))[1] for line in output.read_text().splitlines()]
     assert [t.words() for t in parsed] == [t.words() for t in gold]
     assert [t.tags() for t in parsed] == [t.tags() for t in gold]  # tags from the gold
     every, _, _ = evalb.evaluate(gold, parsed)
-    assert every.errors == 0 and every.sentences == 400
+    assert every.errors == 0 and every.sentences == HELD_OUT
     assert f1_of(stderr) == pytest.approx(every.f1, abs=0.005)
     assert "beam 21, alpha 0.3, output up to input + 300 tokens, trees only" in stderr
     print(f"held-out F1, beam 21, alpha 0.3, among trees: {every.f1:.2f} (P "
