@@ -47,7 +47,7 @@ SENTENCES = EXPECTED["sentences"]
 # cut at 64 subwords or not, differs by 0.05.
 SCORE_RTOL = 1e-5
 
-# (c), then (b) and (d), in one fresh process (cwd: the checkout, so that `python -c` imports
+# (c), then (b), (d) and (a), in one fresh process (cwd: the checkout, so that `python -c` imports
 # its keras_transformer, as `python -m pytest` does here). The SavedModel is loaded first,
 # before anything of this package is imported, as a TF Serving client would load it.
 CLIENT = r"""
@@ -89,8 +89,22 @@ ids, scores = kt.beam_decode(model, vocabulary.encode(tf.constant(sentences)).to
 keras_file = {"translations": texts(vocabulary.detokenize(ids[:, 0])),
               "scores": scores[:, 0].numpy().tolist(),
               "is_a_transformer": isinstance(model, kt.Transformer)}
+# (a), the documented module form of kt-translate, run as `python -m` runs it: its stdout's
+# bytes, read back as latin-1 (one character a byte).
+import io, runpy
+stdout, sys.stdout = sys.stdout, io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+sys.argv = ["keras_transformer.export.translate", "--model_dir", trained_tiny, "--input",
+            fixtures + "/sentences.txt"]
+try:
+    runpy.run_module("keras_transformer.export.translate", run_name="__main__", alter_sys=True)
+    code = 0
+except SystemExit as exit_info:
+    code = exit_info.code
+sys.stdout.flush()
+written, sys.stdout = sys.stdout.buffer.getvalue(), stdout
+kt_translate = {"exit_code": code, "stdout": written.decode("latin-1")}
 print(json.dumps({"saved_model": saved_model, "translator": translator,
-                  "keras_file": keras_file}))
+                  "keras_file": keras_file, "kt_translate": kt_translate}))
 """
 
 
@@ -101,7 +115,7 @@ def run(argv, **kwargs):
 
 @pytest.fixture(scope="module")
 def in_a_fresh_process():
-    """(b), (c) and (d) of the fixtures' sentences, from one new Python process."""
+    """(a), (b), (c) and (d) of the fixtures' sentences, from one new Python process."""
     result = run([sys.executable, "-c", CLIENT, FIXTURES, TRAINED_TINY],
                  input=json.dumps(SENTENCES), text=True, encoding="utf-8")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -147,13 +161,13 @@ def test_the_keras_file_names_classes_registered_by_import():
     assert keras.saving.get_registered_object("keras_transformer>Transformer") is kt.Transformer
 
 
-def test_kt_translate_writes_the_same_bytes():
-    """(a): the command, as documented, on the committed model_dir."""
-    result = run([sys.executable, "-m", "keras_transformer.export.translate", "--model_dir",
-                  TRAINED_TINY, "--input", FIXTURES / "sentences.txt"])
-    assert result.returncode == 0, result.stderr.decode("utf-8", "replace")
+def test_kt_translate_writes_the_same_bytes(in_a_fresh_process):
+    """(a): the command, as documented (`python -m keras_transformer.export.translate`, run by
+    runpy as `-m` runs it), on the committed model_dir."""
+    got = in_a_fresh_process["kt_translate"]
+    assert got["exit_code"] == 0
     expected = "".join(f"{line}\n" for line in EXPECTED["kt_translate"]["translations"])
-    assert result.stdout == expected.encode("utf-8")
+    assert got["stdout"].encode("latin-1") == expected.encode("utf-8")
 
 
 def test_the_saved_model_serves_the_same_translations(in_a_fresh_process):
