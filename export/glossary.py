@@ -76,7 +76,7 @@ class GlossaryTranslator(tf.Module):
         required = required_terms(texts, sources)  # [batch, terms]
         target_ids = translator.target_subwords(targets)[:, :translator.decoding.max_output_length]
         target_ids = target_ids.to_tensor(0)  # [terms, length]; max_terms bounds the terms
-        phrase_ids = tf.where(required[:, :, None], target_ids[None], 0)
+        phrase_ids = _required_phrases(required, target_ids)
         # At least one (all-padding) phrase of one token: the constraint reads phrase 0, token 0.
         shape = tf.shape(phrase_ids)
         phrase_ids = tf.pad(phrase_ids, [[0, 0], [0, tf.maximum(0, 1 - shape[1])],
@@ -93,3 +93,15 @@ class GlossaryTranslator(tf.Module):
         return {"translations": translator.detokenize(best["ids"][:, 0]),
                 "scores": best["scores"][:, 0],
                 "terms_required": tf.reduce_sum(tf.cast(required, tf.int32), axis=1)}
+
+
+def _required_phrases(required, target_ids):
+    """int32 [batch, most required, length]: each sentence's required phrases (`required`,
+    bool [batch, terms]; `target_ids` [terms, length]) in the request's order, 0-padded. The
+    search's constraint works over every phrase of a row at each step, so its width is the
+    most terms one sentence requires, not the request's terms (256 at most)."""
+    order = tf.argsort(tf.cast(~required, tf.int32), axis=1, stable=True)  # required first
+    most = tf.reduce_max(tf.concat([tf.reduce_sum(tf.cast(required, tf.int32), axis=1), [0]], 0))
+    order = order[:, :most]
+    kept = tf.gather(required, order, batch_dims=1)
+    return tf.where(kept[:, :, None], tf.gather(target_ids, order), 0)

@@ -136,6 +136,24 @@ def trained(trained_model_dir):
     return model_dir.load(trained_model_dir)
 
 
+@pytest.fixture(scope="session")
+def markup_run(tmp_path_factory):
+    """A model_dir of transformer_tiny trained 2 steps with --markup_rate 0.5 on 400 bundled
+    verses (enough to decode with), once for all workers."""
+    from test_trainer import kt_train
+
+    with made_once(tmp_path_factory, "markup") as (directory, done):
+        run = directory / "run"
+        if not done:
+            (directory / "corpus").mkdir()
+            corpus = write_corpus_subset(directory / "corpus", train=400, dev=40)
+            trained = kt_train(run, corpus, "--hparams", "transformer_tiny", "--train_steps",
+                               "2", "--markup_rate", "0.5")
+            assert trained.returncode == 0, trained.stderr
+            assert "MarkupAugmentedSource(" in trained.stdout
+    return run
+
+
 # The flags of `production_export`, for kt-translate runs that must translate as it does: inputs
 # of 16 tokens at most, so that a sentence of the test document is too long; greedy search.
 PRODUCTION_FLAGS = ("--max_input_length", "16", "--beam_size", "1")

@@ -9,8 +9,7 @@ import html5lib
 import pytest
 import tensorflow as tf
 from conftest import run_main
-from test_markup_translation import GREEDY_FLAGS, markup_run  # noqa: F401  (a fixture)
-from test_trainer import small_corpus  # noqa: F401  (a fixture)
+from test_markup_translation import GREEDY_FLAGS
 
 from keras_transformer import model_dir
 from keras_transformer.data import html_page, markup
@@ -135,7 +134,7 @@ def test_references_come_out_as_valid_html_meaning_the_same_characters():
 
 
 @pytest.mark.slow
-def test_kt_translate_html_and_the_signature_give_the_same_page(markup_run, tmp_path):  # noqa: F811
+def test_kt_translate_html_and_the_signature_give_the_same_page(markup_run, tmp_path):
     loaded = model_dir.load(markup_run)
     translator = Translator(loaded.model, loaded.vocabulary, max_input_length=64,
                             extra_length=10, beam_size=1)

@@ -33,6 +33,9 @@ TAGGED = [
     "No markup at all.",
     "",
     """<img src='a.png' alt="1 > 0"/>""",
+    # References are text (read decoded, written escaped); a script is one item, kept verbatim.
+    "Tom &amp; Jerry&#39;s house. Don&#8217;t go, it&#8217;s late.",
+    "<p>Hello friend.</p><script>var s = '<b>not a tag</b>';</script>",
 ]
 
 
@@ -112,17 +115,6 @@ def test_made_up_tags_wrap_a_phrase_and_its_translation(toy_aligner):
     assert wrapped > 100  # most pairs got a phrase, not the whole sentence
 
 
-@pytest.fixture(scope="module")
-def markup_run(tmp_path_factory, small_corpus):  # noqa: F811
-    """A model_dir trained 2 steps with --markup_rate 0.5: enough to decode with."""
-    run = tmp_path_factory.mktemp("markup") / "run"
-    trained = kt_train(run, small_corpus, "--hparams", "transformer_tiny", "--train_steps", "2",
-                       "--markup_rate", "0.5")
-    assert trained.returncode == 0, trained.stderr
-    assert "MarkupAugmentedSource(" in trained.stdout
-    return run
-
-
 GREEDY_FLAGS = ("--beam_size", "1", "--max_input_length", "64", "--extra_length", "10")
 
 
@@ -182,6 +174,10 @@ def test_every_search_keeps_each_item_once_and_kt_translate_puts_them_back(marku
     assert all(source.count("<") == output.count("<") for source, output in zip(
         TAGGED, expected))
     assert "<!-- v1 <i> -->" in expected[2] and expected[7] == TAGGED[7]
+    # No reference read as a number item ("...8217."), and every & written as one starts one.
+    assert not re.search(r"\d", expected[8]), expected[8]
+    assert not re.search(r"&(?!amp;|lt;|gt;|quot;|#39;|#x27;)", expected[8]), expected[8]
+    assert "<script>var s = '<b>not a tag</b>';</script>" in expected[9], expected[9]
 
 
 MARKUP_CLIENT = r"""

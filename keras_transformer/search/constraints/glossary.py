@@ -64,8 +64,7 @@ class GlossaryConstraint(NamedTuple):
                 tf.range(tf.shape(phrases)[0]), furthest, tf.minimum(progress, width - 1)],
                 axis=1))
             vocab = tf.shape(logits)[-1]
-            starts_one = tf.reduce_any(tf.one_hot(phrases[:, :, 0], vocab, on_value=True,
-                                                  off_value=False) & left[:, :, None], axis=1)
+            starts_one = _starts_one(phrases[:, :, 0], left, vocab)
             # Tokens still to write after each candidate, at most: the furthest phrase's rest
             # if it continues it, else every lacking phrase in full (less the one it starts).
             after = tf.where(tf.range(vocab)[None, :] == next_token[:, None],
@@ -78,3 +77,15 @@ class GlossaryConstraint(NamedTuple):
             return tf.where(allowed, give_the_end_to(owed, logits), NEG_INF), (matched, done)
 
         return adjust, (tf.zeros_like(lengths), tf.zeros_like(lengths, tf.bool))
+
+
+def _starts_one(first_ids, left, vocab):
+    """bool [rows, vocab]: which tokens start a phrase still lacking (`left`, bool [rows,
+    phrases]; `first_ids`, int [rows, phrases], the phrases' first tokens). A scatter of the
+    phrases into the vocabulary, never a [rows, phrases, vocab] tensor: at 256 phrases, 4 beams
+    of 64 sentences and 32,000 ids that would be 2 GB a step."""
+    rows = tf.shape(first_ids)[0]
+    segments = tf.range(rows)[:, None] * vocab + tf.cast(first_ids, tf.int32)
+    marks = tf.math.unsorted_segment_max(tf.reshape(tf.cast(left, tf.int32), [-1]),
+                                         tf.reshape(segments, [-1]), rows * vocab)
+    return tf.reshape(marks > 0, [rows, vocab])  # segments without a phrase: int32's minimum
