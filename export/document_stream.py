@@ -12,6 +12,7 @@ import re
 import sys
 import time
 
+from keras_transformer import cli
 from keras_transformer.export.documents import translate_document
 
 PIECE_BYTES = 65_536
@@ -67,6 +68,7 @@ def translate_stream(translator, stream, write, *, batch_size, sampling=None,
     counts, done, began = [0, 0, 0], 0, time.perf_counter()
     reported = began
     for piece in pieces_of(stream):
+        cli.raise_if_stopped()
         translated, split = translate_document(
             translator, piece.decode("utf-8", errors="replace"), batch_size=batch_size,
             sampling=sampling, keep_markup=keep_markup, first_sentence=counts[0] + 1)

@@ -11,7 +11,7 @@ import numpy as np
 import sacrebleu
 import tensorflow as tf
 
-from keras_transformer import data
+from keras_transformer import cli, data
 from keras_transformer.data import markup
 from keras_transformer.errors import UserError
 from keras_transformer.export.constrained import combination_error
@@ -218,6 +218,7 @@ def hypotheses_of(translator, source_ids, n_best, batch_size, search, progress_e
     try:
         for number, (rows, batch) in enumerate(sorted_batches(source_ids, batch_size,
                                                               progress_every)):
+            cli.raise_if_stopped()
             _take_batch(translator, hypotheses, rows, search(rows, batch, number), n_best)
     except KeyboardInterrupt:
         raise Interrupted(hypotheses) from None

@@ -20,9 +20,7 @@ split's sources, scored against its targets), sacrebleu's BLEU and chrF and thei
 to stderr.
 """
 
-import signal
 import sys
-import threading
 import time
 
 from keras_transformer import cli, data
@@ -242,21 +240,13 @@ def main(argv=None):
     kept, not a traceback: every line translated so far, the in-order ones in the output and,
     with --output, the rest in its state file for --resume (export/resume.py)."""
     args = parse_args(argv)
-    handled = threading.current_thread() is threading.main_thread()  # signals reach only it
-    previous = signal.signal(signal.SIGTERM, _interrupt) if handled else None
-    try:
-        return _main(args)
-    except KeyboardInterrupt:  # before translating (while translating, _main keeps the lines)
-        print(f"kt-translate: interrupted; nothing was written to "
-              f"{args.output or '<stdout>'}", file=sys.stderr)
-        return 130
-    finally:
-        if handled:
-            signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
+    with cli.stopped_by_signals():
+        try:
+            return _main(args)
+        except KeyboardInterrupt:  # before translating (while translating, _main keeps lines)
+            print(f"kt-translate: interrupted; nothing was written to "
+                  f"{args.output or '<stdout>'}", file=sys.stderr)
+            return 130
 
 
 def _main(args):

@@ -4,9 +4,12 @@ Imports nothing heavy: data/ uses it without the model.
 """
 
 import argparse
+import contextlib
 import os
 import pathlib
+import signal
 import sys
+import threading
 
 VERBOSE_FLAG = "--verbose"
 # TensorFlow's C++ start-up lines, one string a line, which the kt-* scripts hide
@@ -115,3 +118,42 @@ def write_text(output, text):
     else:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
+
+
+# Ctrl-C or SIGTERM while a command works: `_stop` raises KeyboardInterrupt wherever the main
+# thread is, and remembers it. Raised inside a finalizer (a `__del__`, which TensorFlow's
+# objects run at any moment), Python prints it as "Exception ignored in" and drops it, and the
+# command went on (a --documents run translated on for 15 minutes past its SIGTERM); so the
+# work loops also call `raise_if_stopped` between batches, and one signal always stops.
+_STOPPED = threading.Event()
+
+
+@contextlib.contextmanager
+def stopped_by_signals():
+    """Within it (in the main thread: signals reach only it), SIGTERM and SIGINT (unless the
+    process ignores it, as one started in the background by a shell does) raise
+    KeyboardInterrupt, which `raise_if_stopped` raises again until the block ends."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _STOPPED.clear()
+    previous = {number: signal.signal(number, _stop) for number in (signal.SIGINT, signal.SIGTERM)
+                if number == signal.SIGTERM or signal.getsignal(number) is not signal.SIG_IGN}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)
+        _STOPPED.clear()
+
+
+def _stop(signum, frame):
+    _STOPPED.set()
+    raise KeyboardInterrupt
+
+
+def raise_if_stopped():
+    """Raises KeyboardInterrupt if a signal came within `stopped_by_signals` (its first
+    KeyboardInterrupt may have been dropped); a work loop calls it between batches."""
+    if _STOPPED.is_set():
+        raise KeyboardInterrupt

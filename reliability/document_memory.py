@@ -1,6 +1,7 @@
 """kt-translate --documents' peak memory on long documents: documents of 1, 20 and 50 MB (the
 bundled corpus's English verses, repeated; and one of 1 MB on a single line) translated by the
-bundled tiny model for a fixed time, then interrupted with SIGINT as a user's Ctrl-C would. The
+bundled tiny model for a fixed time, then stopped with SIGTERM, which kt-translate takes as it
+takes Ctrl-C (SIGINT: ignored by a process started in the background by a shell). The
 peak resident memory of each run goes to reliability/RESULTS.md, beside that of plain
 kt-translate on 20 lines: streamed, it stays flat in the document's size past the first piece.
 
@@ -41,7 +42,7 @@ def write_document(path, megabytes, *, one_line=False):
 
 
 def run_interrupted(flags, seconds):
-    """kt-translate with `flags`, sent SIGINT after `seconds` (if still running): (its peak
+    """kt-translate with `flags`, sent SIGTERM after `seconds` (if still running): (its peak
     RSS in MB, its stderr's last line, its exit status). Run from a process without
     TensorFlow, so the children's ru_maxrss is the translation's own."""
     child = subprocess.Popen([sys.executable, "-m", "keras_transformer.export.translate",
@@ -50,7 +51,7 @@ def run_interrupted(flags, seconds):
     try:
         child.wait(timeout=seconds)
     except subprocess.TimeoutExpired:
-        child.send_signal(signal.SIGINT)
+        child.send_signal(signal.SIGTERM)
     _, stderr = child.communicate()
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     said = [line for line in stderr.splitlines() if line.startswith(("kt-translate", "translated"))]
@@ -87,7 +88,7 @@ def _matmul_peak():
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=120,
-                        help="seconds each document is translated before SIGINT")
+                        help="seconds each document is translated before SIGTERM")
     parser.add_argument("--sizes", type=float, nargs="+", default=[1, 20, 50],
                         help="document sizes, MB")
     parser.add_argument("--case", nargs=3, metavar=("NAME", "MB", "ONE_LINE"),
@@ -116,7 +117,7 @@ def main(argv=None):
     append_results("kt-translate --documents: peak memory by document size", markdown_table(
         ["Input", "Peak RSS (MB)", "Seconds", "Exit status", "Its last line on stderr"], rows)
         + f"\n\nEach run kt-translate --model_dir tests/data/trained_tiny --batch_size 32, "
-        f"interrupted by SIGINT after {args.seconds:g} s (exit status 130) unless it ended "
+        f"stopped by SIGTERM after {args.seconds:g} s (exit status 130) unless it ended "
         f"first; `lines` is 20 corpus lines without --documents. {peaks_sentence(peaks)}",
         results=RESULTS)
     return 0

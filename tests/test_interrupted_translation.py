@@ -90,6 +90,38 @@ def test_ctrl_c_keeps_the_translated_lines_and_resume_translates_only_the_rest(
     assert not resume.state_path(output).exists()
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_ctrl_c_dropped_in_a_finalizer_still_stops_before_the_next_batch(
+        trained_model_dir, tmp_path, monkeypatch):
+    """Python drops an exception raised in a finalizer ("Exception ignored in"), and
+    TensorFlow's objects run theirs at any moment, so the KeyboardInterrupt of a Ctrl-C can be
+    lost (a --documents run went on for 15 minutes past its signal): kt-translate stops before
+    its next batch all the same."""
+    source = tmp_path / "in.en"
+    source.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # xdist's may differ
+    search, searched = lines_module._beam_search, []
+
+    class SignalledInItsFinalizer:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGINT)  # the handler raises in here: dropped
+
+    def searching(translator, batch, *args):
+        if len(searched) == 1:
+            SignalledInItsFinalizer()  # made and finalized at once
+        searched.append(len(batch))
+        return search(translator, batch, *args)
+
+    monkeypatch.setattr(lines_module, "_beam_search", searching)
+    try:
+        stopped = run_main(translate.main, "--model_dir", trained_model_dir, "--input", source,
+                           "--batch_size", 2, "--beam_size", 1, "--output", tmp_path / "out.es")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert stopped.returncode == 130 and searched == [2, 2], stopped.stderr
+    assert "interrupted; the first 2 of 8 line(s)" in stopped.stderr, stopped.stderr
+
+
 def test_resume_needs_an_interrupted_output_and_stdout_says_what_it_loses(
         trained_model_dir, tmp_path, interrupt_at_batch):
     source = tmp_path / "in.en"
