@@ -111,16 +111,19 @@ def test_the_python_api_and_kt_translate_give_generates_outputs(imported, loaded
     # Each output the limit ended (with end of sentence, as generate does) is said to be so.
     signs = translator.check_ids(source_ids, best["ids"], best["scores"])
     assert list(signs["stopped_at_limit"].numpy()) == [len(row) == 63 for row in expected]
-    translated = translator.translate(sources)
-    assert [text.decode("utf-8") for text in translated["translations"].numpy()] == (
-        REFERENCE[name])
-    if decoding is None:  # the command with no decoding flags
+    if decoding is not None:
+        translated = translator.translate(sources)
+        assert [text.decode("utf-8") for text in translated["translations"].numpy()] == (
+            REFERENCE[name])
+    else:  # the command with no decoding flags
+        # (`translate`'s strings under beam 4: test_the_export_serves_generates_strings_..., its
+        # serving signature; tracing it here too cost a beam search's trace.)
         (tmp_path / "in.txt").write_text("\n".join(REFERENCE["sources"]) + "\n")
         command = run_main(translate.main, "--model_dir", imported, "--input",
                            tmp_path / "in.txt", "--scores")
         assert command.returncode == 0, command.stderr
         assert command.stdout.splitlines() == [
-            f"{score:.4f}\t{text}" for score, text in zip(translated["scores"].numpy(),
+            f"{score:.4f}\t{text}" for score, text in zip(best["scores"].numpy(),
                                                          REFERENCE[name])]
 
 
@@ -312,20 +315,21 @@ def test_the_imported_model_fine_tunes_and_resumes(imported, loaded, tmp_path):
                                              encoding="utf-8")
     common = ["--model_dir", tmp_path / "tuned", "--data", corpus, "--source_lang", "en",
               "--target_lang", "es", "--batch_tokens",
-              "2000", "--eval_every", "20", "--eval_sentences", "0", "--log_every", "20",
-              "--checkpoint_every_steps", "20"]
-    first = run_main(task.main, *common, "--init_from", imported, "--train_steps", "20",
+              "2000", "--eval_every", "10", "--eval_sentences", "0", "--log_every", "10",
+              "--checkpoint_every_steps", "10"]
+    # 10 steps (was 20): dev loss 7.23 -> 4.73 here, 5.6 already at step 5.
+    first = run_main(task.main, *common, "--init_from", imported, "--train_steps", "10",
                      "--hparams_override", "learning_rate_multiplier=0.5,warmup_steps=10")
     assert first.returncode == 0, first.stdout + first.stderr
     assert (tmp_path / "tuned" / "vocab.marian").read_bytes() == (
         imported / "vocab.marian").read_bytes()
     losses = dev_losses(first.stdout)
-    assert losses[20] < losses[0] - 1.0, losses
+    assert losses[10] < losses[0] - 1.0, losses
     # Run again, the model_dir's own vocab.marian and checkpoint are what it resumes from
     # (with nothing left to train: a resume's training is tests/test_trainer.py's).
-    second = run_main(task.main, *common, "--train_steps", "20")
+    second = run_main(task.main, *common, "--train_steps", "10")
     assert second.returncode == 0, second.stdout + second.stderr
-    assert "resuming from" in second.stdout and "ckpt-20 at step 20 of 20" in second.stdout
+    assert "resuming from" in second.stdout and "ckpt-10 at step 10 of 10" in second.stdout
     # The tuned run keeps the import's decoding (beam 4, alpha 1.0, generate's ranking).
     tuned = config_file.load(tmp_path / "tuned")
     assert tuned.model.hparams == loaded.hparams.override(
