@@ -165,7 +165,8 @@ def test_the_glove_vectors_stay_fixed_and_the_mt_lstm_learns_to_reverse():
     target_input = np.concatenate([np.zeros((512, 1), "int32"), target[:, :-1]], axis=1)
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=LabelSmoothedCrossEntropy(0.0),
                   metrics=[TokenAccuracy()])
-    history = model.fit((source, target_input), target, batch_size=64, epochs=12, verbose=0)
+    # Token accuracy 0.84 after 8 epochs, 0.97 after 9, 0.997 after 10 (and 11 and 12).
+    history = model.fit((source, target_input), target, batch_size=64, epochs=10, verbose=0)
     print(f"\nreversal: token accuracy {history.history['token_accuracy'][-1]:.3f}")
     assert history.history["token_accuracy"][-1] > 0.9
     np.testing.assert_array_equal(model.glove.embeddings.numpy(), glove_before)
