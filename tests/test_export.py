@@ -233,29 +233,6 @@ def test_the_saved_model_without_this_package_translates_as_kt_translate(
     assert reply["ids"][0][:reply["ids"][0].index(1) + 1] and reply["id_scores"][0] < 0
 
 
-def test_each_export_is_a_new_version_and_none_is_replaced(exported, trained_model_dir,
-                                                          translator, capsys):
-    path = export.export(translator, exported)
-    assert path == exported / "2"
-    assert f"{exported / '1'} exists" in refusal(export_command.main, [
-        "--model_dir", str(trained_model_dir), "--output", str(exported), "--version", "1"],
-        capsys)
-    settings = json.loads((exported / "1" / "assets" / "export.json").read_text())  # kt-export's
-    assert settings["beam_size"] == 4 and settings["alpha"] == 0.6 and (
-        settings["dtype"] == "float32")
-    assert settings["max_input_length"] == 64 and settings["max_batch_size"] == 48
-    assert settings["max_search_positions"] == 20000
-    assert settings["run"]["model"]["hparams_name"] == "transformer_tiny"
-    assert settings["step"] == 300 and settings["checkpoint"].endswith("ckpt-300")
-    # A checkpoint directory by another name (a copy the user kept) exports too.
-    kept = exported.parent / "best"
-    shutil.copytree(trained_model_dir / "checkpoints" / "ckpt-300", kept)
-    assert export_command.main(["--model_dir", str(trained_model_dir), "--checkpoint", str(kept),
-                             "--output", str(exported)]) == 0
-    assert json.loads((exported / "3" / "assets" / "export.json").read_text())["step"] is None
-    assert sorted(p.name for p in exported.iterdir()) == ["1", "2", "3"]  # no leftovers
-
-
 # Translates `inputs` with a SavedModel in a process without this package and scores `targets` as
 # translations of them with its `score` signature.
 SCORING_CLIENT = r"""
@@ -275,24 +252,41 @@ print(json.dumps({"translations": [t.decode("utf-8") for t in out["translations"
 
 
 @pytest.mark.slow
-def test_a_bfloat16_export_serves_with_half_the_weights(exported, trained_model_dir,
-                                                        dev_sentences, translated, translator):
-    output = exported.parent / "bfloat16"
-    result = kt_export("--model_dir", str(trained_model_dir), "--output", str(output),
-                       "--dtype", "bfloat16")
+def test_each_export_is_a_new_version_and_a_bfloat16_one_serves_with_half_the_weights(
+        exported, trained_model_dir, dev_sentences, translated, translator, capsys):
+    """One kt-export for both (each export traces every signature's search): a second version
+    beside `exported`'s first, from a checkpoint directory by another name, in bfloat16."""
+    assert f"{exported / '1'} exists" in refusal(export_command.main, [
+        "--model_dir", str(trained_model_dir), "--output", str(exported), "--version", "1"],
+        capsys)
+    settings = json.loads((exported / "1" / "assets" / "export.json").read_text())  # kt-export's
+    assert settings["beam_size"] == 4 and settings["alpha"] == 0.6 and (
+        settings["dtype"] == "float32")
+    assert settings["max_input_length"] == 64 and settings["max_batch_size"] == 48
+    assert settings["max_search_positions"] == 20000
+    assert settings["run"]["model"]["hparams_name"] == "transformer_tiny"
+    assert settings["step"] == 300 and settings["checkpoint"].endswith("ckpt-300")
+    # A checkpoint directory by another name (a copy the user kept) exports too.
+    kept = exported.parent / "best"
+    shutil.copytree(trained_model_dir / "checkpoints" / "ckpt-300", kept)
+    result = kt_export("--model_dir", str(trained_model_dir), "--checkpoint", str(kept),
+                       "--output", str(exported), "--dtype", "bfloat16")
     assert result.returncode == 0, result.stderr
-    assert json.loads((output / "1" / "assets" / "export.json").read_text())["dtype"] == (
-        "bfloat16")
+    output = exported / "2"
+    assert f" to {output} in " in result.stdout
+    assert sorted(p.name for p in exported.iterdir()) == ["1", "2"]  # no leftovers
+    settings = json.loads((output / "assets" / "export.json").read_text())
+    assert settings["step"] is None and settings["dtype"] == "bfloat16"
     float32_weights, bfloat16_weights = (
-        sum(f.stat().st_size for f in (path / "1" / "variables").iterdir())
-        for path in (exported, output))
+        sum(f.stat().st_size for f in (path / "variables").iterdir())
+        for path in (exported / "1", output))
     assert bfloat16_weights < 0.6 * float32_weights
     # float32's translations of the 24 dev sentences (kt-translate's, which the float32 export
     # gives too) and their scores; the bfloat16 export's, and its scores of float32's.
     sentences = [en for en, _ in dev_sentences]
     float32 = translated.stdout.split("\n")[:len(sentences)]
     float32_scores = translator.score(tf.constant(sentences), tf.constant(float32))["scores"]
-    reply = run_client(SCORING_CLIENT, output / "1", cwd=output,
+    reply = run_client(SCORING_CLIENT, output, cwd=output,
                        input=json.dumps({"inputs": sentences, "targets": float32}))
     assert reply.returncode == 0, reply.stderr
     bfloat16 = json.loads(reply.stdout)
