@@ -82,7 +82,7 @@ def test_logits_loss_and_gradients_equal_tensorflows(both):
 def test_fit_accumulates_micro_batches_token_exactly(both):
     jax_results, facts = both["jax"], both["facts"]
     whole = jax_results["accumulated_1"]
-    for steps in (2, 4):  # micro-batches of 33 and 7, and 18, 15, 3 and 4 real tokens
+    for steps in (4,):  # micro-batches of 18, 15, 3 and 4 real tokens
         np.testing.assert_allclose(jax_results[f"accumulated_{steps}"], whole, atol=2e-6)
         assert facts[f"accumulated_{steps}_loss"] == pytest.approx(facts["accumulated_1_loss"],
                                                                    rel=1e-6)
@@ -93,7 +93,8 @@ def test_fit_accumulates_micro_batches_token_exactly(both):
 def test_a_cooldown_moves_under_a_traced_step(both):
     facts = both["facts"]
     first, second = facts["movement_per_update"]
-    assert first > 1e-4 and second == 0.0  # the rate fell to zero from the third update
+    # The 19th update moved; the rate fell to zero for the 20th (of the 20-step run).
+    assert first > 1e-4 and second == 0.0
     assert "traced into a jax train step as a constant" in facts["plain_adam_refused"]
     # Between two steps JAX's fit holds the window outside its variables: moving it then would
     # be lost, so it is refused until the callback reads `self.model`.
