@@ -47,7 +47,8 @@ def test_an_export_of_the_averages_loads_and_translates_without_this_package(
     run = tmp_path / "run"
     # One layer: the averages' export does not depend on depth, and a second doubled tracing.
     trained = kt_train(run, small_corpus, "--hparams", "transformer_tiny", "--hparams_override",
-                       "num_layers=1", "--train_steps", "8", "--ema_decay", "0.5", "--eval_every", "8", "--eval_sentences", "2")
+                       "num_layers=1", "--train_steps", "8", "--ema_decay", "0.5", "--eval_every",
+                       "8", "--eval_sentences", "2")
     assert trained.returncode == 0, trained.stderr
     assert "evaluation at step 8: dev_loss" in trained.stdout
 

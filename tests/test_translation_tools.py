@@ -18,8 +18,8 @@ from conftest import run_main
 
 import keras_transformer as kt
 from keras_transformer import cli, export
+from keras_transformer.export import export_command, translate, translate_parts
 from keras_transformer.export import score as kt_score
-from keras_transformer.export import translate, translate_parts
 
 BEAM = 4
 
@@ -149,7 +149,11 @@ def test_target_prefix_refusals_name_the_file_and_line(trained_model_dir, source
 @pytest.mark.slow
 def test_sampling_is_reproducible_by_seed_and_top_1_is_greedy(trained_model_dir, sources,
                                                                 tmp_path, capsys):
-    source_file, english = sources
+    # 4 of the sentences and the blank line: one batch of 5 (--batch_size 5), so each of the
+    # five runs traces its search once, not once for each of 3 batch shapes.
+    english = sources[1][:4] + [""]
+    source_file = tmp_path / "input.en"
+    source_file.write_text("\n".join(english) + "\n", encoding="utf-8")
 
     def sampled(*flags):
         return n_best(trained_model_dir, source_file, tmp_path, capsys,
@@ -174,16 +178,24 @@ def test_an_ensemble_of_the_model_with_itself_translates_as_the_model(
     # line says; the ensembles' whole beams are compared with it.
     alone, summary = beam_n_best
     assert f" with {checkpoint}, beam {BEAM}," in summary
-    for flags in (["--checkpoint", checkpoint, "--checkpoint", checkpoint],
-                  ["--ensemble", str(trained_model_dir)]):
-        twice = n_best(trained_model_dir, source_file, tmp_path, capsys, "--n_best", str(BEAM),
-                       *flags)
-        assert len(twice.splitlines()) == len(alone.splitlines())
-        for one, two in zip(alone.splitlines(), twice.splitlines()):
-            one, two = json.loads(one)["hypotheses"], json.loads(two)["hypotheses"]
-            assert [h["text"] for h in one] == [h["text"] for h in two]
-            np.testing.assert_allclose([h["score"] for h in one], [h["score"] for h in two],
-                                       atol=1e-4)
+    # Both ways of naming members in one run: --checkpoint twice and --ensemble, three members,
+    # each named in the summary line. In one batch (a trace of the three-member search each
+    # batch shape costs); the model alone ran in batches of 5.
+    output = tmp_path / "ensemble.txt"
+    assert translate.main(["--model_dir", str(trained_model_dir), "--input", str(source_file),
+                           "--output", str(output), "--beam_size", str(BEAM), "--batch_size",
+                           "13", "--n_best", str(BEAM), "--checkpoint", checkpoint,
+                           "--checkpoint", checkpoint, "--ensemble",
+                           str(trained_model_dir)]) == 0
+    assert f" with {checkpoint} + {checkpoint} + {checkpoint}, beam {BEAM}," in (
+        capsys.readouterr().err)
+    thrice = output.read_text(encoding="utf-8")
+    assert len(thrice.splitlines()) == len(alone.splitlines())
+    for one, three in zip(alone.splitlines(), thrice.splitlines()):
+        one, three = json.loads(one)["hypotheses"], json.loads(three)["hypotheses"]
+        assert [h["text"] for h in one] == [h["text"] for h in three]
+        np.testing.assert_allclose([h["score"] for h in one], [h["score"] for h in three],
+                                   atol=1e-4)
 
 
 def test_an_ensemble_member_with_another_vocabulary_is_refused(trained_model_dir, sources,
@@ -330,8 +342,8 @@ def test_the_exported_n_best_and_score_signatures_without_this_package(
         trained, trained_model_dir, sources, tmp_path, capsys):
     _, english = sources
     output = tmp_path / "exported"
-    assert export.export_command.main(["--model_dir", str(trained_model_dir), "--output",
-                                    str(output), "--beam_size", str(BEAM)]) == 0
+    assert export_command.main(["--model_dir", str(trained_model_dir), "--output",
+                                str(output), "--beam_size", str(BEAM)]) == 0
     assert "translate_n_best, score" in capsys.readouterr().out
     translator = export.Translator(trained.model, trained.vocabulary, beam_size=BEAM,
                                    max_input_length=trained.run.data.max_pair_length)
@@ -430,10 +442,12 @@ def test_kt_translate_writes_as_it_goes_and_says_what_it_did_not_write(
     refused = run_main(translate.main, "--model_dir", trained_model_dir, "--output", too_long)
     assert refused.returncode == 2 and f"--output {too_long}: File name too long" in (
         refused.stderr)
+    # A blank line: its empty translation is written without a search to trace.
+    (tmp_path / "blank.en").write_text("\n", encoding="utf-8")
     full, stderr = open("/dev/full", "w", encoding="utf-8"), io.StringIO()  # a full disk
     with contextlib.redirect_stdout(full), contextlib.redirect_stderr(stderr):
         code = translate.main(["--model_dir", str(trained_model_dir), "--input",
-                               str(tmp_path / "in.en")])
+                               str(tmp_path / "blank.en")])
     with contextlib.suppress(OSError):  # what the failed write left in its buffer
         full.close()
     assert code == 2 and stderr.getvalue().endswith(
