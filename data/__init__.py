@@ -35,6 +35,7 @@ from keras_transformer.data.input_pipeline import (
 )
 from keras_transformer.data.marian_vocab import MarianVocabulary, import_marian_vocabulary
 from keras_transformer.data.markup_pairs import MarkupAugmentedSource
+from keras_transformer.data.mixture import WeightedCorpora, parse_weights
 from keras_transformer.data.sources import (
     BUNDLED,
     CorpusError,
@@ -74,12 +75,13 @@ __all__ = [
     "PAD_ID", "TfdsSource",
     "Tree",
     "TreeError", "TreebankSource", "UpdateBatches", "Vocabulary", "VocabularyError",
-    "VocabularyProtocol",
+    "VocabularyProtocol", "WeightedCorpora",
     "XLA_BUCKET_GROWTH", "batch_by_length", "batch_shapes",
     "bucket_batch_sizes", "bucket_boundaries", "build_vocabulary", "bundled_source",
     "corpus_texts", "corpus_whole_tokens", "counted", "default_vocab_size", "delinearize",
     "directory_source", "first_pairs", "get_source", "import_marian_vocabulary",
     "is_treebank", "load_vocabulary", "length_sorted_batches", "limit_length", "linearize",
-    "normalize_whitespace", "pipeline", "read_trees", "shift_right", "spread", "spread_pairs",
+    "normalize_whitespace", "parse_weights", "pipeline", "read_trees", "shift_right", "spread",
+    "spread_pairs",
     "tokenized_pairs", "update_batches", "vocabulary_file",
 ]

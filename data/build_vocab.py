@@ -24,8 +24,9 @@ from keras_transformer.errors import UserError
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="kt-vocab", description="Build a shared SentencePiece subword vocabulary from the "
-                                     "train split of a corpus (both languages).")
-    source_flags.add_flags(parser)
+                                     "train split of a corpus (both languages); of several "
+                                     "corpora, from their sentences drawn by --data_weights.")
+    source_flags.add_flags(parser, several=True)
     parser.add_argument("--vocab_size", type=cli.at_least(260),
                         help="number of ids (the paper: ~37000 for WMT en-de; default 16000 "
                              "for a treebank, as section 6.3, else 8000, which suits the "

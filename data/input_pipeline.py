@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from keras_transformer.data import batching, sources
 from keras_transformer.data.dataset_options import untuned_options
+from keras_transformer.data.mixture import WeightedCorpora
 from keras_transformer.data.vocab import PAD_ID
 from keras_transformer.data.vocabularies import KINDS, load_vocabulary
 from keras_transformer.errors import check_one_of
@@ -120,6 +121,40 @@ def _cache_prefix(directory, source, vocabulary, split, max_pair_length, overlon
     return str(prefix)
 
 
+def _kept_pairs(source, vocabulary, split, *, shuffle_files, seed, shard, max_pair_length,
+                overlong, cache, source_vocabulary):
+    """A split's tokenized pairs within the length limit (`pipeline`'s arguments), cached as
+    `cache` says. Raises CorpusError when none is left."""
+    cut = max_pair_length if overlong == "truncate" else None
+    pairs = limit_length(tokenized_pairs(source, vocabulary, split, shuffle_files=shuffle_files,
+                                         seed=seed, shard=shard, max_length=cut,
+                                         source_vocabulary=source_vocabulary), max_pair_length)
+    if not any(True for _ in pairs.take(1)):
+        raise sources.CorpusError(
+            f"split {split!r} of {source!r} has no pair with both sides non-empty and at most "
+            f"max_pair_length={max_pair_length} tokens (see python -m "
+            f"keras_transformer.data.inspect)")
+    if cache == "memory":
+        return pairs.cache()
+    if cache is not None:
+        return pairs.cache(_cache_prefix(cache, source, vocabulary, split, max_pair_length,
+                                         overlong, shard, source_vocabulary))
+    return pairs
+
+
+def _weighted_draws(corpora, kept, buffer_size, seed):
+    """Endless training pairs of `WeightedCorpora`, each drawn from corpus i with probability
+    w_i / sum(w): every corpus's `kept(corpus, seed)` pairs in their own shuffled epochs
+    (`_shuffled_epochs`, one seed a corpus), sampled by `sample_from_datasets` (seeded: the same
+    draws every run)."""
+    streams = []
+    for index, corpus in enumerate(corpora.corpora):
+        corpus_seed = None if seed is None else seed * 1000 + index + 1
+        streams.append(_shuffled_epochs(kept(corpus, corpus_seed), buffer_size, corpus_seed))
+    return tf.data.Dataset.sample_from_datasets(streams, weights=corpora.probabilities(),
+                                                seed=seed)
+
+
 def counted(batches):
     """A finite dataset with its length made known (by counting it once), which spares Keras'
     evaluate (and fit's validation) its "ran out of data" warning at the end of each pass."""
@@ -195,22 +230,18 @@ def pipeline(source, vocabulary, split="train", *, batch_tokens=25_000, max_pair
             shard = (input_context.num_input_pipelines, input_context.input_pipeline_id)
     share.check(max_pair_length)
     check_one_of("overlong", overlong, OVERLONG_MODES, ValueError)
-    cut = max_pair_length if overlong == "truncate" else None
-    pairs = limit_length(tokenized_pairs(source, vocabulary, split, shuffle_files=training,
-                                         seed=seed, shard=shard, max_length=cut,
-                                         source_vocabulary=source_vocabulary), max_pair_length)
-    if not any(True for _ in pairs.take(1)):
-        raise sources.CorpusError(
-            f"split {split!r} of {source!r} has no pair with both sides non-empty and at most "
-            f"max_pair_length={max_pair_length} tokens (see python -m "
-            f"keras_transformer.data.inspect)")
-    if cache == "memory":
-        pairs = pairs.cache()
-    elif cache is not None:
-        pairs = pairs.cache(_cache_prefix(cache, source, vocabulary, split, max_pair_length,
-                                          overlong, shard, source_vocabulary))
-    if training:
-        pairs = _shuffled_epochs(pairs, shuffle_buffer, seed)
+
+    def kept(corpus, corpus_seed):
+        return _kept_pairs(corpus, vocabulary, split, shuffle_files=training, seed=corpus_seed,
+                           shard=shard, max_pair_length=max_pair_length, overlong=overlong,
+                           cache=cache, source_vocabulary=source_vocabulary)
+
+    if training and isinstance(source, WeightedCorpora):
+        pairs = _weighted_draws(source, kept, shuffle_buffer, seed)
+    else:
+        pairs = kept(source, seed)
+        if training:
+            pairs = _shuffled_epochs(pairs, shuffle_buffer, seed)
     batches = batching.batch_by_length(pairs, share.batch_tokens, max_pair_length,
                                        share.size_multiple, step=bucket_growth,
                                        static_shapes=static_shapes)

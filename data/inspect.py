@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from keras_transformer import cli
 from keras_transformer.data import batching, input_pipeline, source_flags
+from keras_transformer.data.mixture import WeightedCorpora
 from keras_transformer.data.vocabularies import load_vocabulary
 from keras_transformer.errors import UserError
 
@@ -101,7 +102,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m keras_transformer.data.inspect", description=__doc__.split("\n\n")[1],
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    source_flags.add_flags(parser)
+    source_flags.add_flags(parser, several=True)
     cli.add_verbose_flag(parser)
     parser.add_argument("--vocab", required=True, help="SentencePiece .model file (kt-vocab)")
     parser.add_argument("--split", default="train", help="train, dev or test (default: train)")
@@ -120,13 +121,34 @@ def main(argv=None):
         parser.error(f"--batch_tokens {args.batch_tokens} with --max_pair_length "
                      f"{args.max_pair_length}: {error}")
     try:
-        report = describe(source_flags.from_flags(args), load_vocabulary(args.vocab),
-                          args.split, args.batch_tokens, args.max_pair_length, args.overlong)
+        source, vocabulary = source_flags.from_flags(args), load_vocabulary(args.vocab)
+        settings = (args.batch_tokens, args.max_pair_length, args.overlong)
+        report = describe(source, vocabulary, args.split, *settings)
+        if isinstance(source, WeightedCorpora):
+            print(mixture_lines(source, [describe(corpus, vocabulary, args.split, *settings)
+                                         for corpus in source.corpora], args.split))
     except UserError as error:
         print(f"data.inspect: error: {error}", file=sys.stderr)
         return 2
     print(report.format())
     return 0
+
+
+def mixture_lines(corpora, reports, split):
+    """What `WeightedCorpora` draws: each corpus's weight, share of the pairs drawn, pairs kept,
+    and how much more (or less) often than its size alone says each of its pairs is drawn;
+    `reports` are each corpus's `describe`."""
+    kept = sum(report.kept for report in reports)
+    lines = [f"{len(reports)} corpora" + (", training pairs drawn by weight:"
+                                          if split == "train" else f", their {split} splits "
+                                          f"one after the other (training draws by weight):")]
+    for name, weight, share, report in zip(corpora.names, corpora.weights,
+                                           corpora.probabilities(), reports):
+        often = share / (report.kept / kept) if report.kept else float("inf")
+        lines.append(f"  {name}: weight {weight:g}, {100 * share:.1f}% of the pairs drawn, "
+                     f"{report.kept} pairs kept, each drawn {often:.2f}x as often as in the "
+                     f"corpora read one after the other")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -246,6 +246,11 @@ def import_marian_vocabulary(source_spm, target_spm, vocab_json):
             raise ValueError("not a JSON object of piece -> id")
     except (ValueError, UnicodeDecodeError) as error:
         raise VocabularyError(f"{paths[2]}: not a vocabulary ({error})") from None
+    not_int = [(piece, id_) for piece, id_ in marian_ids.items() if type(id_) is not int]
+    if not_int:
+        piece, id_ = not_int[0]
+        raise VocabularyError(f"{paths[2]}: the id of {piece!r} is {json.dumps(id_)}, not an "
+                              f"integer ({len(not_int)} such id(s))")
     if sorted(marian_ids.values()) != list(range(len(marian_ids))):
         raise VocabularyError(f"{paths[2]}: its ids are not 0..{len(marian_ids) - 1}, each once")
     missing = [piece for piece in SPECIAL_PIECES if piece not in marian_ids]

@@ -71,7 +71,8 @@ def build_vocabulary(texts, vocab_size, output, model_type="bpe", max_sentences=
 def default_vocab_size(spec):
     """Ids of a vocabulary built for --data `spec`: section 6.3's 16K for a treebank (WSJ
     only), else 8,000, which suits the bundled corpora."""
-    return 16_000 if treebank.is_treebank(spec) else 8_000
+    specs = spec if isinstance(spec, (list, tuple)) else [spec]
+    return 16_000 if any(treebank.is_treebank(one) for one in specs) else 8_000
 
 
 def corpus_whole_tokens(source):
@@ -83,7 +84,12 @@ def corpus_whole_tokens(source):
 
 
 def corpus_texts(source, split="train"):
-    """Both sides of a source's split as str, for `build_vocabulary`."""
-    for source_texts, target_texts in source.pairs(split).batch(4096).as_numpy_iterator():
+    """Both sides of a source's split as str, for `build_vocabulary`; of several weighted corpora
+    (`data.WeightedCorpora`), as many training pairs as they hold together, drawn by weight."""
+    weighted = getattr(source, "weighted_pairs", None)
+    pairs = source.pairs(split) if weighted is None or split != "train" else weighted(
+        sum(int(c.pairs("train").reduce(0, lambda count, _: count + 1))
+            for c in source.corpora))
+    for source_texts, target_texts in pairs.batch(4096).as_numpy_iterator():
         for text in (*source_texts, *target_texts):
             yield text.decode("utf-8", errors="replace")

@@ -82,11 +82,11 @@ def read_pairs(args, run):
             raise InputError(f"--reference {args.reference} has {len(references)} lines but "
                              f"--input {args.input} has {len(lines)}")
     else:
-        source = data.get_source(run.data.corpus, run.data.source_lang, run.data.target_lang)
+        source = run.data.open()  # several corpora: their splits one after the other
         pairs = list(source.pairs(args.split).take(args.max_sentences).as_numpy_iterator())
         lines = [s for s, _ in pairs]
         references = [t.decode("utf-8", "replace") for _, t in pairs]
-        name = f"the {args.split} split of {run.data.corpus}"
+        name = f"the {args.split} split of {' + '.join(run.data.corpora)}"
     lines, references = lines[:args.max_sentences], references[:args.max_sentences]
     if len(lines) < MIN_SENTENCES:
         raise InputError(f"{name}: {len(lines)} sentence pair(s); a calibration needs at least "
@@ -109,7 +109,7 @@ def main(argv=None):
     inputs, chrf, _ = measured(translator, lines, references, args.batch_size)
     about = {"checkpoint": checkpoints(members), "beam_size": translator.decoding.beam_size,
              "alpha": translator.decoding.alpha, "sentences": len(lines),
-             "data": args.input or f"{members[0].run.data.corpus} {args.split}",
+             "data": args.input or f"{' + '.join(members[0].run.data.corpora)} {args.split}",
              "mean_chrf": round(float(chrf.mean()), 2)}
     calibration = Calibration.fit(inputs, chrf / 100, about=about)
     confidence = calibration.confidence(inputs).numpy()

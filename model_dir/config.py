@@ -24,6 +24,7 @@ import json
 import re
 
 from keras_transformer import data
+from keras_transformer.errors import check_one_of
 from keras_transformer.hparams import RENAMED_FIELDS
 from keras_transformer.model_dir.config_sections import (
     KEEP_BEST_METRICS,
@@ -54,7 +55,8 @@ FLAT_NAMES = {
     "source_vocab_size": ("model", "source_vocab_size"),
     "embedding_dim": ("model", "embedding_dim"), "init_from": ("model", "init_from"),
     "init_optimizer": ("model", "init_optimizer"),
-    "data": ("data", "corpus"), "source_lang": ("data", "source_lang"),
+    "data": ("data", "corpus"), "data_weights": ("data", "corpus_weights"),
+    "source_lang": ("data", "source_lang"),
     "target_lang": ("data", "target_lang"), "tfds_data_dir": ("data", "tfds_data_dir"),
     "invalid_utf8": ("data", "invalid_utf8"), "max_pair_length": ("data", "max_pair_length"),
     "overlong": ("data", "overlong"), "markup_rate": ("data", "markup_rate"),
@@ -78,8 +80,9 @@ FLAT_NAMES = {
 # that shape the model count (builders.ARCHITECTURE_FIELDS); training ones may change.
 FIXED = (("model", "hparams"), ("model", "vocab_size"), ("model", "init_from"),
          ("model", "glove"), ("model", "glove_words"), ("data", "corpus"),
-         ("data", "source_lang"), ("data", "target_lang"), ("data", "max_pair_length"),
-         ("data", "overlong"), ("data", "markup_rate"), ("optimization", "ema_decay"))
+         ("data", "corpus_weights"), ("data", "source_lang"), ("data", "target_lang"),
+         ("data", "max_pair_length"), ("data", "overlong"), ("data", "markup_rate"),
+         ("optimization", "ema_decay"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,16 +133,29 @@ class RunConfig:
         if evaluation.early_stopping and not evaluation.keep_best:
             raise ConfigError("evaluation.early_stopping needs evaluation.keep_best "
                               "bleu|chrf|loss: the metric whose improvement it waits for")
-        if evaluation.keep_best in ("bleu", "chrf", "f1") and not evaluation.sentences:
-            raise ConfigError(f"evaluation.keep_best {evaluation.keep_best} needs dev sentences "
-                              f"to translate; evaluation.sentences is 0")
-        if evaluation.keep_best == "f1" and not data.is_treebank(self.data.corpus):
-            raise ConfigError(f"evaluation.keep_best f1 scores parses: data.corpus "
-                              f"{self.data.corpus} is not a treebank (ptb:DIR)")
+        if evaluation.keep_best:
+            self._check_keep_best()
         mt_lstm = model.hparams is not None and model.hparams.model == "mt_lstm"
         if self.data.markup_rate and (data.is_treebank(self.data.corpus) or mt_lstm):
             raise ConfigError("data.markup_rate shows a translation model markup; a parser or "
                               "an MT-LSTM has none to keep")
+
+    def _check_keep_best(self):
+        """evaluation.keep_best: a metric of KEEP_BEST_METRICS, or METRIC:CORPUS for one of
+        several corpora's (without it, their mean)."""
+        evaluation, corpus = self.evaluation, self.data.corpus
+        metric, _, one = evaluation.keep_best.partition(":")
+        check_one_of("evaluation.keep_best", metric, KEEP_BEST_METRICS, ConfigError)
+        if one and (len(self.data.corpora) == 1 or one not in self.data.corpora):
+            raise ConfigError(f"evaluation.keep_best {evaluation.keep_best}: {one!r} is not one "
+                              f"of several corpora (data.corpus {corpus!r}); METRIC:CORPUS "
+                              f"follows one of them")
+        if metric in ("bleu", "chrf", "f1") and not evaluation.sentences:
+            raise ConfigError(f"evaluation.keep_best {evaluation.keep_best} needs dev sentences "
+                              f"to translate; evaluation.sentences is 0")
+        if metric == "f1" and not data.is_treebank(corpus):
+            raise ConfigError(f"evaluation.keep_best f1 scores parses: data.corpus "
+                              f"{corpus} is not a treebank (ptb:DIR)")
 
     def to_dict(self):
         return dataclasses.asdict(self)

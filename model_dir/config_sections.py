@@ -35,10 +35,15 @@ class _Section:
     NAME = ""
     LIMITS = {}
     CHOICES = {}
+    SEVERAL = ()  # fields that may hold a tuple of values of their type
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
+            if field.name in self.SEVERAL and isinstance(value, tuple):
+                for each in value:
+                    _check_field(self.NAME, field, each)
+                continue
             _check_field(self.NAME, field, value)
             if value is None:
                 continue
@@ -87,8 +92,12 @@ class DataConfig(_Section):
     NAME = "data"
     LIMITS = {"max_pair_length": (2, None), "markup_rate": (0.0, 1.0)}
     CHOICES = {"invalid_utf8": data.sources.INVALID_UTF8_MODES, "overlong": ("drop", "truncate")}
+    SEVERAL = ("corpus",)
 
-    corpus: str = "bible_en_es"  # kt-train --data: a bundled corpus, files, a TFDS name, ptb:DIR
+    # kt-train --data: a bundled corpus, files, a TFDS name, ptb:DIR; several (--data repeated):
+    # a tuple of them, whose training pairs are drawn by corpus_weights (data.WeightedCorpora).
+    corpus: str = "bible_en_es"
+    corpus_weights: tuple = None  # several corpora: one positive number each; None: equal
     source_lang: str = None
     target_lang: str = None
     tfds_data_dir: str = None
@@ -99,12 +108,47 @@ class DataConfig(_Section):
     # (data.markup_pairs), for translating with --markup; its vocabulary keeps them whole.
     markup_rate: float = 0.0
 
+    def __post_init__(self):
+        # Frozen: normalized once, as the section is made (a list as config.json has it).
+        if isinstance(self.corpus, (list, tuple)):
+            if not self.corpus or not all(isinstance(spec, str) for spec in self.corpus):
+                raise ConfigError(f"data.corpus must be a str or a list of them, got "
+                                  f"{self.corpus!r}")
+            object.__setattr__(self, "corpus", self.corpus[0] if len(self.corpus) == 1
+                               else tuple(self.corpus))
+        if self.corpus_weights is not None:
+            self._normalize_weights()
+        super().__post_init__()
+
+    def _normalize_weights(self):
+        if not isinstance(self.corpus, tuple):
+            raise ConfigError("data.corpus_weights weigh several corpora (data.corpus a list); "
+                              f"data.corpus is one: {self.corpus!r}")
+        try:
+            data.mixture.check_weights(list(self.corpus_weights), len(self.corpus),
+                                       "data.corpus_weights")
+        except data.CorpusError as error:
+            raise ConfigError(str(error)) from None
+        object.__setattr__(self, "corpus_weights", tuple(float(w) for w in self.corpus_weights))
+
+    @property
+    def corpora(self):
+        """The corpus specs: one, or the several of a weighted mixture."""
+        return self.corpus if isinstance(self.corpus, tuple) else (self.corpus,)
+
     def open(self, download=False):
         """The corpus as a `data.sources` source (`download`: let TFDS fetch it), its training
-        pairs rewritten with markup at `markup_rate`."""
-        source = data.get_source(self.corpus, self.source_lang, self.target_lang,
-                                 self.tfds_data_dir, download, self.invalid_utf8)
-        return data.MarkupAugmentedSource(source, self.markup_rate) if self.markup_rate else source
+        pairs rewritten with markup at `markup_rate`; several corpora as one
+        `data.WeightedCorpora`."""
+        opened = []
+        for spec in self.corpora:
+            source = data.get_source(spec, self.source_lang, self.target_lang,
+                                     self.tfds_data_dir, download, self.invalid_utf8)
+            opened.append(data.MarkupAugmentedSource(source, self.markup_rate)
+                          if self.markup_rate else source)
+        if len(opened) == 1:
+            return opened[0]
+        return data.WeightedCorpora(opened, self.corpus_weights, names=self.corpora)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,12 +191,13 @@ class EvaluationConfig(_Section):
     LIMITS = {"every": (1, None), "sentences": (0, None),
               "beam_size": (DECODING_MINIMUMS["beam_size"], None),
               "early_stopping": (0, None)}
-    CHOICES = {"keep_best": KEEP_BEST_METRICS}
+    # keep_best: a metric of KEEP_BEST_METRICS, or METRIC:CORPUS (RunConfig.check).
 
     every: int = 1000  # steps between evaluations
     sentences: int = 500  # dev sentences translated for BLEU (0: none)
     beam_size: int = 1  # in-training BLEU: greedy (1) or beam search
-    keep_best: str = None  # "bleu", "chrf", "loss" or "f1": the best checkpoint in model_dir/best/
+    keep_best: str = None  # "bleu", "chrf", "loss" or "f1" (of one of several corpora:
+    # "bleu:CORPUS"; else their mean): the best checkpoint in model_dir/best/
     early_stopping: int = 0  # evaluations without improvement before stopping (0: never)
 
 

@@ -94,6 +94,9 @@ def _check_generation(generation, path):
 
 def _pairs_equal(config_json, path, pairs):
     for first, second in pairs:
+        for name in (first, second):
+            if name not in config_json:
+                raise MarianImportError(f"{path}: no {name} field")
         if config_json.get(first) != config_json.get(second):
             raise MarianImportError(
                 f"{path}: {first} {config_json.get(first)!r} differs from {second} "

@@ -275,6 +275,28 @@ def test_a_config_the_model_cannot_represent_is_refused_by_field(tmp_path, chang
     assert not (tmp_path / "out").exists()
 
 
+def test_a_config_without_a_head_count_is_refused_naming_the_field(tmp_path):
+    copy = checkpoint_copy(tmp_path)
+    config = json.loads((copy / "config.json").read_text())
+    del config["encoder_attention_heads"]
+    (copy / "config.json").write_text(json.dumps(config))
+    with pytest.raises(marian.MarianImportError,
+                       match=r"config.json: no encoder_attention_heads field$"):
+        marian.import_marian(copy, tmp_path / "out")
+
+
+@pytest.mark.parametrize("bad_id", ["3", None, 3.0, [3], True])
+def test_a_vocabulary_id_that_is_not_an_integer_is_refused_naming_the_file(tmp_path, bad_id):
+    copy = checkpoint_copy(tmp_path)
+    piece = next(piece for piece, id_ in MARIAN_IDS.items() if id_ == 3)
+    (copy / "vocab.json").write_text(json.dumps(dict(MARIAN_IDS, **{piece: bad_id})))
+    result = run_main(import_model.main, "--from", "marian", copy, "--model_dir", tmp_path / "o")
+    assert result.returncode == 2 and not (tmp_path / "o").exists()
+    assert f"vocab.json: the id of {piece!r} is {json.dumps(bad_id)}, not an integer" in (
+        result.stderr)
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
 def test_bad_checkpoints_are_refused_naming_what_is_wrong(tmp_path, imported):
     copy = checkpoint_copy(tmp_path)
     for name in ("model.safetensors", "pytorch_model.bin"):

@@ -4,6 +4,7 @@ into trees."""
 
 import contextlib
 import sys
+import typing
 
 import keras
 import sacrebleu
@@ -98,6 +99,15 @@ def parse_f1(hypotheses, gold_trees, tags=False):
     return evalb.evaluate(gold_trees, parsed)[0].f1
 
 
+class DevCorpus(typing.NamedTuple):
+    """One corpus of several (`data.WeightedCorpora`) as `Evaluation` scores it apart."""
+
+    name: str
+    batches: object  # its dev pipeline (one pass)
+    sources: list  # dev sentences (str) for BLEU; may be empty
+    references: list
+
+
 class Evaluation(keras.callbacks.Callback):
     """Every `every` steps: dev loss, perplexity, accuracy and BLEU (`evaluate()` for another
     moment, e.g. the end of training; it does nothing twice at one step). A periodic evaluation
@@ -126,14 +136,17 @@ class Evaluation(keras.callbacks.Callback):
             (`data.treebank.tree_constraints`); None: any output.
         ends_at: a callable giving the step the run is expected to end at (the step budget,
             or a time limit's plan), or None when unknown; settable after construction.
+        corpora: several corpora's `DevCorpus`es instead of `dev_batches`, `sources` and
+            `references`: each scored apart (`dev_bleu/NAME`, ...), and `dev_bleu`, `dev_loss`,
+            ... the mean of the corpora's, which `keep_best` follows.
     """
 
     def __init__(self, dev_batches, vocabulary, *, every, decoding=None, sources=(),
                  references=(), writer=None, keep_best=None, gold_trees=None,
                  predicts_tags=False, source_vocabulary=None, tree_constraints=None,
-                 ends_at=None):
+                 ends_at=None, corpora=()):
         super().__init__()
-        if sources and decoding is None:
+        if (sources or any(corpus.sources for corpus in corpora)) and decoding is None:
             raise ValueError("an Evaluation with dev sources needs the decoding to translate "
                              "them with")
         self.dev_batches = dev_batches
@@ -147,6 +160,7 @@ class Evaluation(keras.callbacks.Callback):
         self.source_vocabulary = source_vocabulary
         self.tree_constraints = tree_constraints
         self.ends_at = ends_at
+        self.corpora = tuple(corpora)
         self._last_step = None
         self.history = []
 
@@ -168,30 +182,48 @@ class Evaluation(keras.callbacks.Callback):
 
     def _results(self):
         """({result name: value}, a line saying them)."""
+        if not self.corpora:
+            return self._scores(self.dev_batches, self.sources, self.references)
+        by_corpus = [(corpus.name, *self._scores(corpus.batches, corpus.sources,
+                                                 corpus.references))
+                     for corpus in self.corpora]
+        shared = set.intersection(*(set(results) for _, results, _ in by_corpus))
+        means = {key: sum(results[key] for _, results, _ in by_corpus) / len(by_corpus)
+                 for key in by_corpus[0][1] if key in shared}
+        line = "mean of the corpora: " + ", ".join(
+            f"{key} {value:.4g}" for key, value in means.items())
+        results = dict(means)
+        for name, scores, scores_line in by_corpus:
+            results.update({f"{key}/{name}": value for key, value in scores.items()})
+            line += f"\n  {name}: " + scores_line.replace("\n", "\n  ")
+        return results, line
+
+    def _scores(self, dev_batches, sources, references):
+        """The results and line of one dev set (`_results`)."""
         results = {}
-        if self.dev_batches is not None:
-            metrics = self.model.evaluate(self.dev_batches, verbose=0, return_dict=True)
+        if dev_batches is not None:
+            metrics = self.model.evaluate(dev_batches, verbose=0, return_dict=True)
             # evaluate shares the training metrics and leaves its dev totals in them.
             self.model.reset_metrics()
             results.update({f"dev_{k}": scalar(v) for k, v in metrics.items()
                             if k != "target_tokens"})
         line = ", ".join(f"{k} {v:.4g}" for k, v in results.items())
-        if self.sources:
-            score, signature, hypotheses = bleu(self.model, self.vocabulary, self.sources,
-                                                self.references, self.decoding,
+        if sources:
+            score, signature, hypotheses = bleu(self.model, self.vocabulary, sources,
+                                                references, self.decoding,
                                                 source_vocabulary=self.source_vocabulary,
                                                 tree_constraints=self.tree_constraints)
             results["dev_bleu"] = score.score
-            results["dev_chrf"] = chrf(hypotheses, self.references)
+            results["dev_chrf"] = chrf(hypotheses, references)
             beam_size = self.decoding.beam_size
             search = f"beam {beam_size}" if beam_size > 1 else "greedy"
             search += ", trees only" if self.tree_constraints else ""
             line += (f", dev BLEU {score.score:.2f}, chrF {results['dev_chrf']:.2f} on "
-                     f"{len(self.sources)} sentences ({search}; sacrebleu {signature})")
+                     f"{len(sources)} sentences ({search}; sacrebleu {signature})")
             if self.gold_trees:
                 results["dev_f1"] = parse_f1(hypotheses, self.gold_trees, self.predicts_tags)
                 line += f", dev F1 {results['dev_f1']:.2f} (EVALB, COLLINS.prm)"
-            line += f"\n  example: {self.sources[0]!r} -> {hypotheses[0]!r}"
+            line += f"\n  example: {sources[0]!r} -> {hypotheses[0]!r}"
         return results, line
 
     def on_train_batch_end(self, batch, logs=None):

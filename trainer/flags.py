@@ -55,7 +55,7 @@ def argument_parser():
         help=f"named hyper-parameter set (default {defaults.hparams_name}); "
              f"python -m keras_transformer.hparams lists them")
     add("--hparams_override", help='comma-separated overrides, e.g. "dropout=0.2,num_layers=4"')
-    source_flags.add_flags(parser, config.DataConfig.corpus, unset_defaults=True)
+    source_flags.add_flags(parser, config.DataConfig.corpus, unset_defaults=True, several=True)
     add("--vocab", help="SentencePiece model to use; built here from the training data if the "
                         "file does not exist (default: model_dir/vocab.model), or an imported "
                         "model's vocab.marian")
@@ -108,11 +108,12 @@ def argument_parser():
                                                                      "beam_size")),
         help=f"beam size of the dev BLEU (default {defaults.eval_beam_size}: greedy); the "
              f"rest decodes as kt-translate decodes the model")
-    add("--keep_best", choices=sorted(config.KEEP_BEST_METRICS),
+    add("--keep_best", metavar="{" + ",".join(sorted(config.KEEP_BEST_METRICS)) + "}[:CORPUS]",
         help=f"keep the checkpoint with the best dev BLEU, chrF, loss or (a run on a treebank) "
              f"EVALB F1 in model_dir/"
              f"{layout.BEST_DIR}/ (--keep_checkpoints never deletes it; kt-translate "
-             f"--checkpoint best loads it)")
+             f"--checkpoint best loads it); with several --data, the mean of the corpora's, "
+             f"or one corpus's: bleu:CORPUS (CORPUS as its --data gives it)")
     add("--early_stopping", type=at_least(0),
         help="stop after this many evaluations without a better --keep_best metric (default "
              "0: never)")

@@ -26,20 +26,24 @@ STATE_FILE = "best.json"
 
 
 class KeepBest:
-    """Keeps the best checkpoint of model_dir by `metric` (a key of `METRICS`), and says when
+    """Keeps the best checkpoint of model_dir by `metric` (a key of `METRICS`, or METRIC:CORPUS
+    for one of several corpora's), and says when
     `patience` evaluations in a row have not improved it (0: never).
 
     Args:
         model_dir: the run's directory; the checkpoint goes to model_dir/best/.
-        metric: a key of `METRICS`.
+        metric: a key of `METRICS`, or METRIC:CORPUS.
         patience: --early_stopping.
     """
 
     def __init__(self, model_dir, metric, patience=0):
-        check_one_of("--keep_best", metric, METRICS, config.ConfigError)
+        name, _, corpus = metric.partition(":")
+        check_one_of("--keep_best", name, METRICS, config.ConfigError)
         self.directory = pathlib.Path(model_dir) / layout.BEST_DIR
         self.metric, self.patience = metric, patience
-        self.result, self.larger_is_better = METRICS[metric]
+        self.result, self.larger_is_better = METRICS[name]
+        if corpus:  # one of several corpora's (trainer.evaluation.Evaluation's `corpora`)
+            self.result += f"/{corpus}"
         self.best_value, self.best_step, self.since = None, None, 0
         state = self._load()
         if state is not None and state["metric"] == metric:

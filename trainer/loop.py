@@ -39,12 +39,12 @@ class TrainingLoop:
         self.saved, self.best = saved, best
         self.train_steps, self.step = train_steps, step
 
-    def pipeline(self, split, training, input_context=None, seed=None):
-        """The batches of a split (`data.pipeline`); a training batch holds an update's
-        micro-batches (`data.update_batches`)."""
+    def pipeline(self, split, training, input_context=None, seed=None, corpus=None):
+        """The batches of a split (`data.pipeline`) of the run's corpus (or `corpus`, one of its
+        several); a training batch holds an update's micro-batches (`data.update_batches`)."""
         run = self.run
         return data.pipeline(
-            self.setup.corpus, self.setup.vocabulary, split,
+            corpus or self.setup.corpus, self.setup.vocabulary, split,
             batch_tokens=run.batching.batch_tokens, max_pair_length=run.data.max_pair_length,
             overlong=run.data.overlong, training=training,
             seed=run.optimization.seed if seed is None else seed,
@@ -64,14 +64,22 @@ class TrainingLoop:
                              seed=self.run.optimization.seed + self.step)
 
     def datasets(self):
-        """(the training batches, the counted dev batches or None)."""
+        """(the training batches, `dev_batches`)."""
         if self.multi_worker:
             # Workers would disagree on the number of dev batches; they evaluate afterwards.
             return self.distribution.distribute_datasets_from_function(self.train_batches), None
-        dev = None
-        if "dev" in self.setup.corpus.splits():
-            dev = data.counted(self.pipeline("dev", False))
-        return self.train_batches(), dev
+        return self.train_batches(), self.dev_batches()
+
+    def dev_batches(self):
+        """The counted dev batches, None without a dev split; of several corpora
+        (`data.WeightedCorpora`), a list of each one's that has a dev split."""
+        corpus = self.setup.corpus
+        if "dev" not in corpus.splits():
+            return None
+        if isinstance(corpus, data.WeightedCorpora):
+            return [data.counted(self.pipeline("dev", False, corpus=one))
+                    for _, one in corpus.with_split("dev")]
+        return data.counted(self.pipeline("dev", False))
 
     def evaluator(self, dev, writer):
         """The dev `evaluation.Evaluation` callback (BLEU of the spread dev sentences, and a
@@ -79,8 +87,16 @@ class TrainingLoop:
         if dev is None:
             return None
         run, corpus = self.run, self.setup.corpus
-        sources, references = data.spread_pairs(
-            corpus, "dev", run.evaluation.sentences if self.setup.chief else 0)
+        sentences = run.evaluation.sentences if self.setup.chief else 0
+        several = ()
+        if isinstance(dev, list):
+            # Each corpus scored apart: BLEU of its own dev sentences (as many as one corpus
+            # would get), and the mean of the corpora's for keep-best.
+            several = [evaluation.DevCorpus(name, batches, *data.spread_pairs(one, "dev",
+                                                                              sentences))
+                       for (name, one), batches in zip(corpus.with_split("dev"), dev)]
+            dev, sentences = None, 0
+        sources, references = data.spread_pairs(corpus, "dev", sentences)
         parsing = data.is_treebank(run.data.corpus)
         leaves = data.treebank.leaves_of(run.data.corpus) if parsing else None
         # The dev BLEU decodes as kt-translate would decode this model (greedy, or the beam
@@ -94,7 +110,7 @@ class TrainingLoop:
             if parsing else None,
             predicts_tags=leaves == "tags", source_vocabulary=self.setup.words,
             tree_constraints=data.treebank.tree_constraints(self.setup.vocabulary, leaves)
-            if decoding.tree_constraint else None)
+            if decoding.tree_constraint else None, corpora=several)
 
     def callbacks(self, writer, evaluator):
         """(the fit's callbacks, the StopOnSignal, the PeriodicCheckpoint)."""
