@@ -24,7 +24,6 @@ import json
 import re
 
 from keras_transformer import data
-from keras_transformer.errors import check_one_of
 from keras_transformer.hparams import RENAMED_FIELDS
 from keras_transformer.model_dir.config_sections import (
     KEEP_BEST_METRICS,
@@ -54,7 +53,7 @@ FLAT_NAMES = {
     "glove": ("model", "glove"), "glove_words": ("model", "glove_words"),
     "source_vocab_size": ("model", "source_vocab_size"),
     "embedding_dim": ("model", "embedding_dim"), "init_from": ("model", "init_from"),
-    "init_optimizer": ("model", "init_optimizer"),
+    "init_optimizer": ("model", "init_optimizer"), "update_vocab": ("model", "update_vocab"),
     "data": ("data", "corpus"), "data_weights": ("data", "corpus_weights"),
     "source_lang": ("data", "source_lang"),
     "target_lang": ("data", "target_lang"), "tfds_data_dir": ("data", "tfds_data_dir"),
@@ -125,8 +124,12 @@ class RunConfig:
         if average_last and 0 < keep < average_last:
             raise ConfigError(f"checkpoints.average_last {average_last} needs at least as many "
                               f"kept checkpoints; checkpoints.keep is {keep}")
-        if model.init_optimizer and not model.init_from:
-            raise ConfigError("model.init_optimizer needs model.init_from")
+        for option in ("init_optimizer", "update_vocab"):
+            if getattr(model, option) and not model.init_from:
+                raise ConfigError(f"model.{option} needs model.init_from")
+        if model.init_optimizer and model.update_vocab:
+            raise ConfigError("model.init_optimizer takes the optimizer's state, whose moments "
+                              "of the vocabulary rows model.update_vocab remaps; use one")
         if model.glove_words and not model.glove:
             raise ConfigError("model.glove_words keeps the first words of model.glove, which is "
                               "not given")
@@ -141,11 +144,10 @@ class RunConfig:
                               "an MT-LSTM has none to keep")
 
     def _check_keep_best(self):
-        """evaluation.keep_best: a metric of KEEP_BEST_METRICS, or METRIC:CORPUS for one of
-        several corpora's (without it, their mean)."""
+        """evaluation.keep_best: METRIC:CORPUS names one of several corpora (without it, their
+        mean), and the metric is one the run computes."""
         evaluation, corpus = self.evaluation, self.data.corpus
-        metric, _, one = evaluation.keep_best.partition(":")
-        check_one_of("evaluation.keep_best", metric, KEEP_BEST_METRICS, ConfigError)
+        metric, _, one = evaluation.keep_best.partition(":")  # metric checked by its section
         if one and (len(self.data.corpora) == 1 or one not in self.data.corpora):
             raise ConfigError(f"evaluation.keep_best {evaluation.keep_best}: {one!r} is not one "
                               f"of several corpora (data.corpus {corpus!r}); METRIC:CORPUS "

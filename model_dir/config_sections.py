@@ -77,6 +77,7 @@ class ModelConfig(_Section):
     embedding_dim: int = None  # an mt_lstm run's GloVe dimensions
     init_from: str = None  # fine-tuning: the model_dir or checkpoint this run started from
     init_optimizer: bool = False  # ... with its optimizer state and step
+    update_vocab: bool = False  # ... with a new vocabulary (the shared pieces' rows copied)
 
     def __post_init__(self):
         if isinstance(self.hparams, dict):  # frozen: set once, as it is read
@@ -191,7 +192,6 @@ class EvaluationConfig(_Section):
     LIMITS = {"every": (1, None), "sentences": (0, None),
               "beam_size": (DECODING_MINIMUMS["beam_size"], None),
               "early_stopping": (0, None)}
-    # keep_best: a metric of KEEP_BEST_METRICS, or METRIC:CORPUS (RunConfig.check).
 
     every: int = 1000  # steps between evaluations
     sentences: int = 500  # dev sentences translated for BLEU (0: none)
@@ -199,6 +199,12 @@ class EvaluationConfig(_Section):
     keep_best: str = None  # "bleu", "chrf", "loss" or "f1" (of one of several corpora:
     # "bleu:CORPUS"; else their mean): the best checkpoint in model_dir/best/
     early_stopping: int = 0  # evaluations without improvement before stopping (0: never)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.keep_best is not None:  # METRIC:CORPUS's corpus: RunConfig.check
+            check_one_of(f"{self.NAME}.keep_best", self.keep_best.partition(":")[0],
+                         KEEP_BEST_METRICS, ConfigError)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,12 +20,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from client_process import run_client
-from conftest import run_main
+from conftest import TRAINED_TINY, run_main
 
+import keras_transformer as kt
 from keras_transformer import data
 from keras_transformer.export import DecodingConfig, Translator, export_command, translate
 from keras_transformer.model_dir import config_file, hf_checkpoint, loading, marian
-from keras_transformer.trainer import import_model
+from keras_transformer.trainer import import_model, init_from, vocab_update
 
 CHECKPOINT = pathlib.Path(__file__).parent / "data" / "marian_tiny"
 REFERENCE = json.loads((CHECKPOINT / "reference.json").read_text(encoding="utf-8"))
@@ -357,6 +358,22 @@ def test_the_imported_model_fine_tunes_and_resumes(imported, loaded, tmp_path):
     assert tuned.model.hparams == loaded.hparams.override(
         learning_rate_multiplier=0.5, warmup_steps=10)
     assert data.vocabulary_file(tmp_path / "tuned").name == "vocab.marian"
+
+
+def test_an_imported_model_takes_a_new_vocabulary_piece_by_piece(imported, loaded, tmp_path):
+    # kt-train --init_from IMPORTED --update_vocab: a kt-vocab vocabulary (the trained tiny
+    # model's), matched to vocab.json's pieces by string.
+    new = data.Vocabulary.load(TRAINED_TINY / "vocab.model")
+    model = kt.build_model(loaded.run.model.hparams, vocab_size=new.vocab_size)
+    _, line = init_from.initialize(model, imported, False, new, tmp_path)
+    new_ids, old_ids = vocab_update.piece_mapping(loaded.vocabulary, new)
+    assert new.pieces(new_ids) == loaded.vocabulary.pieces(old_ids)
+    assert {"</s>", "<unk>", "<pad>"} <= set(new.pieces(new_ids))
+    assert line.startswith(f"a new vocabulary of {new.vocab_size} ids: {len(new_ids)} pieces "
+                           f"kept from {loaded.vocabulary.vocab_size}")
+    for (variable, _), (trained, _) in zip(model.vocabulary_weights(),
+                                           loaded.model.vocabulary_weights()):
+        np.testing.assert_array_equal(variable.numpy()[new_ids], trained.numpy()[old_ids])
 
 
 def test_generation_settings_it_does_not_follow_are_named(tmp_path):

@@ -74,6 +74,11 @@ def argument_parser():
     add("--init_optimizer", action=argparse.BooleanOptionalAction, default=None,
         help="with --init_from: also take its optimizer state and step, continuing its "
              "learning-rate schedule (default: a fresh optimizer and schedule)")
+    add("--update_vocab", action=argparse.BooleanOptionalAction, default=None,
+        help="with --init_from: train with a new vocabulary (--vocab, or one built from --data "
+             "with --vocab_size): the embedding and output rows of the pieces both vocabularies "
+             "hold are the other run's, new pieces start as a fresh model's, the others are "
+             "dropped; model_dir/vocab_update.json records the mapping")
     add("--max_pair_length", type=at_least(2),
         help=f"longest pair in tokens (default {defaults.max_pair_length})")
     add("--max_length", type=renamed("--max_pair_length", "the longest training pair"),

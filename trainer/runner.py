@@ -160,10 +160,12 @@ class Trainer:
             restored = saved.restore_latest(model)
             initialized = None
             if restored is None and run.model.init_from:
-                initialized = init_from.initialize(model, run.model.init_from,
-                                                   run.model.init_optimizer)
+                initialized, update = init_from.initialize(
+                    model, run.model.init_from, run.model.init_optimizer,
+                    setup.vocabulary if run.model.update_vocab else None, self.model_dir)
                 print(f"initialized from {initialized}"
-                      f"{' with its optimizer' if run.model.init_optimizer else ''}", flush=True)
+                      f"{' with its optimizer' if run.model.init_optimizer else ''}"
+                      f"{', ' + update if update else ''}", flush=True)
         step = checkpoints.step_of(model)
         self._print_start(setup, model, restored, step, train_steps)
         result = TrainingResult("nothing to do", step, train_steps, model, restored)
@@ -190,7 +192,8 @@ class Trainer:
         hp = run.model.hparams
         vocab = self.vocab
         if resolved.init_source is not None:
-            vocab = init_from.check_vocabulary(run.model.init_from, vocab)
+            vocab = init_from.check_vocabulary(run.model.init_from, vocab,
+                                               run.model.update_vocab)
         distribution = distribute.strategy()
         preparation.check_workers(run, distribution, model_dir, self.max_minutes)
         batches = update_batches(run, distribution)  # refused here, before anything is built

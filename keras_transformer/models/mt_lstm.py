@@ -129,6 +129,13 @@ class MTLSTM(TokenLevelTraining, keras.Model):
         attended = self.dropout_layer(attended, training=training)
         return (attended, new_states), attended
 
+    def vocabulary_weights(self):
+        """[(variable, axis)]: the weights that hold one slice per target subword id along
+        `axis` (the target embedding, the output projection's kernel and bias), which a new
+        vocabulary remaps (kt-train --update_vocab); GloVe's source words are not subwords."""
+        return [(self.target_embedding.embeddings, 0), (self.output_projection.kernel, 1),
+                (self.output_projection.bias, 0)]
+
     def logits_spec(self, inputs):
         """What `call` returns for (source_ids, target_ids) `inputs` (anything with shapes): a
         `keras.KerasTensor` of logits [batch, target length, target_vocab_size]."""

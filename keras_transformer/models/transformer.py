@@ -227,6 +227,19 @@ class Transformer(TokenLevelTraining, keras.Model):
             return self.embedding
         return self.decoder_projection
 
+    def vocabulary_weights(self):
+        """[(variable, axis)]: the weights that hold one slice per vocabulary id along `axis`
+        (each embedding table [vocab_size, d_model] and its output bias [vocab_size]), which a
+        new vocabulary remaps (kt-train --update_vocab)."""
+        self._ensure_built()
+        found = []
+        for table in (self.embedding, self.encoder_embedding, self.decoder_projection):
+            if table is not None:
+                found.append((table.embeddings, 0))
+                if table.bias is not None:
+                    found.append((table.bias, 0))
+        return found
+
     def output_kernel(self):
         """The pre-softmax projection [d_model, vocab_size] in the compute dtype, for a search to
         make once and pass to `decode_cached` (`SharedEmbedding.output_kernel`)."""
