@@ -19,6 +19,7 @@ import tensorflow as tf
 from keras_transformer.data import batching, sources
 from keras_transformer.data.dataset_options import untuned_options
 from keras_transformer.data.mixture import WeightedCorpora
+from keras_transformer.data.subword_sampling import SampledEncoder
 from keras_transformer.data.vocab import PAD_ID
 from keras_transformer.data.vocabularies import KINDS, load_vocabulary
 from keras_transformer.errors import check_one_of
@@ -142,17 +143,27 @@ def _kept_pairs(source, vocabulary, split, *, shuffle_files, seed, shard, max_pa
     return pairs
 
 
-def _weighted_draws(corpora, kept, buffer_size, seed):
+def _weighted_draws(corpora, epochs, seed):
     """Endless training pairs of `WeightedCorpora`, each drawn from corpus i with probability
-    w_i / sum(w): every corpus's `kept(corpus, seed)` pairs in their own shuffled epochs
-    (`_shuffled_epochs`, one seed a corpus), sampled by `sample_from_datasets` (seeded: the same
-    draws every run)."""
-    streams = []
-    for index, corpus in enumerate(corpora.corpora):
-        corpus_seed = None if seed is None else seed * 1000 + index + 1
-        streams.append(_shuffled_epochs(kept(corpus, corpus_seed), buffer_size, corpus_seed))
+    w_i / sum(w): every corpus's `epochs(corpus, seed)` (its own shuffled epochs, one seed a
+    corpus), sampled by `sample_from_datasets` (seeded: the same draws every run)."""
+    streams = [epochs(corpus, None if seed is None else seed * 1000 + index + 1)
+               for index, corpus in enumerate(corpora.corpora)]
     return tf.data.Dataset.sample_from_datasets(streams, weights=corpora.probabilities(),
                                                 seed=seed)
+
+
+def _sampled(texts, encoder, max_length):
+    """Text pairs -> id pairs whose pieces `encoder` (a `SampledEncoder`) draws, a batch of
+    `_TOKENIZE_BATCH` at a time, each batch seeded by its index in the stream."""
+    def encode(index, pair):
+        source, target = pair
+        return (encoder.encode(source, index, max_length),
+                encoder.encode(target, index, max_length))
+
+    return (texts.batch(_TOKENIZE_BATCH).enumerate()
+            .map(encode, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+            .map(lambda s, t: (s, t)))
 
 
 def counted(batches):
@@ -166,7 +177,7 @@ def pipeline(source, vocabulary, split="train", *, batch_tokens=25_000, max_pair
              overlong="drop", training=None, shuffle_buffer=SHUFFLE_BUFFER, cache=None, seed=None,
              deterministic=False, batch_size_multiple=1, input_context=None,
              source_vocabulary=None, accumulate_steps=1, bucket_growth=batching.BUCKET_GROWTH,
-             static_shapes=False):
+             static_shapes=False, subword_alpha=0.0):
     """The batches of one split, ready for `model.fit` / `model.evaluate`.
 
     Args:
@@ -199,6 +210,10 @@ def pipeline(source, vocabulary, split="train", *, batch_tokens=25_000, max_pair
         static_shapes: every batch of a bucket has the same rows (partial ones are filled with
             padding), so the batches take only `batching.batch_shapes`' shapes: for XLA
             (`jit_compile`), which compiles once per shape.
+        subword_alpha: when training, each pair's pieces drawn anew every time it is read
+            (`subword_sampling`: unigram sampling or BPE-dropout at this alpha; seeded by `seed`);
+            0: `Vocabulary.encode`'s one segmentation. The length limit applies to the pieces
+            drawn, and the tokenized pairs are not cached (the texts are read again).
 
     Returns:
         tf.data.Dataset of ((source_ids [b, L], target_input_ids [b, L]), target_output_ids
@@ -230,18 +245,33 @@ def pipeline(source, vocabulary, split="train", *, batch_tokens=25_000, max_pair
             shard = (input_context.num_input_pipelines, input_context.input_pipeline_id)
     share.check(max_pair_length)
     check_one_of("overlong", overlong, OVERLONG_MODES, ValueError)
+    if subword_alpha and source_vocabulary is not None:
+        raise ValueError("subword_alpha samples the pieces of one shared vocabulary; this "
+                         "pipeline reads its sources with source_vocabulary (an MT-LSTM's words)")
 
     def kept(corpus, corpus_seed):
         return _kept_pairs(corpus, vocabulary, split, shuffle_files=training, seed=corpus_seed,
                            shard=shard, max_pair_length=max_pair_length, overlong=overlong,
                            cache=cache, source_vocabulary=source_vocabulary)
 
+    def epochs(corpus, corpus_seed):
+        if not subword_alpha:
+            return _shuffled_epochs(kept(corpus, corpus_seed), shuffle_buffer, corpus_seed)
+        kept(corpus, corpus_seed)  # refuses a corpus without a pair within the limits
+        texts = corpus.pairs(split, shuffle_files=True, seed=corpus_seed)
+        if shard is not None:
+            texts = texts.shard(*shard)
+        return limit_length(_sampled(_shuffled_epochs(texts, shuffle_buffer, corpus_seed),
+                                     SampledEncoder(vocabulary, subword_alpha, corpus_seed),
+                                     max_pair_length if overlong == "truncate" else None),
+                            max_pair_length)
+
     if training and isinstance(source, WeightedCorpora):
-        pairs = _weighted_draws(source, kept, shuffle_buffer, seed)
+        pairs = _weighted_draws(source, epochs, seed)
+    elif training:
+        pairs = epochs(source, seed)
     else:
         pairs = kept(source, seed)
-        if training:
-            pairs = _shuffled_epochs(pairs, shuffle_buffer, seed)
     batches = batching.batch_by_length(pairs, share.batch_tokens, max_pair_length,
                                        share.size_multiple, step=bucket_growth,
                                        static_shapes=static_shapes)

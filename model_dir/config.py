@@ -59,6 +59,7 @@ FLAT_NAMES = {
     "target_lang": ("data", "target_lang"), "tfds_data_dir": ("data", "tfds_data_dir"),
     "invalid_utf8": ("data", "invalid_utf8"), "max_pair_length": ("data", "max_pair_length"),
     "overlong": ("data", "overlong"), "markup_rate": ("data", "markup_rate"),
+    "subword_alpha": ("data", "subword_alpha"),
     "batch_tokens": ("batching", "batch_tokens"),
     "accumulate_steps": ("batching", "accumulate_steps"),
     "bucket_growth": ("batching", "bucket_growth"),
@@ -139,6 +140,9 @@ class RunConfig:
         if evaluation.keep_best:
             self._check_keep_best()
         mt_lstm = model.hparams is not None and model.hparams.model == "mt_lstm"
+        if self.data.subword_alpha and mt_lstm:
+            raise ConfigError("data.subword_alpha samples the pieces of a shared vocabulary; an "
+                              "MT-LSTM reads GloVe's words")
         if self.data.markup_rate and (data.is_treebank(self.data.corpus) or mt_lstm):
             raise ConfigError("data.markup_rate shows a translation model markup; a parser or "
                               "an MT-LSTM has none to keep")

@@ -91,7 +91,8 @@ class DataConfig(_Section):
     """What the model learns from: the corpus, its languages, and which pairs are kept."""
 
     NAME = "data"
-    LIMITS = {"max_pair_length": (2, None), "markup_rate": (0.0, 1.0)}
+    LIMITS = {"max_pair_length": (2, None), "markup_rate": (0.0, 1.0),
+              "subword_alpha": (0.0, 1.0)}
     CHOICES = {"invalid_utf8": data.sources.INVALID_UTF8_MODES, "overlong": ("drop", "truncate")}
     SEVERAL = ("corpus",)
 
@@ -108,6 +109,9 @@ class DataConfig(_Section):
     # The share of training pairs that show the model markup as placeholder tokens
     # (data.markup_pairs), for translating with --markup; its vocabulary keeps them whole.
     markup_rate: float = 0.0
+    # Training pairs' pieces drawn anew each time they are read (data.subword_sampling: unigram
+    # sampling or BPE-dropout at this alpha); 0: one segmentation, as dev and serving read.
+    subword_alpha: float = 0.0
 
     def __post_init__(self):
         # Frozen: normalized once, as the section is made (a list as config.json has it).

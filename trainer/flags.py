@@ -74,6 +74,11 @@ def argument_parser():
     add("--init_optimizer", action=argparse.BooleanOptionalAction, default=None,
         help="with --init_from: also take its optimizer state and step, continuing its "
              "learning-rate schedule (default: a fresh optimizer and schedule)")
+    add("--subword_alpha", type=float,
+        help="subword regularization: each training pair's pieces drawn anew whenever it is "
+             "read (a unigram vocabulary: SentencePiece's sampling with this smoothing, e.g. "
+             "0.1; BPE: BPE-dropout at this rate, e.g. 0.1), reproducible per --seed; dev, "
+             "kt-translate and exports read one segmentation (default 0: off)")
     add("--update_vocab", action=argparse.BooleanOptionalAction, default=None,
         help="with --init_from: train with a new vocabulary (--vocab, or one built from --data "
              "with --vocab_size): the embedding and output rows of the pieces both vocabularies "

@@ -52,7 +52,8 @@ class TrainingLoop:
             batch_size_multiple=1 if input_context else self.distribution.num_replicas_in_sync,
             input_context=input_context, source_vocabulary=self.setup.words,
             accumulate_steps=run.batching.accumulate_steps if training else 1,
-            bucket_growth=bucket_growth(run), static_shapes=run.compute.jit_compile)
+            bucket_growth=bucket_growth(run), static_shapes=run.compute.jit_compile,
+            subword_alpha=run.data.subword_alpha if training else 0.0)
 
     def train_batches(self, input_context=None):
         if self.run.optimization.deterministic:
