@@ -13,9 +13,11 @@ import tempfile
 import time
 
 import numpy as np
+import tensorflow as tf
 
 import keras_transformer as kt
-from bench.common import append_results, markdown_table, summary
+from bench.common import append_results, markdown_table, peaks_sentence, summary
+from bench.train_step import matmul_peak
 from keras_transformer import data
 
 
@@ -24,9 +26,9 @@ def real_tokens(batch):
     return np.count_nonzero(source) + np.count_nonzero(target)
 
 
-def pipeline_rate(vocabulary, batch_tokens, batches):
+def pipeline_rate(vocabulary, batch_tokens, batches, subword_alpha=0.0):
     iterator = iter(data.pipeline("bible_en_es", vocabulary, "train", batch_tokens=batch_tokens,
-                                  seed=1))
+                                  seed=1, subword_alpha=subword_alpha))
     next(iterator)  # fills the shuffle buffer
     start, tokens = time.perf_counter(), 0
     for _ in range(batches):
@@ -41,7 +43,12 @@ def main():
     parser.add_argument("--batch_tokens", type=int, default=4096)
     parser.add_argument("--pipeline_batches", type=int, default=200)
     parser.add_argument("--vocab_size", type=int, default=8000)
+    parser.add_argument("--subword_alphas", default="0",
+                        help="comma-separated --subword_alpha values, a pipeline row each (0: "
+                             "one segmentation; e.g. 0,0.1 beside BPE-dropout)")
     args = parser.parse_args()
+    alphas = [float(alpha) for alpha in args.subword_alphas.split(",")]
+    peaks = [matmul_peak(tf.float32) / 1e9]
 
     with tempfile.TemporaryDirectory() as tmp:
         vocabulary = data.build_vocabulary(
@@ -54,22 +61,29 @@ def main():
                                     batch_tokens=args.batch_tokens, seed=2)))
     model.train_on_batch(*batch)  # traces and warms up
 
-    pipeline_rates, model_rates = [], []
+    pipeline_rates, model_rates = {alpha: [] for alpha in alphas}, []
     for _ in range(args.repeats):
-        pipeline_rates.append(pipeline_rate(vocabulary, args.batch_tokens, args.pipeline_batches))
+        for alpha in alphas:
+            pipeline_rates[alpha].append(pipeline_rate(vocabulary, args.batch_tokens,
+                                                       args.pipeline_batches, alpha))
         start = time.perf_counter()
         model.train_on_batch(*batch)
         model_rates.append(real_tokens(batch) / (time.perf_counter() - start))
-    ratio = np.median(pipeline_rates) / np.median(model_rates)
+    peaks.append(matmul_peak(tf.float32) / 1e9)
+    rows = []
+    for alpha, rates in pipeline_rates.items():
+        sampled = f", --subword_alpha {alpha:g} (BPE-dropout)" if alpha else ""
+        rows.append([f"input pipeline alone ({args.pipeline_batches} batches a run{sampled})",
+                     summary(rates)])
+    rows.append([f"transformer_base training step (float32, batch shape "
+                 f"{tuple(batch[1].shape)})", summary(model_rates)])
+    for alpha, rates in pipeline_rates.items():
+        rows.append([f"ratio of medians (pipeline{f' at alpha {alpha:g}' if alpha else ''} / "
+                     f"model)", f"{np.median(rates) / np.median(model_rates):,.0f}x"])
     table = (
         f"Real source + target tokens per second, batches of {args.batch_tokens} padded tokens "
-        f"a side, bundled corpus, {args.vocab_size}-id vocabulary; median (min-max).\n\n"
-        + markdown_table(["what", "tokens/s"], [
-            [f"input pipeline alone ({args.pipeline_batches} batches a run)",
-             summary(pipeline_rates)],
-            [f"transformer_base training step (float32, batch shape {tuple(batch[1].shape)})",
-             summary(model_rates)],
-            ["ratio of medians (pipeline / model)", f"{ratio:,.0f}x"]]))
+        f"a side, bundled corpus, {args.vocab_size}-id vocabulary; median (min-max). "
+        f"{peaks_sentence(peaks)}\n\n" + markdown_table(["what", "tokens/s"], rows))
     append_results("Input pipeline vs the base model", table)
 
 
