@@ -287,10 +287,11 @@ def get_source(spec, source_lang=None, target_lang=None, tfds_data_dir=None, dow
         paths = rest.split(",")
         if len(paths) != 2:
             raise CorpusError(f"--data {spec!r}: expected text:SOURCE_FILE,TARGET_FILE")
-        return LocalSource({"train": tuple(paths)}, source_lang, target_lang,
+        return LocalSource({"train": tuple(paths)}, source_lang, target_lang, name=spec,
                            invalid_utf8=invalid_utf8)
     if kind == "tsv":
-        return LocalSource({"train": rest}, source_lang, target_lang, invalid_utf8=invalid_utf8)
+        return LocalSource({"train": rest}, source_lang, target_lang, name=spec,
+                           invalid_utf8=invalid_utf8)
     if os.path.isdir(spec):
         if not (source_lang and target_lang):
             raise CorpusError(f"--data {spec!r} is a directory: name its languages with "
