@@ -130,17 +130,22 @@ def _kept_pairs(source, vocabulary, split, *, shuffle_files, seed, shard, max_pa
     pairs = limit_length(tokenized_pairs(source, vocabulary, split, shuffle_files=shuffle_files,
                                          seed=seed, shard=shard, max_length=cut,
                                          source_vocabulary=source_vocabulary), max_pair_length)
-    if not any(True for _ in pairs.take(1)):
-        raise sources.CorpusError(
-            f"split {split!r} of {source!r} has no pair with both sides non-empty and at most "
-            f"max_pair_length={max_pair_length} tokens (see python -m "
-            f"keras_transformer.data.inspect)")
+    _refuse_if_empty(pairs, source, split, max_pair_length)
     if cache == "memory":
         return pairs.cache()
     if cache is not None:
         return pairs.cache(_cache_prefix(cache, source, vocabulary, split, max_pair_length,
                                          overlong, shard, source_vocabulary))
     return pairs
+
+
+def _refuse_if_empty(pairs, source, split, max_pair_length):
+    """CorpusError unless `pairs` (a split's, within the length limit) holds one."""
+    if not any(True for _ in pairs.take(1)):
+        raise sources.CorpusError(
+            f"split {split!r} of {source!r} has no pair with both sides non-empty and at most "
+            f"max_pair_length={max_pair_length} tokens (see python -m "
+            f"keras_transformer.data.inspect)")
 
 
 def _weighted_draws(corpora, epochs, seed):
@@ -151,6 +156,21 @@ def _weighted_draws(corpora, epochs, seed):
                for index, corpus in enumerate(corpora.corpora)]
     return tf.data.Dataset.sample_from_datasets(streams, weights=corpora.probabilities(),
                                                 seed=seed)
+
+
+def _sampled_epochs(source, encoder, *, split, seed, shard, buffer_size, max_pair_length, cut):
+    """Endless training pairs of `source` whose pieces `encoder` (a `SampledEncoder`) draws
+    anew each epoch: its texts (sharded) in shuffled epochs, then sampled, then the length limit
+    (`cut`: truncate to it). Raises CorpusError when no pair is left."""
+    texts = source.pairs(split, shuffle_files=True, seed=seed)
+    if shard is not None:
+        texts = texts.shard(*shard)
+
+    def sampled(stream):
+        return limit_length(_sampled(stream, encoder, cut), max_pair_length)
+
+    _refuse_if_empty(sampled(texts), source, split, max_pair_length)
+    return sampled(_shuffled_epochs(texts, buffer_size, seed))
 
 
 def _sampled(texts, encoder, max_length):
@@ -249,6 +269,8 @@ def pipeline(source, vocabulary, split="train", *, batch_tokens=25_000, max_pair
         raise ValueError("subword_alpha samples the pieces of one shared vocabulary; this "
                          "pipeline reads its sources with source_vocabulary (an MT-LSTM's words)")
 
+    cut = max_pair_length if overlong == "truncate" else None
+
     def kept(corpus, corpus_seed):
         return _kept_pairs(corpus, vocabulary, split, shuffle_files=training, seed=corpus_seed,
                            shard=shard, max_pair_length=max_pair_length, overlong=overlong,
@@ -257,14 +279,10 @@ def pipeline(source, vocabulary, split="train", *, batch_tokens=25_000, max_pair
     def epochs(corpus, corpus_seed):
         if not subword_alpha:
             return _shuffled_epochs(kept(corpus, corpus_seed), shuffle_buffer, corpus_seed)
-        kept(corpus, corpus_seed)  # refuses a corpus without a pair within the limits
-        texts = corpus.pairs(split, shuffle_files=True, seed=corpus_seed)
-        if shard is not None:
-            texts = texts.shard(*shard)
-        return limit_length(_sampled(_shuffled_epochs(texts, shuffle_buffer, corpus_seed),
-                                     SampledEncoder(vocabulary, subword_alpha, corpus_seed),
-                                     max_pair_length if overlong == "truncate" else None),
-                            max_pair_length)
+        return _sampled_epochs(corpus, SampledEncoder(vocabulary, subword_alpha, corpus_seed),
+                               split=split, seed=corpus_seed, shard=shard,
+                               buffer_size=shuffle_buffer, max_pair_length=max_pair_length,
+                               cut=cut)
 
     if training and isinstance(source, WeightedCorpora):
         pairs = _weighted_draws(source, epochs, seed)
