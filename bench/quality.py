@@ -14,9 +14,10 @@ reference tokens, sacrebleu's) and the n-gram precisions, each from one run.
 
 On bible_en_es every system trains without four books of the train split and is also scored on
 them (bench/heldout.py: "test", 468 verses never seen, dev never used to choose anything there);
+on tatoeba_en_es likewise without 2,766 pairs in groups that share no sentence with the rest.
 `--no-heldout` trains on the whole bundled train split and scores dev alone. `--alphas 0.6,1,1.4`
 decodes dev at each length penalty and reports every split at the one with the best dev BLEU
-(chosen on dev, reported on the held-out books). The matmul peak of the hour is measured before
+(chosen on dev, reported on the held-out lines). The matmul peak of the hour is measured before
 and after the runs and printed beside the tokens a second.
 """
 
@@ -122,8 +123,8 @@ class Corpus(typing.NamedTuple):
 def corpus_for(args, work):
     from keras_transformer import data
 
-    if args.heldout and args.data == heldout.CORPUS:
-        directory = str(heldout.write_corpus(work / "corpus"))
+    if args.heldout and args.data in heldout.CORPORA:
+        directory = str(heldout.write_corpus(work / "corpus", args.data))
         return Corpus(["--data", directory, "--source_lang", "en", "--target_lang", "es"],
                       data.get_source(directory, "en", "es"), ("dev", "test"))
     return Corpus(["--data", args.data], data.get_source(args.data), ("dev",))
@@ -163,8 +164,9 @@ def parse_args(argv=None):
                             "--alpha alone)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--heldout", action=argparse.BooleanOptionalAction, default=True,
-                        help=f"on {heldout.CORPUS}: train without bench/heldout.py's books and "
-                             f"score them as a test split (default: %(default)s)")
+                        help=f"on {' and '.join(heldout.CORPORA)}: train without "
+                             "bench/heldout.py's held-out lines and score them as a test split "
+                             "(default: %(default)s)")
     parser.add_argument("--work_dir", help="keep the runs here (default: a temporary directory)")
     args = parser.parse_args(argv)
     args.alphas = args.alphas or [args.alpha]
@@ -204,8 +206,10 @@ def main(argv=None):
         log.close()
         peaks.append(matmul_peaks())
     budget = f"{args.minutes:g} minutes" if args.minutes else f"{args.steps} steps"
-    where = ("whole dev split and the held-out books (test: bench/heldout.py, not trained on)"
-             if "test" in corpus.splits else "whole dev split")
+    held_out = "books" if args.data == heldout.CORPUS else "sentence groups"
+    where = "whole dev split"
+    if "test" in corpus.splits:
+        where += f" and the held-out {held_out} (test: bench/heldout.py, not trained on)"
     table = (f"{args.data}, {where}; budget {budget} of training each; ours: "
              f"{args.hparams}, {args.mixed_precision}, --batch_tokens {args.batch_tokens}, a "
              f"{args.vocab_size}-id shared BPE, beam {args.beam_size}, alpha "
