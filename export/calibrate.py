@@ -53,7 +53,7 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         prog=PROG, description=__doc__.split("\n\n")[0],
         epilog="Example: kt-calibrate --model_dir runs/demo --input dev.en --reference dev.es")
-    add_decoding_flags(parser)
+    add_decoding_flags(parser, dtype="float32")
     parser.add_argument("--input", help="sentences, one a line (with --reference)")
     parser.add_argument("--reference", help="their reference translations, one a line")
     parser.add_argument("--split", choices=data.sources.SPLITS, default="dev",

@@ -124,8 +124,12 @@ def parse_args(argv=None):
                      "--engine ctranslate2 batches its own input")
     if args.format == "ctranslate2" and args.markup:
         parser.error("--markup is for a SavedModel; CTranslate2 cannot hold a search to markup")
+    if args.format == "ctranslate2" and args.dtype not in ("auto", "float32"):
+        parser.error("--dtype is for a SavedModel; a CTranslate2 export's weights are "
+                     "--quantization's")
     if args.format == "ctranslate2":
         args.tree_constraint = False  # what its export.json records
+        args.dtype = "float32"  # converted from the trained weights; --quantization rounds them
     return args
 
 
@@ -166,6 +170,10 @@ def main(argv=None):
           f"{beam_description(translator)}, inputs cut at {translator.decoding.max_input_length} "
           f"tokens, at most {translator.bounds.max_batch_size} sentences a request"
           f"{search_bound}")
+    if members[0].dtype_reason:
+        print(f"the export computes in {translator.decoding.dtype} wherever it is served, as "
+              f"chosen for this machine; for a server of another kind, name it: --dtype "
+              f"float32 or --dtype bfloat16 (docs/serving.md)")
     return 0
 
 

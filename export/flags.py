@@ -10,7 +10,7 @@ from keras_transformer.hparams import LENGTH_NORMALIZATIONS
 from keras_transformer.model_dir.decoding_config import load_members
 from keras_transformer.runtime import devices
 from keras_transformer.search.settings import (
-    DTYPES,
+    DTYPE_CHOICES,
     EXTRA_LENGTH,
     PARSING_EXTRA_LENGTH,
     PRESETS,
@@ -41,11 +41,12 @@ def with_batch_size(args):
     return args
 
 
-def add_decoding_flags(parser, beam=True, preset=None, model_dir_required=True):
+def add_decoding_flags(parser, beam=True, preset=None, model_dir_required=True, dtype="auto"):
     """The model_dir, beam search and request-bound flags of kt-translate, kt-export,
     kt-attention, kt-parse and (without --beam_size and --tree_constraint: `beam` False)
     kt-score, and --verbose; `preset` is the default --decode_preset (None: the model's, see
-    `model_dir.decoding_config.preset_of`)."""
+    `model_dir.decoding_config.preset_of`); `dtype` the default --dtype (kt-score and
+    kt-calibrate: float32, whose numbers do not move with the machine)."""
     cli.add_verbose_flag(parser)
     parser.add_argument("--model_dir", required=model_dir_required,
                         help="a kt-train model_dir")
@@ -102,13 +103,15 @@ def add_decoding_flags(parser, beam=True, preset=None, model_dir_required=True):
                         help="for a run trained with --ema_decay: its moving averages of the "
                              "weights (the default where the checkpoint holds them) or, with "
                              "--no-ema, the trained weights")
-    parser.add_argument("--dtype", choices=DTYPES, default="float32",
-                        help="float32 (as trained; default), mixed_bfloat16 (bfloat16 compute "
+    parser.add_argument("--dtype", choices=DTYPE_CHOICES, default=dtype,
+                        help="auto: bfloat16 where this machine's bfloat16 matmuls run at "
+                             f"least {devices.DECODING_SPEEDUP_NEEDED:g}x float32's at "
+                             "decoding's shape (measured in about a second, cached per "
+                             "machine; the closing line says what it chose and why), else "
+                             "float32; float32 (as trained), mixed_bfloat16 (bfloat16 compute "
                              "on float32 weights) or bfloat16 (the same arithmetic with the "
                              "weights stored in bfloat16: half the memory, no weight casts "
-                             "each step; the fastest where bfloat16 computes fast: a CPU's "
-                             "flags do not say, kt-train --mixed_precision auto's start line "
-                             "does)")
+                             f"each step) by name (default: {dtype})")
 
 
 def decoding_from_flags(args):
@@ -146,6 +149,11 @@ def beam_description(translator):
 
 
 def checkpoints(members):
-    """The members' checkpoints, as the commands print them ("A" or "A + B")."""
-    return " + ".join(f"{member.checkpoint}{' (moving averages)' if member.ema else ''}"
-                      for member in members)
+    """The members' checkpoints, as the commands print them ("A" or "A + B"), then their dtype
+    where it is not float32 or `--dtype auto` chose it (", in bfloat16 (--dtype auto: ...)")."""
+    named = " + ".join(f"{member.checkpoint}{' (moving averages)' if member.ema else ''}"
+                       for member in members)
+    dtype, reason = members[0].model.dtype_policy.name, members[0].dtype_reason
+    if reason or dtype != "float32":
+        named += f", in {dtype}{f' ({reason})' if reason else ''}"
+    return named

@@ -118,7 +118,8 @@ def provenance(loaded, *others):
     (an ensemble's further members), "ensemble" lists every member's checkpoint."""
     facts = {"checkpoint": str(loaded.checkpoint), "step": step_in_name(loaded.checkpoint),
              "moving_averages": loaded.ema,
-             "dtype": loaded.model.dtype_policy.name, "run": loaded.run.to_dict()}
+             "dtype": loaded.model.dtype_policy.name, "dtype_reason": loaded.dtype_reason,
+             "run": loaded.run.to_dict()}
     if others:
         facts["ensemble"] = [str(member.checkpoint) for member in (loaded, *others)]
     return facts

@@ -80,7 +80,7 @@ def parse_args(argv=None):
         prog=PROG, description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="\n\n".join(__doc__.split("\n\n")[1:]))
-    add_decoding_flags(parser, beam=False)
+    add_decoding_flags(parser, beam=False, dtype="float32")
     parser.add_argument("--source", required=True, help="source sentences, one a line")
     parser.add_argument("--target", required=True,
                         help="their translations, one a line (as many lines as --source)")

@@ -139,7 +139,7 @@ def check_engine_flags(parser, args):
         tensorflow_only = [flag for flag, given in (
             ("--model_dir", args.model_dir), ("--checkpoint", args.checkpoint),
             ("--ensemble", args.ensemble), ("--ema/--no-ema", args.ema is not None),
-            ("--dtype", args.dtype != "float32"),
+            ("--dtype", args.dtype != "auto"),
             ("--sampling_temperature", args.sampling_temperature),
             ("--target_prefix", args.target_prefix), ("--markup", args.markup),
             ("--glossary", args.glossary),

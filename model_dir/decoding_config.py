@@ -57,19 +57,33 @@ def tree_leaves(decoding, loaded):
     return treebank.leaves_of(loaded.run.data.corpus) if decoding.tree_constraint else None
 
 
+def dtype_choice(decoding):
+    """(dtype, why or None) the models of `decoding` (a `DecodingConfig`) are loaded in: its
+    dtype, or for "auto" the one this machine decodes fastest in
+    (`devices.choose_decoding_dtype`), with the reason ("--dtype auto: bfloat16 matmuls ran
+    ...")."""
+    if decoding.dtype != "auto":
+        return decoding.dtype, None
+    choice = devices.choose_decoding_dtype()
+    return choice.policy, f"--dtype auto: {choice.reason}"
+
+
 def load_members(path, decoding=None, *, checkpoints=None, ensemble=()):
     """[model_dir.Loaded]: the model_dir `path` with each of `checkpoints` (None: its default
-    one), then each model_dir of `ensemble` (its default checkpoint), in `decoding`'s dtype and
-    with its ema choice; more than one is an ensemble.
+    one), then each model_dir of `ensemble` (its default checkpoint), in `decoding`'s dtype
+    (`dtype_choice`: "auto", the default, chosen once for all; its reason in each member's
+    `dtype_reason`) and with its ema choice; more than one is an ensemble.
 
     Raises:
         ModelDirError: as `model_dir.load`, or members whose vocabularies differ (naming both
             files).
     """
     decoding = decoding or DecodingConfig()
-    members = [load(path, checkpoint, decoding.dtype, decoding.ema)
+    dtype, reason = dtype_choice(decoding)
+    members = [load(path, checkpoint, dtype, decoding.ema)._replace(dtype_reason=reason)
                for checkpoint in checkpoints or [None]]
-    members += [load(other, None, decoding.dtype, decoding.ema) for other in ensemble]
+    members += [load(other, None, dtype, decoding.ema)._replace(dtype_reason=reason)
+                for other in ensemble]
     first = members[0].vocabulary
     for member in members[1:]:
         if member.vocabulary.serialized != first.serialized:

@@ -22,15 +22,14 @@ class Loaded(typing.NamedTuple):
     run: config.RunConfig
     checkpoint: pathlib.Path
     ema: bool = False  # the weights are the run's moving averages (kt-train --ema_decay)
+    # Why the model computes in its dtype where `--dtype auto` chose it
+    # (`decoding_config.load_members`), for the commands' closing lines and export.json.
+    dtype_reason: str | None = None
 
     @property
     def hparams(self):
         """The run's `kt.HParams` (e.g. `decode_alpha`, the default length penalty)."""
         return self.run.model.hparams
-
-
-# Dtype policies a trained model can be loaded in: float32 (as trained), bfloat16 compute on
-# float32 weights, or bfloat16 weights (half the memory; no per-step weight casts in decoding).
 
 
 # Where a model_dir of each kind is read, for the refusal of one read as another kind.

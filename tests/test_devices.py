@@ -50,6 +50,20 @@ def test_auto_precision_on_gpus_follows_their_compute_capability():
                                                  "--mixed_precision mixed_float16")
 
 
+def test_auto_decoding_dtype_is_bfloat16_where_it_computes_faster():
+    # Decoding's product measured as on the Xeon with AMX (3.7x) and with AMX hidden (0.6x).
+    fast = devices.choose_decoding_dtype([], measure_cpu=measured(250, 925))
+    assert fast.policy == "bfloat16" and fast.reason.startswith("bfloat16 matmuls ran 3.70x")
+    assert devices.choose_decoding_dtype([], measure_cpu=measured(281, 166)).policy == "float32"
+    # Faster, but by less than the search's float32 parts would leave a gain from.
+    assert devices.choose_decoding_dtype([], measure_cpu=measured(400, 440)).policy == "float32"
+    assert devices.choose_decoding_dtype([], measure_cpu=measured(400, 500)).policy == "bfloat16"
+    assert devices.choose_decoding_dtype([A100], measure_cpu=not_measured) == (
+        "bfloat16", "GPUs of compute capability 8.0: bfloat16 tensor cores")
+    assert devices.choose_decoding_dtype([A100, T4], measure_cpu=not_measured).policy == (
+        "float32")
+
+
 def test_a_measurement_is_cached_per_machine(tmp_path, monkeypatch):
     for name in precision_probe.KERNEL_SETTINGS:
         monkeypatch.delenv(name, raising=False)
@@ -75,13 +89,20 @@ def test_a_measurement_is_cached_per_machine(tmp_path, monkeypatch):
         precision_probe.speedup(other, cpuinfo=cpuinfo, cores=cores, path=path,
                                 measure_fn=measure)
     assert len(calls) == 4 and len(json.loads(path.read_text())) == 4
+    # Decoding's forward pass alone is a measurement of its own, said so.
+    forward = precision_probe.speedup(shape, cpuinfo=XEON_AMX_HIDDEN, cores=2, path=path,
+                                      measure_fn=measure, forward_only=True)
+    assert len(calls) == 5 and not forward.cached
+    assert precision_probe.speedup(shape, cpuinfo=XEON_AMX_HIDDEN, cores=2, path=path,
+                                   measure_fn=measure, forward_only=True).describe().endswith(
+        "at 2048x256x1024, forward only, measured 2026-11-28, cached)")
     # oneDNN's settings choose the kernels: each is measured under its own, and unset again
     # reads the first measurement.
     for name, value in [("ONEDNN_MAX_CPU_ISA", "AVX10_1_512"), ("TF_ENABLE_ONEDNN_OPTS", "0")]:
         monkeypatch.setenv(name, value)
         assert not precision_probe.speedup(shape, cpuinfo=XEON_AMX_HIDDEN, cores=2, path=path,
                                            measure_fn=measure).cached
-    assert len(calls) == 6
+    assert len(calls) == 7
     monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
     monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS")
     assert precision_probe.speedup(shape, cpuinfo=XEON_AMX_HIDDEN, cores=2, path=path,
@@ -105,6 +126,8 @@ def test_the_real_probe_measures_both_dtypes_within_its_budget():
     assert measurement.float32_gflops > 0 and measurement.bfloat16_gflops > 0
     assert measurement.shape == (128, 64, 256) and not measurement.cached
     assert spent < 10, spent  # the budget, plus tracing both and one last pair of timings
+    forward = precision_probe.measure((128, 64, 256), budget_seconds=0.2, forward_only=True)
+    assert forward.forward_only and forward.float32_gflops > 0 and forward.bfloat16_gflops > 0
     # Big widths are measured on fewer tokens: a second or two whatever the model.
     assert precision_probe.probe_shape(1024, 4096, 25_000) == (158, 1024, 4096)
     assert precision_probe.probe_shape(512, 2048, 4096) == (635, 512, 2048)

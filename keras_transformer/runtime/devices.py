@@ -1,6 +1,6 @@
 """The devices TensorFlow computes on and what that means for a run: the precision
-`--mixed_precision auto` picks (GPUs by compute capability, CPUs by measuring), the words of a
-run's start line, decoding's batch.
+`--mixed_precision auto` picks for training and `--dtype auto` for decoding (GPUs by compute
+capability, CPUs by measuring), the words of a run's start line, decoding's batch.
 
 Each function takes the device details it decides on (`cpuinfo` as Linux's /proc/cpuinfo gives
 it, `gpus` as `gpu_details()` gives them, a CPU measurement as a function) and defaults to this
@@ -78,16 +78,67 @@ def choose_policy(gpus=None, *, measure_cpu=None):
     """
     gpus = gpu_details() if gpus is None else gpus
     if gpus:
-        lowest = min(capability for _, capability in gpus)
-        said = f"GPUs of compute capability {lowest[0]}.{lowest[1]}"
+        lowest, said = lowest_capability(gpus)
         if lowest >= (8, 0):
             return PolicyChoice("mixed_bfloat16", f"{said}: bfloat16 tensor cores")
         if lowest >= (7, 0):
             return PolicyChoice("mixed_float16", f"{said}: float16 tensor cores, no bfloat16")
         return PolicyChoice("float32", f"{said}: no float16 or bfloat16 tensor cores")
-    measurement = (measure_cpu or (lambda: cpu_measurement(512, 2048, 4096)))()
-    policy = "mixed_bfloat16" if measurement.speedup >= CPU_SPEEDUP_NEEDED else "float32"
-    return PolicyChoice(policy, measurement.describe())
+    return measured_choice(measure_cpu or (lambda: cpu_measurement(512, 2048, 4096)),
+                           "mixed_bfloat16", CPU_SPEEDUP_NEEDED)
+
+
+def lowest_capability(gpus):
+    """(the lowest compute capability of `gpus`, its words: "GPUs of compute capability
+    7.5")."""
+    lowest = min(capability for _, capability in gpus)
+    return lowest, f"GPUs of compute capability {lowest[0]}.{lowest[1]}"
+
+
+def measured_choice(measure_cpu, faster, needed):
+    """`faster` (a dtype or policy) where the CPU measurement `measure_cpu()` has bfloat16 at
+    least `needed` times float32's speed, else float32; the measurement's words as the
+    reason."""
+    measurement = measure_cpu()
+    return PolicyChoice(faster if measurement.speedup >= needed else "float32",
+                        measurement.describe())
+
+
+# Decoding in bfloat16 gains less than its matmuls do: the search's scores, softmax and top-k
+# stay float32. On the Xeon with AMX (matmuls 3.7x) a beam-4 batch of transformer_base decoded
+# 1.73x faster with bfloat16 weights (issue 84's table); where the matmuls gain little, the
+# search would gain nothing and its scores would still round.
+DECODING_SPEEDUP_NEEDED = 1.25
+
+
+def choose_decoding_dtype(gpus=None, *, measure_cpu=None):
+    """`--dtype auto`'s dtype (a `PolicyChoice`): "bfloat16" (the weights stored in bfloat16,
+    the fastest of `DTYPES` where bfloat16 computes fast) or "float32", and why.
+
+    GPUs: bfloat16 where all have compute capability 8.0 or more (bfloat16 tensor cores),
+    float32 before. CPUs: measured at decoding's shape, forward only
+    (`precision_probe.DECODING_SHAPE`, cached per machine): bfloat16 where its matmuls ran at
+    least DECODING_SPEEDUP_NEEDED times float32's speed.
+
+    Args:
+        gpus: as `gpu_details()` gives them (default: this machine's).
+        measure_cpu: a function returning a `precision_probe.Measurement`, called only
+            without GPUs (default: `decoding_measurement`).
+    """
+    gpus = gpu_details() if gpus is None else gpus
+    if gpus:
+        lowest, said = lowest_capability(gpus)
+        if lowest >= (8, 0):
+            return PolicyChoice("bfloat16", f"{said}: bfloat16 tensor cores")
+        return PolicyChoice("float32", f"{said}: no bfloat16 tensor cores")
+    return measured_choice(measure_cpu or decoding_measurement, "bfloat16",
+                           DECODING_SPEEDUP_NEEDED)
+
+
+def decoding_measurement():
+    """bfloat16 against float32 on this CPU at decoding's shape, cached per machine."""
+    return precision_probe.speedup(precision_probe.DECODING_SHAPE, cpuinfo=cpu_flags(),
+                                   cores=cores_available(), forward_only=True)
 
 
 def auto_policy(gpus=None, *, measure_cpu=None):

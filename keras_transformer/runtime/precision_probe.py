@@ -1,5 +1,6 @@
 """How much faster bfloat16 computes than float32 on this machine's CPU, measured, for
-`--mixed_precision auto` (`devices.choose_policy`).
+`--mixed_precision auto` (`devices.choose_policy`) and decoding's `--dtype auto`
+(`devices.choose_decoding_dtype`).
 
 A CPU's flags do not say it: an Intel Xeon whose hypervisor lists `avx512_bf16` but hides AMX
 ran bfloat16 matmuls at 0.6x float32, the same Xeon with AMX at ~2.4x, an AMD Zen 5 at ~2x, and
@@ -8,7 +9,8 @@ a CPU without bfloat16 instructions emulates them (0.23x on a Xeon of family 6 m
 both gradients at its feed-forward width) in each dtype, alternating them, within a time budget
 of a second or two; `speedup` reads a cached measurement or measures and caches it, per CPU
 model, CPU flags, cores, TensorFlow version, shape and oneDNN settings (KERNEL_SETTINGS), so
-that later runs start at once.
+that later runs start at once. Decoding runs the forward pass alone, on as many rows as a
+batch's hypotheses (`DECODING_SHAPE`): `forward_only` times that.
 
 The cache is one JSON file: $KERAS_TRANSFORMER_CACHE/precision.json, else
 $XDG_CACHE_HOME/keras_transformer/precision.json, else ~/.cache/keras_transformer/precision.json.
@@ -16,6 +18,7 @@ A cache that cannot be read or written is measured around, never an error.
 """
 
 import datetime
+import functools
 import hashlib
 import json
 import math
@@ -44,6 +47,11 @@ MAX_FLOPS = 4e9
 # to Eigen (bfloat16 0.86x there). Keyed without them, `auto` under the cap read the 3.2x
 # measured without it and chose mixed_bfloat16 (2026-11-30).
 KERNEL_SETTINGS = ("TF_ENABLE_ONEDNN_OPTS", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+# Decoding's product, forward only: a CPU's decoding batch (32 sentences) x beam 4 rows through
+# transformer_base's feed-forward widths. One shape for every model: whether bfloat16 is fast is
+# the CPU's (its instructions, AMX or not), and a small model's own widths would time the call
+# overhead rather than the arithmetic; one measurement serves every model a machine decodes.
+DECODING_SHAPE = (128, 512, 2048)
 
 
 class Measurement(typing.NamedTuple):
@@ -55,6 +63,7 @@ class Measurement(typing.NamedTuple):
     measured: str  # ISO date
     cached: bool = False  # read from the cache rather than measured by this process
     workers: int = 1  # the speeds are the slowest of this many machines' (a multi-worker run)
+    forward_only: bool = False  # decoding's products (no gradients)
 
     @property
     def speedup(self):
@@ -67,9 +76,10 @@ class Measurement(typing.NamedTuple):
         when = f"measured {self.measured}, cached" if self.cached else "measured now"
         where = ("here" if self.workers == 1 else
                  f"on the slowest of the {self.workers} workers in each")
+        passes = ", forward only" if self.forward_only else ""
         return (f"bfloat16 matmuls ran {self.speedup:.2f}x float32 {where} "
                 f"({self.bfloat16_gflops:.0f} against {self.float32_gflops:.0f} GFLOP/s at "
-                f"{tokens}x{width}x{inner}, {when})")
+                f"{tokens}x{width}x{inner}{passes}, {when})")
 
 
 def probe_shape(d_model, d_ff, batch_tokens):
@@ -80,8 +90,9 @@ def probe_shape(d_model, d_ff, batch_tokens):
     return tokens, d_model, d_ff
 
 
-def _products(dtype, shape):
-    """A function computing a dense layer's forward pass and both gradients in `dtype`."""
+def _products(dtype, shape, forward_only=False):
+    """A function computing a dense layer's forward pass and (unless `forward_only`) both
+    gradients in `dtype`."""
     tokens, width, inner = shape
     inputs = tf.cast(tf.random.stateless_normal([tokens, width], seed=[1, 2]), dtype)
     kernel = tf.cast(tf.random.stateless_normal([width, inner], seed=[3, 4]), dtype)
@@ -89,6 +100,8 @@ def _products(dtype, shape):
     @tf.function
     def products():
         outputs = tf.matmul(inputs, kernel)
+        if forward_only:
+            return tf.reduce_sum(outputs[:1, :1])
         input_gradient = tf.matmul(outputs, kernel, transpose_b=True)
         kernel_gradient = tf.matmul(inputs, outputs, transpose_a=True)
         # Reduced to a scalar so that fetching the result costs nothing.
@@ -97,10 +110,11 @@ def _products(dtype, shape):
     return products
 
 
-def measure(shape, budget_seconds=BUDGET_SECONDS, clock=time.perf_counter):
+def measure(shape, budget_seconds=BUDGET_SECONDS, clock=time.perf_counter, *,
+            forward_only=False):
     """Times the products of `shape` in float32 and bfloat16, alternately, until
     `budget_seconds` are spent (at least MIN_REPEATS each); a `Measurement` of the medians."""
-    runs = {dtype: _products(dtype, shape) for dtype in (tf.float32, tf.bfloat16)}
+    runs = {dtype: _products(dtype, shape, forward_only) for dtype in (tf.float32, tf.bfloat16)}
     times = {dtype: [] for dtype in runs}
     start = clock()
     for run in runs.values():
@@ -113,10 +127,10 @@ def measure(shape, budget_seconds=BUDGET_SECONDS, clock=time.perf_counter):
         if len(times[tf.float32]) >= MIN_REPEATS and clock() - start >= budget_seconds:
             break
     tokens, width, inner = shape
-    flops = 6 * tokens * width * inner
+    flops = (2 if forward_only else 6) * tokens * width * inner
     gflops = {dtype: flops / statistics.median(spent) / 1e9 for dtype, spent in times.items()}
     return Measurement(gflops[tf.float32], gflops[tf.bfloat16], tuple(shape),
-                       datetime.date.today().isoformat())
+                       datetime.date.today().isoformat(), forward_only=forward_only)
 
 
 def cache_path():
@@ -130,17 +144,18 @@ def cache_path():
     return pathlib.Path(root) / "keras_transformer" / CACHE_FILE
 
 
-def machine_key(cpuinfo, cores, shape):
+def machine_key(cpuinfo, cores, shape, forward_only=False):
     """What a measurement holds for: the CPU's model name, a digest of its flags (a hypervisor
-    can hide AMX from the same model), the cores, TensorFlow's version, the shape, and the
-    environment variables of KERNEL_SETTINGS that are set."""
+    can hide AMX from the same model), the cores, TensorFlow's version, the shape (and whether
+    forward only), and the environment variables of KERNEL_SETTINGS that are set."""
     model = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.MULTILINE)
     flags = re.search(r"^flags\s*:\s*(.+)$", cpuinfo, re.MULTILINE)
     digest = hashlib.sha256((flags.group(1) if flags else "").encode()).hexdigest()[:12]
     settings = "".join(f" | {name}={os.environ[name]}" for name in KERNEL_SETTINGS
                        if name in os.environ)
     return (f"{model.group(1).strip() if model else 'unknown CPU'} | flags {digest} | {cores} "
-            f"cores | TensorFlow {tf.__version__} | {'x'.join(map(str, shape))}{settings}")
+            f"cores | TensorFlow {tf.__version__} | {'x'.join(map(str, shape))}"
+            f"{' forward only' if forward_only else ''}{settings}")
 
 
 def _read(path):
@@ -163,20 +178,22 @@ def _write(path, entries):
         pass
 
 
-def speedup(shape, *, cpuinfo, cores, path=None, measure_fn=measure):
-    """The `Measurement` of `shape` on this machine: cached, or measured (`measure_fn(shape)`)
-    and cached at `path` (default `cache_path()`)."""
+def speedup(shape, *, cpuinfo, cores, path=None, measure_fn=None, forward_only=False):
+    """The `Measurement` of `shape` (its forward pass alone if `forward_only`) on this machine:
+    cached, or measured (`measure_fn(shape)`, default `measure`) and cached at `path` (default
+    `cache_path()`)."""
     path = cache_path() if path is None else path
-    key = machine_key(cpuinfo, cores, shape)
+    key = machine_key(cpuinfo, cores, shape, forward_only)
     entries = _read(path)
     entry = entries.get(key)
     try:
         speeds = float(entry["float32_gflops"]), float(entry["bfloat16_gflops"])
         if all(math.isfinite(speed) and speed > 0 for speed in speeds):
-            return Measurement(*speeds, tuple(shape), str(entry["measured"]), cached=True)
+            return Measurement(*speeds, tuple(shape), str(entry["measured"]), cached=True,
+                               forward_only=forward_only)
     except (KeyError, TypeError, ValueError):  # not cached, or not as written: measured again
         pass
-    result = measure_fn(shape)
+    result = (measure_fn or functools.partial(measure, forward_only=forward_only))(shape)
     entries = _read(path)  # as it is now: another process may have added to it meanwhile
     entries[key] = {"float32_gflops": result.float32_gflops,
                     "bfloat16_gflops": result.bfloat16_gflops, "measured": result.measured}

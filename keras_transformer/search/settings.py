@@ -32,9 +32,12 @@ PRESETS = {"translation": dict(extra_length=EXTRA_LENGTH),
            "parsing": dict(beam_size=21, alpha=0.3, extra_length=PARSING_EXTRA_LENGTH)}
 # What the paper decodes with where nothing else says (section 6.1).
 PAPER = dict(beam_size=4, alpha=0.6, length_normalization="gnmt", extra_length=EXTRA_LENGTH)
-# "float32" (as trained), "mixed_bfloat16" (bfloat16 compute on float32 weights) or "bfloat16"
-# (the weights stored in bfloat16 too).
+# What a model decodes in: "float32" (as trained), "mixed_bfloat16" (bfloat16 compute on float32
+# weights) or "bfloat16" (the weights stored in bfloat16 too).
 DTYPES = ("float32", "mixed_bfloat16", "bfloat16")
+# What a DecodingConfig may ask for: one of DTYPES, or "auto", the one this machine decodes
+# fastest in (`runtime.devices.choose_decoding_dtype`), chosen where a model is loaded.
+DTYPE_CHOICES = ("auto", *DTYPES)
 
 
 class DecodingConfigError(UserError):
@@ -65,7 +68,10 @@ class DecodingConfig:
         jit_compile: beam search compiled with XLA (for GPUs).
         batch_size: sentences decoded together by the commands and `translate_lines`
             (`devices.decode_batch_size()`: 32 on a CPU, 128 on a GPU).
-        dtype: one of `DTYPES`: "float32" (as trained), "mixed_bfloat16" or "bfloat16".
+        dtype: "auto" (the default: bfloat16 where this machine computes it fast, else
+            float32; chosen where a model_dir is loaded, `decoding_config.load_members`) or one
+            of `DTYPES`: "float32" (as trained), "mixed_bfloat16" or "bfloat16". A model
+            already built decodes in its own; `for_model` records it.
         ema: a run trained with --ema_decay: its moving averages (None: where the checkpoint
             holds them) or, False, the trained weights.
 
@@ -83,11 +89,11 @@ class DecodingConfig:
     tree_constraint: bool | None = None
     jit_compile: bool = False
     batch_size: int | None = None
-    dtype: str = "float32"
+    dtype: str = "auto"
     ema: bool | None = None
 
     def __post_init__(self):
-        for field, choices in (("preset", PRESETS), ("dtype", DTYPES),
+        for field, choices in (("preset", PRESETS), ("dtype", DTYPE_CHOICES),
                                ("length_normalization", LENGTH_NORMALIZATIONS)):
             value = getattr(self, field)
             if value is not None:
@@ -200,9 +206,11 @@ class DecodingConfig:
         """This configuration (every field a search reads set) bounded by `model`'s learned
         position tables, or `max_positions` rows: max_input_length cut to them, and
         max_output_length the longest output (`longest_output`), so that each input's limit
-        is `output_limits` of its length."""
-        config = self.replace(max_input_length=capped(self.max_input_length,
-                                                      *position_caps(model, max_positions)))
+        is `output_limits` of its length; dtype the one `model` computes in."""
+        policy = getattr(members(model)[0], "dtype_policy", None)
+        config = self.replace(
+            max_input_length=capped(self.max_input_length, *position_caps(model, max_positions)),
+            dtype=policy.name if policy is not None and policy.name in DTYPES else self.dtype)
         return config.replace(max_output_length=config.longest_output(
             model=model, max_positions=max_positions))
 
