@@ -198,10 +198,11 @@ def main(argv=None):
                  str(3 * every), "--checkpoint_every_steps", str(every), "--log_every", "1",
                  "--eval_every", str(10**9), "--eval_sentences", "0"]
         runs = {}
-        for name, flags in (("kt-train", []), ("kt-train --deterministic", ["--deterministic"])):
-            runs[name] = kill_and_resume(train + ["--model_dir", str(work / name.split()[-1]),
-                                                  *flags], work / name.split()[-1], log,
-                                         kill_after=every + 2)
+        for name, directory, flags in (("kt-train", "run", []),
+                                       ("kt-train --deterministic", "deterministic_run",
+                                        ["--deterministic"])):
+            runs[name] = kill_and_resume(train + ["--model_dir", str(work / directory), *flags],
+                                         work / directory, log, kill_after=every + 2)
         log.close()
     peaks.append(matmul_peak(tf.float32) / 1e9)
     low, high = (2 * t for t in H200_BASE_TARGET_TOKENS_PER_SECOND)
