@@ -172,8 +172,8 @@ def main(argv=None):
           f"{search_bound}")
     if members[0].dtype_reason:
         print(f"the export computes in {translator.decoding.dtype} wherever it is served, as "
-              f"chosen for this machine; for a server of another kind, name it: --dtype "
-              f"float32 or --dtype bfloat16 (docs/serving.md)")
+              f"chosen for this machine ({members[0].dtype_reason}); for a server of another "
+              f"kind, name it: --dtype float32 or --dtype bfloat16 (docs/serving.md)")
     return 0
 
 

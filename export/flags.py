@@ -149,11 +149,9 @@ def beam_description(translator):
 
 
 def checkpoints(members):
-    """The members' checkpoints, as the commands print them ("A" or "A + B"), then their dtype
-    where it is not float32 or `--dtype auto` chose it (", in bfloat16 (--dtype auto: ...)")."""
+    """The members' checkpoints, as the commands print them and a calibration records them ("A"
+    or "A + B"), then their dtype where it is not float32 (", in bfloat16")."""
     named = " + ".join(f"{member.checkpoint}{' (moving averages)' if member.ema else ''}"
                        for member in members)
-    dtype, reason = members[0].model.dtype_policy.name, members[0].dtype_reason
-    if reason or dtype != "float32":
-        named += f", in {dtype}{f' ({reason})' if reason else ''}"
-    return named
+    dtype = members[0].model.dtype_policy.name
+    return named if dtype == "float32" else f"{named}, in {dtype}"

@@ -282,8 +282,9 @@ def test_each_export_is_a_new_version_and_a_bfloat16_one_serves_with_half_the_we
     output = exported / "2"
     reason = ("--dtype auto: bfloat16 matmuls ran 3.70x float32 here (925 against 250 GFLOP/s "
               "at 128x512x2048, forward only, measured 2026-12-07, cached)")
-    assert f"{kept}, in bfloat16 ({reason}) to {output} in " in result.stdout
-    assert "the export computes in bfloat16 wherever it is served" in result.stdout
+    assert f"{kept}, in bfloat16 to {output} in " in result.stdout
+    assert (f"the export computes in bfloat16 wherever it is served, as chosen for this machine "
+            f"({reason})") in result.stdout
     assert sorted(p.name for p in exported.iterdir()) == ["1", "2"]  # no leftovers
     settings = json.loads((output / "assets" / "export.json").read_text())
     assert settings["step"] is None and settings["dtype"] == "bfloat16"
