@@ -248,6 +248,10 @@ def test_refusals_name_what_is_wrong(trained_model_dir, exported, tmp_path):
                       "int8", "--output", tmp_path / "o")
     assert result.returncode == 2 and "--quantization is for --format ctranslate2" in \
         result.stderr
+    bfloat16 = run_main(export_command.main, "--model_dir", trained_model_dir, "--format",
+                        "ctranslate2", "--dtype", "bfloat16", "--output", tmp_path / "b")
+    assert bfloat16.returncode == 2 and "--dtype is for a SavedModel; a CTranslate2 export's " \
+        "weights are --quantization's" in bfloat16.stderr
 
 
 @pytest.mark.parametrize("overrides, message", [
