@@ -12,10 +12,12 @@ from keras_transformer import model_dir
 from keras_transformer.data import treebank
 from keras_transformer.data.vocab import append_end_of_sentence
 from keras_transformer.export.constrained import IDS, ConstrainedSearches
+from keras_transformer.export.length_batches import search_in_batches
 from keras_transformer.export.request_bounds import RequestBounds, input_bytes
 from keras_transformer.export.xla_padding import XlaShapes
 from keras_transformer.model_dir import decoding_config
 from keras_transformer.model_dir.decoding_config import load_members
+from keras_transformer.runtime import devices
 from keras_transformer.search import confidence, scoring
 from keras_transformer.search.beam import length_penalty
 from keras_transformer.search.contract import graph_function
@@ -66,6 +68,9 @@ class Translator(ConstrainedSearches, tf.Module):
             None: max_input_length + extra_length (each translation's limit:
             `DecodingConfig.output_limits`). jit_compile: beam search compiled with XLA (for
             GPUs; on CPUs it is slower), on inputs padded to a few shapes (export/xla_padding.py).
+            batch_size: the most sentences one search runs (None: `devices.decode_batch_size()`,
+            kt-translate's); a larger request is searched in length-sorted batches of it, as
+            kt-translate batches lines (export/length_batches.py).
         max_batch_size, max_input_bytes, max_search_positions: the `RequestBounds`;
             max_input_bytes defaults to 16 per input token, far more than real text needs, so
             tokenizing a huge string costs no more than a long one.
@@ -92,6 +97,8 @@ class Translator(ConstrainedSearches, tf.Module):
         decoding = search_config(decoding, **settings)
         if decoding.max_input_length is None:
             decoding = decoding.replace(max_input_length=256)
+        if decoding.batch_size is None:
+            decoding = decoding.replace(batch_size=devices.decode_batch_size())
         self.decoding = decoding.for_model(model)
         self.bounds = RequestBounds(
             max_batch_size=max_batch_size,
@@ -221,19 +228,24 @@ class Translator(ConstrainedSearches, tf.Module):
         if room is not None:
             limits = tf.maximum(limits, room)
         source_ids = self.bounds.checked_search(source_ids, limits, self.decoding.beam_size)
-        if self.xla_shapes:
-            ids, scores = self.xla_shapes.beam_decode(
-                self._beam_decode, source_ids, limits, constraints,
-                lambda padded_length: self.decoding.replace(
-                    max_output_length=None).output_limits(padded_length, model=self.model))
-        else:
-            ids, scores = self._beam_decode(source_ids, limits, constraints)
+        ids, scores = search_in_batches(self._search, source_ids, limits, constraints,
+                                        batch_size=self.decoding.batch_size,
+                                        beam_size=self.decoding.beam_size)
         first = tf.range(self.decoding.beam_size) == 0
         ids = tf.where(empty[:, None, None], PAD_ID, ids)
         scores = tf.where(empty[:, None], tf.where(first, 0.0, float("-inf")), scores)
         lengths = tf.reduce_sum(tf.cast(scoring.target_mask(ids), tf.int32), axis=-1)
         return {"ids": ids, "scores": scores,
                 "log_probs": scores * self._length_penalty(lengths)}
+
+    def _search(self, source_ids, limits, constraints):
+        """The beam search of one batch of `_n_best`'s: (ids, scores) as `beam_decode` gives."""
+        if not self.xla_shapes:
+            return self._beam_decode(source_ids, limits, constraints)
+        return self.xla_shapes.beam_decode(
+            self._beam_decode, source_ids, limits, constraints,
+            lambda padded_length: self.decoding.replace(
+                max_output_length=None).output_limits(padded_length, model=self.model))
 
     def _beam_decode(self, source_ids, limits, constraints):
         # Under XLA (the decoding's jit_compile), extra_length sizes the output buffer (source

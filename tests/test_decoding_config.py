@@ -4,6 +4,7 @@ for `Translator.from_model_dir` and kt-translate; the output limit in one functi
 import json
 import shutil
 import types
+import typing
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ import tensorflow as tf
 from conftest import bundled_lines, run_main
 
 import keras_transformer as kt
-from keras_transformer.export import DecodingConfig, Translator, translate, translate_parts
+from keras_transformer.export import DecodingConfig, Translator, lines, translate, translate_parts
 from keras_transformer.model_dir import decoding_config
 from keras_transformer.search.settings import DecodingConfigError
 
@@ -118,6 +119,44 @@ def test_the_python_api_decodes_as_kt_translate(small_settings_run, tmp_path):
     # Given settings override the model's, as the flags do.
     greedy = Translator.from_model_dir(small_settings_run, DecodingConfig(beam_size=1, alpha=0.6))
     assert (greedy.decoding.beam_size, greedy.decoding.alpha) == (1, 0.6)
+
+
+class CountsHypothesisSteps(typing.NamedTuple):
+    """A processor adding up the rows of every step of every search: what decoding costs."""
+    count: tf.Variable
+
+    def start(self, layout):
+        def adjust(logits, ids, step, state):
+            with tf.control_dependencies([self.count.assign_add(tf.shape(logits)[0])]):
+                return tf.identity(logits), state
+        return adjust, ()
+
+
+def test_a_large_request_is_searched_in_kt_translates_length_sorted_batches(trained):
+    """One long sentence among short ones: `translate` searches in batches of the decoding's
+    batch_size, longest first, as kt-translate's lines are (`lines.translate_lines`), at the
+    same cost and with the same results; it searched the whole request as one batch, every
+    short sentence as long as the long one."""
+    sources = [line.rstrip("\n") for line in bundled_lines("dev", "en", 12)]
+    sources.insert(5, " ".join(sources))
+    count = tf.Variable(0)
+
+    def searched(batch_size):
+        translator = Translator.from_loaded(
+            trained, DecodingConfig(batch_size=batch_size, beam_size=2), max_batch_size=16,
+            processors=[CountsHypothesisSteps(count)])
+        count.assign(0)
+        return translator, translator.translate(tf.constant(sources)), count.numpy()
+
+    translator, result, steps = searched(4)
+    count.assign(0)
+    texts, scores = lines.translate_lines(translator, sources, 4)
+    assert steps == count.numpy()
+    assert [text.decode("utf-8") for text in result["translations"].numpy()] == texts
+    np.testing.assert_allclose(result["scores"], scores, atol=1e-5)
+    _, whole, whole_steps = searched(16)
+    assert steps < whole_steps
+    np.testing.assert_array_equal(whole["translations"], result["translations"])
 
 
 def test_kt_translate_reports_user_errors_by_input_and_shows_internal_ones(

@@ -148,6 +148,13 @@ def rows_repeated(processor, times):
     return _per_sentence(processor, lambda value, _: tf.repeat(value, times, axis=0))
 
 
+def rows_gathered(processor, rows):
+    """`processor` for the sentences `rows` (int32 [n]) of its batch, in that order (a search
+    of a request's rows in length-sorted batches); as `rows_added` for which processors
+    change."""
+    return _per_sentence(processor, lambda value, _: tf.gather(value, rows))
+
+
 def _per_sentence(processor, change):
     fields = getattr(type(processor), "ROW_PADDING", {})
     return processor._replace(**{
