@@ -114,5 +114,9 @@ def kt_demo(argv=None):
     return run("keras_transformer.demo.demo", argv)
 
 
+def kt_shortlist(argv=None):
+    return run("keras_transformer.export.shortlist_command", argv)
+
+
 def kt_import(argv=None):
     return run("keras_transformer.trainer.import_model", argv)

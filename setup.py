@@ -93,6 +93,7 @@ setup(
         "kt-classify=_keras_transformer_commands:kt_classify",
         "kt-demo=_keras_transformer_commands:kt_demo",
         "kt-import=_keras_transformer_commands:kt_import",
+        "kt-shortlist=_keras_transformer_commands:kt_shortlist",
     ]},
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,

@@ -195,7 +195,8 @@ def transformer_spec(model, vocabulary):
     return spec
 
 
-def export_ctranslate2(loaded, path, quantization="float32", settings=None, provenance=None):
+def export_ctranslate2(loaded, path, quantization="float32", settings=None, provenance=None,
+                       vmap=None):
     """Writes the CTranslate2 model of `loaded` (a `model_dir.Loaded`) to `path`, a version
     directory that must not exist (`saved_model.version_path` chooses one).
 
@@ -206,6 +207,10 @@ def export_ctranslate2(loaded, path, quantization="float32", settings=None, prov
             decodes with; default: the model's own (`Translator.from_loaded(loaded)`, as
             kt-export records them).
         provenance: JSON-able facts about the checkpoint (`saved_model.provenance`).
+        vmap: a vocabulary shortlist file (model_dir/shortlist.vmap, kt-shortlist's: already
+            CTranslate2's format) for the engine's use_vmap, which decodes over each batch's
+            candidates as the `Translator` with that shortlist does; the engine uses it where
+            `settings` say "shortlist".
 
     Returns:
         `path`.
@@ -219,6 +224,8 @@ def export_ctranslate2(loaded, path, quantization="float32", settings=None, prov
     with tempfile.TemporaryDirectory(dir=path.parent, prefix=".export-") as scratch:
         model = pathlib.Path(scratch) / "model"
         model.mkdir()
+        if vmap is not None:
+            spec.register_vocabulary_mapping(str(vmap))
         spec.validate()
         spec.optimize(quantization=quantization)
         spec.save(str(model))

@@ -140,6 +140,7 @@ class Ctranslate2Translator:
             length_penalty=self.decoding.alpha, patience=self.patience,
             max_decoding_length=int(limit) - 1 if hf else int(limit), min_decoding_length=0,
             max_input_length=0, return_scores=True, return_end_token=True,
+            use_vmap=bool(self.recorded.get("shortlist")),
             suppress_sequences=[[self.pieces[PAD_ID]]])
         end = self.pieces[EOS_ID]
         return [[(score * len(tokens) ** self.decoding.alpha,

@@ -49,6 +49,7 @@ import argparse
 import sys
 import time
 
+from keras_transformer import model_dir
 from keras_transformer.cli import at_least
 from keras_transformer.errors import UserError
 from keras_transformer.export import request_bounds
@@ -145,7 +146,9 @@ def main(argv=None):
         if args.format == "ctranslate2":
             path = export_ctranslate2(members[0], version_path(args.output, args.version),
                                       args.quantization or "float32", translator.settings(),
-                                      provenance(*members))
+                                      provenance(*members),
+                                      vmap=(f"{args.model_dir}/{model_dir.SHORTLIST_FILE}"
+                                            if translator.shortlist else None))
         else:
             path = export(translator, args.output, args.version, provenance(*members),
                           documents=args.documents, glossaries=args.glossaries,

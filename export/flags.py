@@ -88,6 +88,13 @@ def add_decoding_flags(parser, beam=True, preset=None, model_dir_required=True, 
                                  "parser); --no-tree_constraint decodes as the paper did, any "
                                  "sequence, repaired when read back")
     if beam:
+        parser.add_argument("--shortlist", action="store_true",
+                            help="each batch's logits over its candidates alone: the target "
+                                 "pieces the model_dir's shortlist.vmap (made by kt-shortlist) "
+                                 "lists for its source pieces, the pieces always kept, and what "
+                                 "a prefix, glossary or markup forces; a candidate's "
+                                 "probability is the softmax over the candidates (not with "
+                                 "--jit_compile)")
         parser.add_argument("--jit_compile", action="store_true",
                             help="beam search compiled with XLA, for GPUs (on a CPU it is "
                                  "slower): inputs are padded to a few shapes, one compilation "
@@ -135,9 +142,15 @@ def translator_from_flags(args, max_batch_size, max_search_positions=None):
                            ensemble=[path.strip() for path in (args.ensemble or "").split(",")
                                      if path.strip()])
     calibration = model_dir.load_calibration(args.model_dir) if len(members) == 1 else None
+    shortlist = (model_dir.load_shortlist(args.model_dir, members[0].vocabulary)
+                 if getattr(args, "shortlist", False) else None)
+    if shortlist and decoding.jit_compile:
+        raise model_dir.ConfigError("--shortlist and --jit_compile do not go together: the "
+                                    "candidates change size with every batch, and XLA would "
+                                    "compile each size")
     return Translator.from_loaded(members, decoding, max_batch_size=max_batch_size,
                                   max_search_positions=max_search_positions,
-                                  calibration=calibration), members
+                                  calibration=calibration, shortlist=shortlist), members
 
 
 def beam_description(translator):
@@ -145,7 +158,9 @@ def beam_description(translator):
     Face's length normalization where it ranks the hypotheses."""
     decoding = translator.decoding
     hf = " (Hugging Face's length normalization)" if decoding.length_normalization == "hf" else ""
-    return f"beam {decoding.beam_size}, alpha {decoding.alpha}{hf}"
+    shortlist = ", over the shortlist's candidates" if getattr(translator, "shortlist",
+                                                                None) else ""
+    return f"beam {decoding.beam_size}, alpha {decoding.alpha}{hf}{shortlist}"
 
 
 def checkpoints(members):

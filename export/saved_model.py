@@ -105,6 +105,7 @@ def export(translator, output, version=None, provenance=None, documents=False,
         # search traced; transformer_tiny: 5.3 s -> 1.1 s to save, 3.2 MB -> 1.7 MB).
         root = tf.Module()
         root.model_variables = translator.model_variables
+        root.shortlist = translator.shortlist  # a CandidateTable's two variables, or None
         root.vocabulary = translator.vocabulary
         root.vocabulary_file = tf.saved_model.Asset(str(vocabulary_file))
         root.settings_file = tf.saved_model.Asset(str(assets / SETTINGS_FILE))

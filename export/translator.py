@@ -11,6 +11,7 @@ import tensorflow as tf
 from keras_transformer import model_dir
 from keras_transformer.data import treebank
 from keras_transformer.data.vocab import append_end_of_sentence
+from keras_transformer.export.candidates import CandidateTable
 from keras_transformer.export.constrained import IDS, ConstrainedSearches
 from keras_transformer.export.length_batches import search_in_batches
 from keras_transformer.export.request_bounds import RequestBounds, input_bytes
@@ -22,7 +23,7 @@ from keras_transformer.search import confidence, scoring
 from keras_transformer.search.beam import length_penalty
 from keras_transformer.search.contract import graph_function
 from keras_transformer.search.decode import beam_decode, sample_decode, search_config
-from keras_transformer.search.processors import rows_repeated
+from keras_transformer.search.processors import forced_ids, rows_repeated
 from keras_transformer.search.settings import members
 from keras_transformer.search.steps import source_lengths
 from keras_transformer.token_ids import EOS_ID, PAD_ID
@@ -84,13 +85,22 @@ class Translator(ConstrainedSearches, tf.Module):
         calibration: a `keras_transformer.search.confidence.Calibration`
             (model_dir/calibration.json, written by kt-calibrate): `check_ids` and `translate`
             then give a confidence.
+        shortlist: a `data.shortlist.Shortlist` (model_dir/shortlist.vmap, written by
+            kt-shortlist): every search (beam and sampling) computes its logits only over the
+            union of its batch's candidates: its source pieces' candidates, the shortlist's
+            pieces always kept, and what its constraints force (`processors.forced_ids`); a
+            candidate's log-probability is the model's softmax restricted to them and
+            renormalized. Scoring given translations (`score_ids`, `check_ids`) stays over
+            the whole vocabulary. Not with jit_compile (the candidates change size with every
+            batch, and XLA compiles a program for each size).
         **settings: `DecodingConfig` fields as keywords (beam_size=, alpha=, ...): a
             convenience that sets them in `decoding`.
     """
 
     def __init__(self, model, vocabulary, decoding=None, *, max_batch_size=64,
                  max_input_bytes=None, max_search_positions=None, tree_leaves=None,
-                 processors=(), calibration=None, name="translator", **settings):
+                 processors=(), calibration=None, shortlist=None, name="translator",
+                 **settings):
         super().__init__(name=name)
         for member in members(model):
             vocabulary.check_size(member.vocab_size)
@@ -116,10 +126,15 @@ class Translator(ConstrainedSearches, tf.Module):
         self.calibration = calibration
         self.xla_shapes = (XlaShapes(self.decoding.max_input_length, max_batch_size)
                            if self.decoding.jit_compile else None)
+        self.shortlist = shortlist and CandidateTable(shortlist, vocabulary.vocab_size)
+        if self.shortlist and self.xla_shapes:
+            raise ValueError("a shortlist and jit_compile do not go together: the candidates "
+                             "change size with every batch, and XLA would compile each size")
 
     @classmethod
     def from_model_dir(cls, path, decoding=None, *, checkpoints=None, ensemble=(),
-                       max_batch_size=None, max_search_positions=None, processors=()):
+                       max_batch_size=None, max_search_positions=None, processors=(),
+                       shortlist=False):
         """The model_dir `path`'s model decoded as `decoding` (a `DecodingConfig`; None: every
         setting the model's own, as kt-translate --model_dir `path` decodes), with its
         calibration if it has one.
@@ -131,6 +146,8 @@ class Translator(ConstrainedSearches, tf.Module):
             max_batch_size: as for `Translator`; None: `decoding.batch_size` if it says one,
                 else 64.
             max_search_positions, processors: as for `Translator`.
+            shortlist: True: decode with `path`'s vocabulary shortlist (shortlist.vmap, which
+                kt-shortlist writes), as kt-translate --shortlist does.
 
         Raises:
             ModelDirError, ConfigError, DecodingConfigError, VocabularyError: what
@@ -140,11 +157,14 @@ class Translator(ConstrainedSearches, tf.Module):
         calibration = model_dir.load_calibration(path) if len(loaded) == 1 else None
         return cls.from_loaded(loaded, decoding, max_batch_size=max_batch_size,
                                max_search_positions=max_search_positions,
-                               processors=processors, calibration=calibration)
+                               processors=processors, calibration=calibration,
+                               shortlist=shortlist and model_dir.load_shortlist(
+                                   path, loaded[0].vocabulary))
 
     @classmethod
     def from_loaded(cls, loaded, decoding=None, *, max_batch_size=None,
-                    max_search_positions=None, processors=(), calibration=None):
+                    max_search_positions=None, processors=(), calibration=None,
+                    shortlist=None):
         """`from_model_dir` for models already loaded: a `model_dir.Loaded`, or a list of them
         (an ensemble; the first one's run decides the defaults)."""
         loaded = list(loaded) if isinstance(loaded, (list, tuple)) and not isinstance(
@@ -154,7 +174,7 @@ class Translator(ConstrainedSearches, tf.Module):
         return cls(models if len(models) > 1 else models[0], loaded[0].vocabulary, resolved,
                    max_batch_size=max_batch_size or (decoding and decoding.batch_size) or 64,
                    max_search_positions=max_search_positions, processors=processors,
-                   calibration=calibration,
+                   calibration=calibration, shortlist=shortlist or None,
                    tree_leaves=decoding_config.tree_leaves(resolved, loaded[0]))
 
     def settings(self):
@@ -164,6 +184,7 @@ class Translator(ConstrainedSearches, tf.Module):
         settings.update(self.bounds.settings(), tree_leaves=self.tree_leaves,
                         jit_compile=self.decoding.jit_compile)
         settings["calibration"] = self.calibration and json.loads(self.calibration.to_json())
+        settings["shortlist"] = bool(self.shortlist)
         return settings
 
     def _length_penalty(self, lengths):
@@ -250,9 +271,15 @@ class Translator(ConstrainedSearches, tf.Module):
     def _beam_decode(self, source_ids, limits, constraints):
         # Under XLA (the decoding's jit_compile), extra_length sizes the output buffer (source
         # length + extra_length).
+        processors = self._processors(constraints, self._tree_constraint(source_ids))
         return beam_decode(self.model, source_ids, self.decoding, max_output_length=limits,
-                           processors=self._processors(constraints,
-                                                       self._tree_constraint(source_ids)))
+                           processors=processors,
+                           candidates=self._candidates(source_ids, processors))
+
+    def _candidates(self, source_ids, processors):
+        """The shortlist's candidates of a search of `source_ids` held by `processors`
+        (`CandidateTable.of`), or None without a shortlist."""
+        return self.shortlist.of(source_ids, forced_ids(processors)) if self.shortlist else None
 
     def sample_n_best_ids(self, source_ids, n, temperature, top_k=0, seed=(0, 0),
                           prefix_ids=None, markup=None, glossary=None):
@@ -279,13 +306,13 @@ class Translator(ConstrainedSearches, tf.Module):
             prefix_ids=None if prefix_ids is None else tf.constant(prefix_ids),
             markup=None if markup is None else tuple(tf.constant(values) for values in markup),
             glossary=None if glossary is None else tf.constant(glossary))
+        processors = self._processors([rows_repeated(constraint, n) for constraint in constraints],
+                                      self._tree_constraint(source_ids))
         ids, log_probs = sample_decode(
             self.model, source_ids, self.decoding,
             max_output_length=tf.repeat(limits, n), temperature=temperature, top_k=top_k,
             seed=tf.constant(seed, tf.int32),  # a tensor: a new seed must not retrace the search
-            processors=self._processors([rows_repeated(constraint, n)
-                                         for constraint in constraints],
-                                        self._tree_constraint(source_ids)))
+            processors=processors, candidates=self._candidates(source_ids, processors))
         ids = tf.where(empty[:, None], PAD_ID, ids)
         log_probs = tf.where(empty, 0.0, log_probs)
         lengths = tf.reduce_sum(tf.cast(scoring.target_mask(ids), tf.int32), axis=-1)

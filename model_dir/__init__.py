@@ -51,6 +51,7 @@ from keras_transformer.model_dir.layout import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
     LOG_DIR,
+    SHORTLIST_FILE,
     VOCAB_FILE,
     WORDS_FILE,
 )
@@ -61,6 +62,7 @@ from keras_transformer.model_dir.loading import (
     final_average,
     load,
     load_calibration,
+    load_shortlist,
 )
 from keras_transformer.search.settings import DTYPES  # the dtypes a model decodes in
 
@@ -68,7 +70,8 @@ __all__ = [
     "AVERAGED_DIR", "BEST_DIR", "BatchingConfig", "CALIBRATION_FILE", "CHECKPOINT_DIR",
     "CONFIG_FILE", "CheckpointConfig", "CheckpointDirectory", "CheckpointError", "ComputeConfig",
     "ConfigError", "DTYPES", "DataConfig", "EvaluationConfig", "LOG_DIR", "Loaded", "LoadedCoVe",
-    "ModelConfig", "ModelDirError", "OptimizationConfig", "RunConfig", "VOCAB_FILE", "WORDS_FILE",
-    "best_checkpoint", "final_average", "load", "load_calibration", "load_cove",
+    "ModelConfig", "ModelDirError", "OptimizationConfig", "RunConfig", "SHORTLIST_FILE",
+    "VOCAB_FILE", "WORDS_FILE",
+    "best_checkpoint", "final_average", "load", "load_calibration", "load_cove", "load_shortlist",
     "load_transformer_cove", "restore", "step_in_name", "step_of", "verify",
 ]

@@ -7,6 +7,7 @@ import h5py
 
 import keras_transformer as kt
 from keras_transformer import data
+from keras_transformer.data import shortlist
 from keras_transformer.errors import UserError
 from keras_transformer.model_dir import checkpoints, config, config_file, layout
 from keras_transformer.search.confidence import Calibration
@@ -190,3 +191,20 @@ def load_calibration(model_dir):
     except (OSError, UnicodeDecodeError, ValueError) as error:
         raise ModelDirError(f"{path}: {error}" if isinstance(error, OSError) else str(error)) \
             from None
+
+
+def load_shortlist(model_dir, vocabulary):
+    """The `data.shortlist.Shortlist` kt-shortlist wrote in `model_dir`, for its `vocabulary`.
+
+    Raises:
+        ModelDirError: there is none (naming kt-shortlist), or it cannot be read with this
+            vocabulary (naming the file and line).
+    """
+    path = pathlib.Path(model_dir) / layout.SHORTLIST_FILE
+    if not path.exists():
+        raise ModelDirError(f"{model_dir} has no {layout.SHORTLIST_FILE}; make one with "
+                            f"kt-shortlist --model_dir {model_dir}")
+    try:
+        return shortlist.read_vmap(path, *shortlist.pieces_of(vocabulary))
+    except shortlist.ShortlistError as error:
+        raise ModelDirError(str(error)) from None

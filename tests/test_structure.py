@@ -193,7 +193,7 @@ def _commands():
 
 def test_no_module_imports_a_command_for_a_helper():
     commands = _commands()
-    assert "keras_transformer.trainer.task" in commands and len(commands) == 12
+    assert "keras_transformer.trainer.task" in commands and len(commands) == 13
     # kt-demo runs kt-train itself; `python -m X` is the command X.
     importers = {(module, target) for module, imported in _graph().items()
                  for target in imported & commands
@@ -260,7 +260,7 @@ def test_every_console_script_prints_its_help():
     assert {entry.name for entry in scripts} == {
         "kt-vocab", "kt-train", "kt-average", "kt-translate", "kt-score", "kt-export",
         "kt-attention", "kt-parse", "kt-classify", "kt-demo", "kt-calibrate",
-        "kt-import"}
+        "kt-import", "kt-shortlist"}
     for entry in scripts:
         assert "usage:" in _help_of(lambda: entry.load()(["--help"])), entry.name
 

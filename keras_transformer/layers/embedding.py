@@ -57,28 +57,33 @@ class SharedEmbedding(keras.layers.Layer):
         self.bias = self.add_weight(name="bias", shape=(self.vocab_size,), initializer="zeros",
                                     autocast=False) if self.output_bias else None
 
-    def output_kernel(self):
+    def output_kernel(self, ids=None):
         """The pre-softmax projection: the matrix transposed, [d_model, vocab_size], in the
-        compute dtype.
+        compute dtype; with `ids` (int [k], a vocabulary shortlist), only their columns
+        [d_model, k].
 
         Made inside a step, TensorFlow folds the transpose into the matmul, and oneDNN's float32
         matmul against a matrix it reads transposed is slower: 36 against 22 ms for 128 rows and
         32k ids (bench.optimisations). Searches make the kernel once (`steps.cached_step`)
         and pass it to `Transformer.decode_cached`.
         """
-        return ops.transpose(ops.cast(self.embeddings, self.compute_dtype))
+        table = self.embeddings if ids is None else ops.take(self.embeddings, ids, axis=0)
+        return ops.transpose(ops.cast(table, self.compute_dtype))
 
-    def call(self, inputs, reverse=False, output_kernel=None):
+    def call(self, inputs, reverse=False, output_kernel=None, output_ids=None):
         if output_kernel is not None and not reverse:
             raise ValueError("output_kernel is the output projection's: pass it with "
                              "reverse=True")
         if reverse:
-            kernel = self.output_kernel() if output_kernel is None else output_kernel
+            kernel = self.output_kernel(output_ids) if output_kernel is None else output_kernel
             rows, leading = rows_of(ops.cast(inputs, self.compute_dtype))
             logits = from_rows(ops.matmul(rows, kernel), leading)
             # Softmax and loss want float32 even when the layers compute in 16 bits.
             logits = ops.cast(logits, "float32")
-            return logits if self.bias is None else logits + ops.cast(self.bias, "float32")
+            if self.bias is None:
+                return logits
+            bias = self.bias if output_ids is None else ops.take(self.bias, output_ids)
+            return logits + ops.cast(bias, "float32")
         rows = ops.cast(ops.take(self.embeddings, inputs, axis=0), self.compute_dtype)
         return rows * math.sqrt(self.d_model) if self.scale else rows
 

@@ -23,4 +23,5 @@ def rows_of(x):
 
 def from_rows(rows, leading):
     """rows [n, units] back to [*leading, units]."""
-    return ops.reshape(rows, (*leading, rows.shape[-1]))
+    units = rows.shape[-1]
+    return ops.reshape(rows, (*leading, ops.shape(rows)[-1] if units is None else units))

@@ -240,11 +240,12 @@ class Transformer(TokenLevelTraining, keras.Model):
                     found.append((table.bias, 0))
         return found
 
-    def output_kernel(self):
+    def output_kernel(self, ids=None):
         """The pre-softmax projection [d_model, vocab_size] in the compute dtype, for a search to
-        make once and pass to `decode_cached` (`SharedEmbedding.output_kernel`)."""
+        make once and pass to `decode_cached` (`SharedEmbedding.output_kernel`); with `ids`
+        (int [k], a vocabulary shortlist), their columns only, [d_model, k]."""
         self._ensure_built()
-        return self.output_projection.output_kernel()
+        return self.output_projection.output_kernel(ids)
 
     def _embed(self, ids, table, positions, dropout, training, start_index=0):
         x = table(ids)
@@ -359,7 +360,7 @@ class Transformer(TokenLevelTraining, keras.Model):
                         "encoder_decoder_attention": ops.stack(memory_weights, axis=1)}
 
     def decode_cached(self, target_ids, cache, step, grow_cache=False, training=None,
-                      output_kernel=None):
+                      output_kernel=None, output_ids=None):
         """Incremental decoding through a cache from `init_cache` (beam search, sampling).
 
         `target_ids` holds the tokens at positions [step, step + length), usually one; earlier
@@ -378,9 +379,12 @@ class Transformer(TokenLevelTraining, keras.Model):
                 `steps.cached_step` does): the projection then reads a [d_model, vocab_size]
                 matrix, which float32 matmuls read faster than the transposed embedding. None
                 makes it in this call.
+            output_ids: int [k]: the logits of these ids only (a vocabulary shortlist,
+                `data.shortlist`), with `output_kernel(output_ids)`. None: every id's.
 
         Returns:
-            (float32 logits [batch, length, vocab_size], the updated cache).
+            (float32 logits [batch, length, vocab_size], or [batch, length, k] with
+            `output_ids`; the updated cache).
         """
         self._ensure_built()
         target_ids = self._token_ids(target_ids, "target_ids")
@@ -418,7 +422,7 @@ class Transformer(TokenLevelTraining, keras.Model):
                 cache_index=None if grow_cache else step, training=training)
             layer_caches.append(layer_cache)
         logits = self.output_projection(_normalized(x, self.decoder_norm), reverse=True,
-                                        output_kernel=output_kernel)
+                                        output_kernel=output_kernel, output_ids=output_ids)
         return logits, dict(cache, layers=layer_caches)
 
     def get_config(self):

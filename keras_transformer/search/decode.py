@@ -78,14 +78,15 @@ def _with_conveniences(processors, prefix_ids, tree_constraint):
         [tree_constraint] if tree_constraint is not None else []) + list(processors)
 
 
-def _beam_decode(model, source_ids, max_output_length, search, eos_id, processors, *,
-                 fixed_shapes):
+def _beam_decode(model, source_ids, max_output_length, search, eos_id, processors, candidates,
+                 *, fixed_shapes):
     source_ids = tf.cast(source_ids, tf.int32)
     limits, output_length = _output_limits(model, source_ids, max_output_length, search,
                                            fixed_shapes=fixed_shapes)
     # XLA needs fixed shapes: a cache preallocated to the output length, written in place.
     step_fn, cache = ensemble_step(model, source_ids,
-                                   cache_length=output_length if fixed_shapes else None)
+                                   cache_length=output_length if fixed_shapes else None,
+                                   candidates=candidates)
     return beam_search(step_fn, cache, limits, beam_size=search.beam_size, alpha=search.alpha,
                        buffer_length=output_length, eos_id=eos_id, processors=processors,
                        length_normalization=search.length_normalization)
@@ -99,8 +100,9 @@ _beam_decode_xla = graph_function(functools.partial(_beam_decode, fixed_shapes=T
 
 
 def beam_decode(model, source_ids, decoding=None, *, max_output_length=None, processors=(),
-                prefix_ids=None, tree_constraint=None, eos_id=EOS_ID, beam_size=None,
-                alpha=None, extra_length=None, length_normalization=None, jit_compile=None):
+                prefix_ids=None, tree_constraint=None, eos_id=EOS_ID, candidates=None,
+                beam_size=None, alpha=None, extra_length=None, length_normalization=None,
+                jit_compile=None):
     """Beam search through the key/value cache, compiled into one TensorFlow graph.
 
     Args:
@@ -123,6 +125,12 @@ def beam_decode(model, source_ids, decoding=None, *, max_output_length=None, pro
             sentence's leaves (a parser); None: any output. A convenience for putting it in
             `processors`.
         eos_id: see `beam.beam_search`.
+        candidates: int32 [k], distinct target ids, the only ones the search may write: a
+            vocabulary shortlist (`data.shortlist`); each step's output projection and softmax
+            cover these k alone, so a candidate's log-probability is the model's full softmax
+            restricted to them and renormalized (as Marian's and CTranslate2's shortlists
+            compute it). The caller keeps end of sentence and what its processors force among
+            them (the `Translator` does). None: every id.
         beam_size, alpha, extra_length, length_normalization, jit_compile: conveniences that
             set these fields of `decoding` (`search_config`). Under jit_compile (XLA), the
             output length is `max_output_length` if it is a Python int, else source_length +
@@ -139,31 +147,32 @@ def beam_decode(model, source_ids, decoding=None, *, max_output_length=None, pro
                              jit_compile=jit_compile)
     decode = _beam_decode_xla if decoding.jit_compile else _beam_decode_graph
     return decode(model, source_ids, max_output_length, _search_of(decoding), eos_id,
-                  _with_conveniences(processors, prefix_ids, tree_constraint))
+                  _with_conveniences(processors, prefix_ids, tree_constraint),
+                  None if candidates is None else tf.cast(candidates, tf.int32))
 
 
 @graph_function(reduce_retracing=True)
 def _sample_decode(model, source_ids, max_output_length, search, temperature, top_k, seed,
-                   processors):
+                   processors, candidates):
     source_ids = tf.cast(source_ids, tf.int32)
     limits, output_length = _output_limits(model, source_ids, max_output_length, search,
                                            fixed_shapes=False)
-    step_fn, cache = ensemble_step(model, source_ids)
+    step_fn, cache = ensemble_step(model, source_ids, candidates=candidates)
     return sampling_search(step_fn, cache, limits, temperature=temperature, top_k=top_k,
                            seed=seed, buffer_length=output_length, processors=processors)
 
 
 def sample_decode(model, source_ids, decoding=None, *, max_output_length=None, temperature=1.0,
                   top_k=0, seed=None, processors=(), prefix_ids=None, tree_constraint=None,
-                  extra_length=None):
+                  candidates=None, extra_length=None):
     """Sampling (temperature, top-k) or, at temperature 0, greedy decoding, through the cache.
 
     Args:
         model, source_ids, decoding, max_output_length: as for `beam_decode` (of `decoding`,
             only extra_length and max_output_length: the output limit).
         temperature, top_k, seed: see `sampling.sampling_search`.
-        processors, prefix_ids, tree_constraint: as for `beam_decode` (the last two
-            conveniences).
+        processors, prefix_ids, tree_constraint, candidates: as for `beam_decode` (prefix_ids
+            and tree_constraint conveniences).
         extra_length: a convenience that sets `decoding`'s.
 
     Returns:
@@ -182,12 +191,14 @@ def sample_decode(model, source_ids, decoding=None, *, max_output_length=None, t
     # Beam settings do not change a sample: the same trace whatever they are.
     search = _Search(1, 0.0, "gnmt", decoding.extra_length, decoding.max_output_length)
     return _sample_decode(model, source_ids, max_output_length, search, temperature, top_k,
-                          seed, _with_conveniences(processors, prefix_ids, tree_constraint))
+                          seed, _with_conveniences(processors, prefix_ids, tree_constraint),
+                          None if candidates is None else tf.cast(candidates, tf.int32))
 
 
 def greedy_decode(model, source_ids, decoding=None, *, max_output_length=None, processors=(),
-                  prefix_ids=None, tree_constraint=None, extra_length=None):
+                  prefix_ids=None, tree_constraint=None, candidates=None, extra_length=None):
     """The most probable next token at every step: `sample_decode` at temperature 0."""
     return sample_decode(model, source_ids, decoding, max_output_length=max_output_length,
                          temperature=0.0, processors=processors, prefix_ids=prefix_ids,
-                         tree_constraint=tree_constraint, extra_length=extra_length)
+                         tree_constraint=tree_constraint, candidates=candidates,
+                         extra_length=extra_length)

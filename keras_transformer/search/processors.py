@@ -113,6 +113,10 @@ class PrefixForcing(NamedTuple):
         prefix_ids = tf.pad(prefix_ids, [[0, 0], [0, width - tf.shape(prefix_ids)[1]]])
         return self._replace(prefix_ids=tf.ensure_shape(prefix_ids, [None, width]))
 
+    def forced_ids(self):
+        """int [n]: the ids it makes hypotheses write (`forced_ids`)."""
+        return tf.reshape(self.prefix_ids, [-1])
+
     def start(self, layout):
         prefix_ids = tf.cast(self.prefix_ids, tf.int32)
         check = tf.debugging.assert_equal(
@@ -130,6 +134,17 @@ class PrefixForcing(NamedTuple):
             return tf.where((forced != PAD_ID)[:, None] & other, NEG_INF, logits), state
 
         return adjust, ()
+
+
+def forced_ids(processors):
+    """int32 [n]: the ids `processors` may make a hypothesis write whatever the model prefers
+    (a prefix, glossary phrases, markup items, a tree's brackets and leaves), each processor's
+    `forced_ids()` where it has one, which a vocabulary shortlist keeps among its candidates
+    (the `Translator`); 0 (padding) and negative values are left out."""
+    found = [tf.cast(tf.reshape(p.forced_ids(), [-1]), tf.int32) for p in processors
+             if hasattr(p, "forced_ids")]
+    ids = tf.concat(found + [tf.zeros([0], tf.int32)], axis=0)
+    return tf.boolean_mask(ids, ids > PAD_ID)
 
 
 def rows_added(processor, count):

@@ -36,7 +36,7 @@ def without_padding(logits):
     return tf.where(tf.range(tf.shape(logits)[-1]) == PAD_ID, NEG_INF, logits)
 
 
-def cached_step(model, source_ids, cache_length=None):
+def cached_step(model, source_ids, cache_length=None, candidates=None):
     """A step function and its initial cache for the searches (`beam_search`, `sampling_search`).
 
     The encoder-decoder keys and values and the source mask are the same for every hypothesis of
@@ -51,6 +51,10 @@ def cached_step(model, source_ids, cache_length=None):
         source_ids: int32 [batch, source_length], 0-padded.
         cache_length: positions the preallocated cache holds (int or int32 scalar: the most
             output tokens), for `jit_compile`; None: the cache grows a position a step.
+        candidates: int32 [k], distinct: the only target ids the step computes logits for (a
+            vocabulary shortlist, `data.shortlist`): the output projection reads their k
+            columns, and every other id's logit is -inf, so that a candidate's probability is
+            the full softmax restricted to the candidates and renormalized. None: every id.
 
     Returns:
         (step_fn, cache): step_fn(ids [rows], step, cache) -> (float32 logits [rows, vocab],
@@ -60,7 +64,9 @@ def cached_step(model, source_ids, cache_length=None):
         or 0, d].
     """
     cache = model.init_cache(model.encode(source_ids), padding_mask(source_ids), cache_length)
-    output_kernel = model.output_kernel()
+    output_kernel = model.output_kernel(candidates)
+    spread = (lambda logits: logits) if candidates is None else in_vocabulary(
+        candidates, model.vocab_size)
     buffers = [{name: layer[name] for name in _SELF_ATTENTION} for layer in cache["layers"]]
     fixed = {"memory_mask": cache["memory_mask"],
              "layers": [{name: layer[name] for name in layer if name not in _SELF_ATTENTION}
@@ -70,9 +76,10 @@ def cached_step(model, source_ids, cache_length=None):
         layers = [dict(layer, **own) for layer, own in zip(fixed["layers"], buffers)]
         logits, cache = model.decode_cached(ids[:, None], dict(fixed, layers=layers), step,
                                             grow_cache=cache_length is None,
-                                            output_kernel=output_kernel)
-        return without_padding(logits[:, 0]), [{name: layer[name] for name in _SELF_ATTENTION}
-                              for layer in cache["layers"]]
+                                            output_kernel=output_kernel,
+                                            output_ids=candidates)
+        buffers = [{name: layer[name] for name in _SELF_ATTENTION} for layer in cache["layers"]]
+        return without_padding(spread(logits[:, 0])), buffers
 
     return step_fn, buffers
 
@@ -80,7 +87,22 @@ def cached_step(model, source_ids, cache_length=None):
 _SELF_ATTENTION = ("self_keys", "self_values")
 
 
-def ensemble_step(models, source_ids, cache_length=None):
+def in_vocabulary(candidates, vocab_size):
+    """A function from logits [rows, k] of `candidates` (int32 [k], distinct ids) to logits
+    [rows, vocab_size]: each candidate's at its id, -inf elsewhere (never chosen)."""
+    candidates = tf.cast(candidates, tf.int32)
+    count = tf.shape(candidates)[0]
+    # Each id's column among the candidates; the others read the -inf column after them.
+    column = tf.tensor_scatter_nd_update(tf.fill([vocab_size], count), candidates[:, None],
+                                         tf.range(count))
+
+    def spread(logits):
+        never = tf.fill([tf.shape(logits)[0], 1], NEG_INF)
+        return tf.gather(tf.concat([logits, never], axis=1), column, axis=1)
+    return spread
+
+
+def ensemble_step(models, source_ids, cache_length=None, candidates=None):
     """`cached_step` for several models sharing a vocabulary: each step's distribution is the
     average of the members' probabilities (fairseq's rule): log((1/M) sum_m P_m(y | ...)).
 
@@ -96,8 +118,9 @@ def ensemble_step(models, source_ids, cache_length=None):
     """
     models = members(models)
     if len(models) == 1:
-        return cached_step(models[0], source_ids, cache_length)
-    steps, caches = zip(*(cached_step(m, source_ids, cache_length) for m in models))
+        return cached_step(models[0], source_ids, cache_length, candidates)
+    steps, caches = zip(*(cached_step(m, source_ids, cache_length, candidates)
+                          for m in models))
     log_members = tf.math.log(float(len(models)))
 
     def step_fn(ids, step, caches):

@@ -41,6 +41,10 @@ class GlossaryConstraint(NamedTuple):
     phrase_ids: tf.Tensor
     ROW_PADDING = {"phrase_ids": 0}  # processors.rows_added: no phrases
 
+    def forced_ids(self):
+        """int [n]: the ids of the phrases (`processors.forced_ids`)."""
+        return tf.reshape(self.phrase_ids, [-1])
+
     def start(self, layout):
         phrases = layout.rows(self.phrase_ids)
         lengths = tf.reduce_sum(tf.cast(phrases != 0, tf.int32), axis=2)  # [rows, phrases]

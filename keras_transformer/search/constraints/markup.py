@@ -52,6 +52,10 @@ class MarkupConstraint(NamedTuple):
     after_item_ok: tf.Tensor = None
     ROW_PADDING = {"item_ids": 0, "opening": -1}  # processors.rows_added: no items
 
+    def forced_ids(self):
+        """int [n]: the item tokens (`processors.forced_ids`)."""
+        return tf.reshape(self.item_ids, [-1])
+
     def start(self, layout):
         item_ids = layout.rows(self.item_ids)
         opening = layout.rows(self.opening)
@@ -134,6 +138,10 @@ class TextKept(NamedTuple):
     tag_ids: tf.Tensor
     before_tag_ok: tf.Tensor
     ROW_PADDING = {"text_ids": 0, "tag_ids": 0}  # processors.rows_added: an empty text
+
+    def forced_ids(self):
+        """int [n]: the text's tokens and its tags (`processors.forced_ids`)."""
+        return tf.concat([tf.reshape(self.text_ids, [-1]), tf.reshape(self.tag_ids, [-1])], 0)
 
     def start(self, layout):
         text = layout.rows(self.text_ids)

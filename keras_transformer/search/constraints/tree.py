@@ -69,6 +69,14 @@ class TreeConstraint(NamedTuple):
     free_leaf: tf.Tensor
     max_opening_run: int = MAX_OPENING_RUN
 
+    def forced_ids(self):
+        """int32 [n]: the brackets and the sentences' leaves (`processors.forced_ids`); where
+        the leaves are the model's to choose (`ANY_LEAF`), every token that may be one."""
+        brackets = tf.where(self.is_bracket)[:, 0]
+        free = tf.where(self.free_leaf & tf.reduce_any(self.leaf_ids == ANY_LEAF))[:, 0]
+        return tf.concat([tf.cast(brackets, tf.int32), tf.cast(free, tf.int32),
+                          tf.reshape(tf.cast(self.leaf_ids, tf.int32), [-1])], 0)
+
     def start(self, layout):
         """A decoding processor's start (keras_transformer/search/processors.py): every token a
         well-formed tree cannot take next set to -inf; no state."""
