@@ -101,6 +101,8 @@ class Ctranslate2Translator:
         except ValueError as error:  # not JSON, or not UTF-8
             raise Ctranslate2Error(f"{self.directory / 'export.json'}: not a kt-export "
                                    f"settings file ({error})") from None
+        # Exported with a shortlist (its vmap.txt): decoded over each batch's candidates.
+        self.shortlist = bool(self.recorded.get("shortlist"))
         self.vocabulary = load_vocabulary(vocabulary_file(self.directory))
         self.pieces = self.vocabulary.pieces(list(range(self.vocabulary.vocab_size)))
         self.ids = {piece: index for index, piece in enumerate(self.pieces)}
@@ -140,7 +142,7 @@ class Ctranslate2Translator:
             length_penalty=self.decoding.alpha, patience=self.patience,
             max_decoding_length=int(limit) - 1 if hf else int(limit), min_decoding_length=0,
             max_input_length=0, return_scores=True, return_end_token=True,
-            use_vmap=bool(self.recorded.get("shortlist")),
+            use_vmap=self.shortlist,
             suppress_sequences=[[self.pieces[PAD_ID]]])
         end = self.pieces[EOS_ID]
         return [[(score * len(tokens) ** self.decoding.alpha,

@@ -16,6 +16,8 @@ from keras_transformer.export import (
     shortlist_command,
     translate,
 )
+from keras_transformer.export.ctranslate2_engine import Ctranslate2Translator
+from keras_transformer.export.flags import beam_description
 from keras_transformer.model_dir import ModelDirError
 from keras_transformer.search.decode import beam_decode, greedy_decode
 from keras_transformer.token_ids import EOS_ID, PAD_ID, UNK_ID
@@ -135,3 +137,13 @@ def test_kt_shortlist_then_kt_translate_shortlist_decode_as_the_python_api(
     served = tf.saved_model.load(str(tmp_path / "exported" / "1")).signatures["serving_default"]
     np.testing.assert_array_equal(served(inputs=tf.constant(lines))["translations"],
                                   result["translations"])
+    # The CTranslate2 export carries the same file as its vmap, which its engine decodes with.
+    converted = run_main(export_command.main, "--model_dir", run, "--shortlist", "--format",
+                         "ctranslate2", "--output", tmp_path / "ct2")
+    assert converted.returncode == 0, converted.stderr
+    assert (tmp_path / "ct2" / "1" / "vmap.txt").read_text(encoding="utf-8") == (
+        run / "shortlist.vmap").read_text(encoding="utf-8")
+    engine = Ctranslate2Translator(tmp_path / "ct2")
+    assert engine.shortlist and "over the shortlist's candidates" in beam_description(engine)
+    source_ids = engine.tokenize(tf.constant(lines))["source_ids"]
+    assert len(engine.translate_n_best_ids(source_ids)["ids"]) == len(lines)
