@@ -153,8 +153,10 @@ def summary(args, translator, used, count, seconds):
               else beam_description(translator))
     if args.engine == "ctranslate2" and translator.patience != PATIENCE:
         search += f", patience {translator.patience}"
+    reason = getattr(translator, "dtype_reason", None)  # --dtype auto's choice, and why
     return (f"translated {count} sentence(s) in {seconds:.1f} s "
-            f"({count / max(seconds, 1e-9):.1f}/s) with {used}, {search}")
+            f"({count / max(seconds, 1e-9):.1f}/s) with {used}, {search}"
+            f"{f'; {reason}' if reason else ''}")
 
 
 def write_error(args, error, lines_out=0):

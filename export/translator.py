@@ -124,6 +124,7 @@ class Translator(ConstrainedSearches, tf.Module):
                                  if tree_leaves else lambda source_ids: None)
         self.processors = list(processors)
         self.calibration = calibration
+        self.dtype_reason = None  # from_loaded: --dtype auto's measurement, where it chose
         self.xla_shapes = (XlaShapes(self.decoding.max_input_length, max_batch_size)
                            if self.decoding.jit_compile else None)
         self.shortlist = shortlist and CandidateTable(shortlist, vocabulary.vocab_size)
@@ -171,11 +172,14 @@ class Translator(ConstrainedSearches, tf.Module):
             loaded, model_dir.Loaded) else [loaded]
         models = [member.model for member in loaded]
         resolved = decoding_config.resolved(decoding, loaded[0])
-        return cls(models if len(models) > 1 else models[0], loaded[0].vocabulary, resolved,
+        translator = cls(models if len(models) > 1 else models[0], loaded[0].vocabulary, resolved,
                    max_batch_size=max_batch_size or (decoding and decoding.batch_size) or 64,
                    max_search_positions=max_search_positions, processors=processors,
                    calibration=calibration, shortlist=shortlist or None,
                    tree_leaves=decoding_config.tree_leaves(resolved, loaded[0]))
+        # Why it computes in its dtype where --dtype auto chose it (the commands' closing lines).
+        translator.dtype_reason = loaded[0].dtype_reason
+        return translator
 
     def settings(self):
         """The decoding settings and request bounds, as a JSON-able dict (export.json's; a

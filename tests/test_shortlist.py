@@ -65,7 +65,8 @@ def test_every_id_a_candidate_is_the_full_search(trained, sources):
     listed = beam_decode(trained.model, sources, beam_size=3,
                          candidates=tf.range(trained.model.vocab_size))
     np.testing.assert_array_equal(full[0], listed[0])
-    np.testing.assert_array_equal(full[1], listed[1])
+    # The projection reads a gathered copy of the kernel: another matmul, rounded apart.
+    np.testing.assert_allclose(full[1], listed[1], atol=1e-5)
 
 
 def test_a_search_over_candidates_scores_the_softmax_restricted_to_them(trained, sources):

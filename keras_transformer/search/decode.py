@@ -12,10 +12,16 @@ import typing
 import tensorflow as tf
 
 from keras_transformer.search.beam import beam_search
+from keras_transformer.search.candidates import (
+    InCandidates,
+    over_candidates,
+    vocabulary_ids,
+    with_special_ids,
+)
 from keras_transformer.search.contract import graph_function, longest
 from keras_transformer.search.processors import PrefixForcing
 from keras_transformer.search.sampling import check_temperature, sampling_search
-from keras_transformer.search.settings import DecodingConfig, capped, position_caps
+from keras_transformer.search.settings import DecodingConfig, capped, members, position_caps
 from keras_transformer.search.steps import ensemble_step, source_lengths
 from keras_transformer.token_ids import EOS_ID
 
@@ -87,9 +93,36 @@ def _beam_decode(model, source_ids, max_output_length, search, eos_id, processor
     step_fn, cache = ensemble_step(model, source_ids,
                                    cache_length=output_length if fixed_shapes else None,
                                    candidates=candidates)
-    return beam_search(step_fn, cache, limits, beam_size=search.beam_size, alpha=search.alpha,
-                       buffer_length=output_length, eos_id=eos_id, processors=processors,
-                       length_normalization=search.length_normalization)
+    step_fn, processors = _over(candidates, step_fn, processors, model)
+    ids, scores = beam_search(step_fn, cache, limits, beam_size=search.beam_size,
+                              alpha=search.alpha, buffer_length=output_length, eos_id=eos_id,
+                              processors=processors,
+                              length_normalization=search.length_normalization)
+    return _ids_of(ids, candidates), scores
+
+
+def _over(candidates, step_fn, processors, model):
+    """The step function and processors of a search over `candidates` (positions among them
+    in, search/candidates.py), or as given for None."""
+    if candidates is None:
+        return step_fn, processors
+    return (over_candidates(step_fn, candidates),
+            [InCandidates(tuple(processors), candidates, members(model)[0].vocab_size)]
+            if processors else [])
+
+
+def _ids_of(ids, candidates):
+    return ids if candidates is None else vocabulary_ids(ids, candidates)
+
+
+def _candidates(candidates, eos_id):
+    """`candidates` as the searches take them (`with_special_ids`), or None."""
+    if candidates is None:
+        return None
+    if eos_id != EOS_ID:
+        raise ValueError(f"a search over candidates ends sentences with id {EOS_ID}, not "
+                         f"{eos_id}")
+    return with_special_ids(candidates)
 
 
 _beam_decode_graph = graph_function(functools.partial(_beam_decode, fixed_shapes=False),
@@ -129,8 +162,10 @@ def beam_decode(model, source_ids, decoding=None, *, max_output_length=None, pro
             vocabulary shortlist (`data.shortlist`); each step's output projection and softmax
             cover these k alone, so a candidate's log-probability is the model's full softmax
             restricted to them and renormalized (as Marian's and CTranslate2's shortlists
-            compute it). The caller keeps end of sentence and what its processors force among
-            them (the `Translator` does). None: every id.
+            compute it); the search itself runs over the k (search/candidates.py), so its
+            softmax and top-k cost k, not the vocabulary. End of sentence is always one; the
+            caller keeps what its processors force among them (the `Translator` does). None:
+            every id.
         beam_size, alpha, extra_length, length_normalization, jit_compile: conveniences that
             set these fields of `decoding` (`search_config`). Under jit_compile (XLA), the
             output length is `max_output_length` if it is a Python int, else source_length +
@@ -148,7 +183,7 @@ def beam_decode(model, source_ids, decoding=None, *, max_output_length=None, pro
     decode = _beam_decode_xla if decoding.jit_compile else _beam_decode_graph
     return decode(model, source_ids, max_output_length, _search_of(decoding), eos_id,
                   _with_conveniences(processors, prefix_ids, tree_constraint),
-                  None if candidates is None else tf.cast(candidates, tf.int32))
+                  _candidates(candidates, eos_id))
 
 
 @graph_function(reduce_retracing=True)
@@ -158,8 +193,10 @@ def _sample_decode(model, source_ids, max_output_length, search, temperature, to
     limits, output_length = _output_limits(model, source_ids, max_output_length, search,
                                            fixed_shapes=False)
     step_fn, cache = ensemble_step(model, source_ids, candidates=candidates)
-    return sampling_search(step_fn, cache, limits, temperature=temperature, top_k=top_k,
-                           seed=seed, buffer_length=output_length, processors=processors)
+    step_fn, processors = _over(candidates, step_fn, processors, model)
+    ids, scores = sampling_search(step_fn, cache, limits, temperature=temperature, top_k=top_k,
+                                  seed=seed, buffer_length=output_length, processors=processors)
+    return _ids_of(ids, candidates), scores
 
 
 def sample_decode(model, source_ids, decoding=None, *, max_output_length=None, temperature=1.0,
@@ -192,7 +229,7 @@ def sample_decode(model, source_ids, decoding=None, *, max_output_length=None, t
     search = _Search(1, 0.0, "gnmt", decoding.extra_length, decoding.max_output_length)
     return _sample_decode(model, source_ids, max_output_length, search, temperature, top_k,
                           seed, _with_conveniences(processors, prefix_ids, tree_constraint),
-                          None if candidates is None else tf.cast(candidates, tf.int32))
+                          _candidates(candidates, EOS_ID))
 
 
 def greedy_decode(model, source_ids, decoding=None, *, max_output_length=None, processors=(),

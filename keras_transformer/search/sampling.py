@@ -122,7 +122,10 @@ def _chooser(temperature, top_k, seed):
             return tf.argmax(logits, axis=-1, output_type=tf.int32)
         logits = logits / temperature
         if top_k:
-            kth_best = vocabulary_top_k(logits, top_k)[0][:, -1:]
+            # Over a shortlist's candidates (a width known only at run time) there may be
+            # fewer than top_k: then all of them.
+            k = top_k if logits.shape[-1] else tf.minimum(top_k, tf.shape(logits)[-1])
+            kth_best = vocabulary_top_k(logits, k)[0][:, -1:]
             logits = tf.where(logits < kth_best, NEG_INF, logits)
         step_seed = tf.random.experimental.stateless_fold_in(seed, step)
         return tf.random.stateless_categorical(logits, 1, step_seed, dtype=tf.int32)[:, 0]

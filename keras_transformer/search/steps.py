@@ -51,10 +51,12 @@ def cached_step(model, source_ids, cache_length=None, candidates=None):
         source_ids: int32 [batch, source_length], 0-padded.
         cache_length: positions the preallocated cache holds (int or int32 scalar: the most
             output tokens), for `jit_compile`; None: the cache grows a position a step.
-        candidates: int32 [k], distinct: the only target ids the step computes logits for (a
+        candidates: int32 [k], ascending from padding (`candidates.with_special_ids`), distinct:
+            the only target ids the step computes logits for (a
             vocabulary shortlist, `data.shortlist`): the output projection reads their k
-            columns, and every other id's logit is -inf, so that a candidate's probability is
-            the full softmax restricted to the candidates and renormalized. None: every id.
+            columns, and the logits are theirs alone, [rows, k] in their order, so that a
+            candidate's probability is the full softmax restricted to the candidates and
+            renormalized (search/candidates.py runs a search over them). None: every id.
 
     Returns:
         (step_fn, cache): step_fn(ids [rows], step, cache) -> (float32 logits [rows, vocab],
@@ -65,8 +67,6 @@ def cached_step(model, source_ids, cache_length=None, candidates=None):
     """
     cache = model.init_cache(model.encode(source_ids), padding_mask(source_ids), cache_length)
     output_kernel = model.output_kernel(candidates)
-    spread = (lambda logits: logits) if candidates is None else in_vocabulary(
-        candidates, model.vocab_size)
     buffers = [{name: layer[name] for name in _SELF_ATTENTION} for layer in cache["layers"]]
     fixed = {"memory_mask": cache["memory_mask"],
              "layers": [{name: layer[name] for name in layer if name not in _SELF_ATTENTION}
@@ -79,27 +79,12 @@ def cached_step(model, source_ids, cache_length=None, candidates=None):
                                             output_kernel=output_kernel,
                                             output_ids=candidates)
         buffers = [{name: layer[name] for name in _SELF_ATTENTION} for layer in cache["layers"]]
-        return without_padding(spread(logits[:, 0])), buffers
+        return without_padding(logits[:, 0]), buffers
 
     return step_fn, buffers
 
 
 _SELF_ATTENTION = ("self_keys", "self_values")
-
-
-def in_vocabulary(candidates, vocab_size):
-    """A function from logits [rows, k] of `candidates` (int32 [k], distinct ids) to logits
-    [rows, vocab_size]: each candidate's at its id, -inf elsewhere (never chosen)."""
-    candidates = tf.cast(candidates, tf.int32)
-    count = tf.shape(candidates)[0]
-    # Each id's column among the candidates; the others read the -inf column after them.
-    column = tf.tensor_scatter_nd_update(tf.fill([vocab_size], count), candidates[:, None],
-                                         tf.range(count))
-
-    def spread(logits):
-        never = tf.fill([tf.shape(logits)[0], 1], NEG_INF)
-        return tf.gather(tf.concat([logits, never], axis=1), column, axis=1)
-    return spread
 
 
 def ensemble_step(models, source_ids, cache_length=None, candidates=None):
