@@ -115,9 +115,9 @@ def test_kt_shortlist_then_kt_translate_shortlist_decode_as_the_python_api(
                        "--input", tmp_path / "in.txt")
     assert missing.returncode == 2
     assert "has no shortlist.vmap; make one with kt-shortlist --model_dir" in missing.stderr
-    built = run_main(shortlist_command.main, "--model_dir", run, "--max_pairs", "3000")
+    built = run_main(shortlist_command.main, "--model_dir", run, "--max_pairs", "1000")
     assert built.returncode == 0, built.stderr
-    assert "from 3,000 train pairs" in built.stderr and "of the references' pieces" in built.stderr
+    assert "from 1,000 train pairs" in built.stderr and "of the references' pieces" in built.stderr
     command = run_main(translate.main, "--model_dir", run, "--shortlist", "--input",
                        tmp_path / "in.txt", "--scores", "--dtype", "float32")
     assert command.returncode == 0, command.stderr
