@@ -11,6 +11,12 @@ products alone" is no decode: the dense projections a cached beam-4 decode issue
 weights, step after step, with nothing else (bench/gemm_floor.py): the floor under the beam
 searches of the table.
 
+"shortlist" rows decode over a vocabulary shortlist (kt-shortlist's form, `data.shortlist`):
+each source piece's 100 candidates and 500 always kept, drawn from a pool of --shortlist_pool
+ids, so that a batch's union is about that many, the size kt-shortlist gives a batch of 32 real
+sentences (3,395 of 8,000 on the Bible run); the SavedModel holds it (kt-export --shortlist)
+and CTranslate2 reads the same list as its vmap ("int8 + vmap").
+
     python -m bench.decode_speed --repeats 5
 """
 
@@ -33,6 +39,7 @@ from bench.common import append_results, markdown_table
 from bench.gemm_floor import products_alone
 from bench.train_step import matmul_peak
 from keras_transformer import data, export
+from keras_transformer.data import shortlist as shortlists
 from keras_transformer.export import ctranslate2, ctranslate2_engine
 from keras_transformer.search.steps import cached_step, recomputing_step
 
@@ -48,6 +55,17 @@ def long_sentences(vocabulary, count, length):
     raise SystemExit(f"the corpus has fewer than {count} sentences of {length} tokens")
 
 
+def random_shortlist(vocab_size, pool, per_source=100, always=500, seed=0):
+    """A `data.shortlist.Shortlist` of random candidates for every source piece (`per_source`
+    each, `always` kept), all drawn from `pool` ids: a batch's union is about `pool`."""
+    rng = np.random.default_rng(seed)
+    ids = rng.choice(np.arange(3, vocab_size), pool, replace=False)
+    return shortlists.Shortlist(
+        always=np.union1d(rng.choice(ids, always, replace=False), [kt.EOS_ID]).astype(np.int32),
+        by_source={source: np.sort(rng.choice(ids, per_source, replace=False)).astype(np.int32)
+                   for source in range(3, vocab_size)})
+
+
 def ctranslate2_decode(engine, source_ids, new_tokens, beam_size):
     """The best hypotheses of `engine` (a `Ctranslate2Translator`) for int [batch, length]
     source ids, each run to `new_tokens` tokens (end of sentence disabled until then), as int32
@@ -55,7 +73,7 @@ def ctranslate2_decode(engine, source_ids, new_tokens, beam_size):
     rows = [[engine.pieces[i] for i in row if i] for row in source_ids]
     results = engine.engine.translate_batch(
         rows, beam_size=beam_size, length_penalty=0.6, max_decoding_length=new_tokens,
-        min_decoding_length=new_tokens, max_input_length=0)
+        min_decoding_length=new_tokens, max_input_length=0, use_vmap=engine.shortlist)
     return tf.constant([[engine.ids[t] for t in r.hypotheses[0]] for r in results], tf.int32)
 
 
@@ -99,8 +117,10 @@ def variants(models, saved_models, source_ids, texts, new_tokens, uncached, peer
         found[f"beam 4, SavedModel translate_ids{suffix}"] = functools.partial(
             lambda saved: saved.signatures["translate_ids"](source_ids=source_ids)["ids"],
             saved)
-    found["beam 4, SavedModel serving_default (strings)"] = lambda: saved_models[""].signatures[
-        "serving_default"](inputs=tf.constant(texts))["translations"]
+    for suffix, saved in saved_models.items():
+        found[f"beam 4, SavedModel serving_default (strings){suffix}"] = functools.partial(
+            lambda saved: saved.signatures["serving_default"](
+                inputs=tf.constant(texts))["translations"], saved)
     for suffix, each in models.items():
         found[f"greedy, cached{suffix}"] = functools.partial(
             lambda each: kt.sample_decode(each, source_ids, extra_length=extra,
@@ -157,6 +177,8 @@ def main():
     parser.add_argument("--ctranslate2", action=argparse.BooleanOptionalAction, default=True,
                         help="also CTranslate2, float32 and int8 (needs pip install -e "
                              ".[ctranslate2])")
+    parser.add_argument("--shortlist_pool", type=int, default=3500,
+                        help="the ids a random shortlist's candidates are drawn from")
     parser.add_argument("--peers", action=argparse.BooleanOptionalAction, default=True,
                         help="also Hugging Face generate and keras-hub's samplers (needs "
                              "pip install -e .[bench])")
@@ -175,24 +197,30 @@ def main():
                                ("bfloat16", ", bfloat16 weights")):
             models[suffix] = kt.build_model(args.hparams, vocabulary.vocab_size, dtype=policy)
             models[suffix].set_weights(model.get_weights())
+        listed = random_shortlist(vocabulary.vocab_size, args.shortlist_pool)
         saved_models = {}
-        for suffix in ("", ", bfloat16 weights"):
+        for suffix, shortlisted in itertools.product(("", ", bfloat16 weights"), (False, True)):
             translator = export.Translator(
                 models[suffix], vocabulary, extra_length=args.new_tokens - args.source_length,
                 max_input_length=args.source_length, max_batch_size=max(
-                    int(b) for b in args.batch_sizes.split(",")))
-            saved_models[suffix] = tf.saved_model.load(str(export.export(
-                translator, pathlib.Path(tmp) / f"saved{len(saved_models)}")))
+                    int(b) for b in args.batch_sizes.split(",")),
+                shortlist=listed if shortlisted else None)
+            saved_models[suffix + (", shortlist" if shortlisted else "")] = tf.saved_model.load(
+                str(export.export(translator, pathlib.Path(tmp) / f"saved{len(saved_models)}")))
         peers_by_name = (peer_models(kt.hparams.get(args.hparams), vocabulary.vocab_size)
                          if args.peers else {})
         ctranslate2_engines = {}
         if args.ctranslate2:
             loaded = types.SimpleNamespace(model=model, vocabulary=vocabulary)
-            for quantization in ("float32", "int8"):
+            vmap = pathlib.Path(tmp) / "shortlist.vmap"
+            shortlists.write_vmap(vmap, listed, *shortlists.pieces_of(vocabulary))
+            for quantization, with_vmap in (("float32", False), ("int8", False), ("int8", True)):
+                name = quantization + (" + vmap" if with_vmap else "")
                 path = ctranslate2.export_ctranslate2(
-                    loaded, pathlib.Path(tmp) / f"ct2-{quantization}", quantization,
-                    settings=translator.settings())
-                ctranslate2_engines[quantization] = ctranslate2_engine.Ctranslate2Translator(
+                    loaded, pathlib.Path(tmp) / f"ct2-{len(ctranslate2_engines)}", quantization,
+                    settings=dict(translator.settings(), shortlist=with_vmap),
+                    vmap=vmap if with_vmap else None)
+                ctranslate2_engines[name] = ctranslate2_engine.Ctranslate2Translator(
                     path, intra_threads=os.cpu_count())
         texts = long_sentences(vocabulary, max(int(b) for b in args.batch_sizes.split(",")),
                                args.source_length)
