@@ -15,6 +15,7 @@ from keras_transformer.export.candidates import CandidateTable
 from keras_transformer.export.constrained import IDS, ConstrainedSearches
 from keras_transformer.export.length_batches import search_in_batches
 from keras_transformer.export.request_bounds import RequestBounds, input_bytes
+from keras_transformer.export.sampled import SampledSearches
 from keras_transformer.export.xla_padding import XlaShapes
 from keras_transformer.model_dir import decoding_config
 from keras_transformer.model_dir.decoding_config import load_members
@@ -22,8 +23,8 @@ from keras_transformer.runtime import devices
 from keras_transformer.search import confidence, scoring
 from keras_transformer.search.beam import length_penalty
 from keras_transformer.search.contract import graph_function
-from keras_transformer.search.decode import beam_decode, sample_decode, search_config
-from keras_transformer.search.processors import forced_ids, rows_repeated
+from keras_transformer.search.decode import beam_decode, search_config
+from keras_transformer.search.processors import forced_ids
 from keras_transformer.search.settings import members
 from keras_transformer.search.steps import source_lengths
 from keras_transformer.token_ids import EOS_ID, PAD_ID
@@ -49,7 +50,7 @@ def source_ids_of(vocabulary, texts, max_input_length, max_input_bytes):
     return tf.cast(ids, tf.int32)
 
 
-class Translator(ConstrainedSearches, tf.Module):
+class Translator(ConstrainedSearches, SampledSearches, tf.Module):
     """A trained `Transformer` and its vocabulary, with its decoding settings and request bounds.
 
     It keeps one `DecodingConfig` (`decoding`: every field a search reads set, bounded by the
@@ -284,46 +285,6 @@ class Translator(ConstrainedSearches, tf.Module):
         """The shortlist's candidates of a search of `source_ids` held by `processors`
         (`CandidateTable.of`), or None without a shortlist."""
         return self.shortlist.of(source_ids, forced_ids(processors)) if self.shortlist else None
-
-    def sample_n_best_ids(self, source_ids, n, temperature, top_k=0, seed=(0, 0),
-                          prefix_ids=None, markup=None, glossary=None):
-        """`n` translations of each sentence drawn by sampling instead of beam search (e.g. for
-        back-translation), in the shape of `translate_n_best_ids`' results: ids [batch, n,
-        output_length], scores and log_probs [batch, n], in the order drawn. Bounds, empty rows
-        and prefixes as for the beam search; `temperature` (> 0), `top_k` (0: every token) and
-        `seed` (int [2]: the same seed, the same samples) as for `keras_transformer.sample_decode`;
-        `markup`: (item_ids, opening) of masked texts, as for `translate_n_best_ids_with_markup`;
-        `glossary`: phrase ids, as for `translate_n_best_ids_with_glossary`.
-        """
-        if not 0 < temperature < float("inf"):
-            raise ValueError(f"the sampling temperature must be a finite number > 0, got "
-                             f"{temperature}")
-        vocab_size = members(self.model)[0].vocab_size
-        if not 0 <= top_k <= vocab_size:
-            raise ValueError(f"top_k must be between 0 (every token) and the vocabulary's "
-                             f"{vocab_size}, got {top_k}")
-        source_ids, empty, _ = self._cut_sources(tf.constant(source_ids))
-        limits = tf.where(empty, 1, self.output_limits_of(source_ids))
-        source_ids = self.bounds.checked_search(source_ids, limits, n)
-        source_ids, empty = tf.repeat(source_ids, n, axis=0), tf.repeat(empty, n)
-        constraints = self.constraints(
-            prefix_ids=None if prefix_ids is None else tf.constant(prefix_ids),
-            markup=None if markup is None else tuple(tf.constant(values) for values in markup),
-            glossary=None if glossary is None else tf.constant(glossary))
-        processors = self._processors([rows_repeated(constraint, n) for constraint in constraints],
-                                      self._tree_constraint(source_ids))
-        ids, log_probs = sample_decode(
-            self.model, source_ids, self.decoding,
-            max_output_length=tf.repeat(limits, n), temperature=temperature, top_k=top_k,
-            seed=tf.constant(seed, tf.int32),  # a tensor: a new seed must not retrace the search
-            processors=processors, candidates=self._candidates(source_ids, processors))
-        ids = tf.where(empty[:, None], PAD_ID, ids)
-        log_probs = tf.where(empty, 0.0, log_probs)
-        lengths = tf.reduce_sum(tf.cast(scoring.target_mask(ids), tf.int32), axis=-1)
-        shape = [-1, n]
-        return {"ids": tf.reshape(ids, [-1, n, tf.shape(ids)[1]]),
-                "scores": tf.reshape(log_probs / self._length_penalty(lengths), shape),
-                "log_probs": tf.reshape(log_probs, shape)}
 
     @graph_function(input_signature=[IDS])
     def translate_ids(self, source_ids):
