@@ -41,6 +41,7 @@ from bench.train_step import matmul_peak
 from keras_transformer import data, export
 from keras_transformer.data import shortlist as shortlists
 from keras_transformer.export import ctranslate2, ctranslate2_engine
+from keras_transformer.export.candidates import CandidateTable
 from keras_transformer.search.steps import cached_step, recomputing_step
 
 
@@ -78,12 +79,13 @@ def ctranslate2_decode(engine, source_ids, new_tokens, beam_size):
 
 
 def variants(models, saved_models, source_ids, texts, new_tokens, uncached, peers_by_name,
-             ctranslate2_engines):
+             ctranslate2_engines, shortlisted=None):
     """name -> a function decoding the batch once and returning output ids [batch, ..., length].
 
     `models` and `saved_models` map a name suffix (e.g. ", mixed_bfloat16") to a model and to
     a loaded SavedModel; the suffix "" is the float32 one. `ctranslate2_engines` maps a
-    quantization to a `Ctranslate2Translator` of the same weights.
+    quantization to a `Ctranslate2Translator` of the same weights. `shortlisted`: int32 [k],
+    the candidates the shortlist gives this batch (the products alone over them).
     """
     model = models[""]
     batch, source_length = source_ids.shape
@@ -113,6 +115,9 @@ def variants(models, saved_models, source_ids, texts, new_tokens, uncached, peer
     for suffix in ("", ", bfloat16 weights"):
         found[f"beam 4, its matrix products alone{suffix}"] = products_alone(
             models[suffix], batch, 4, source_length, new_tokens)
+        if shortlisted is not None:
+            found[f"beam 4, its matrix products alone{suffix}, shortlist"] = products_alone(
+                models[suffix], batch, 4, source_length, new_tokens, shortlisted)
     for suffix, saved in saved_models.items():
         found[f"beam 4, SavedModel translate_ids{suffix}"] = functools.partial(
             lambda saved: saved.signatures["translate_ids"](source_ids=source_ids)["ids"],
@@ -229,9 +234,10 @@ def main():
         for batch in (int(b) for b in args.batch_sizes.split(",")):
             source_ids = translator.tokenize(tf.constant(texts[:batch]))["source_ids"]
             assert source_ids.shape == (batch, args.source_length), source_ids.shape
+            shortlisted = CandidateTable(listed, vocabulary.vocab_size).of(source_ids)
             runs = variants(models, saved_models, source_ids, texts[:batch],
                             args.new_tokens, args.uncached_repeats > 0, peers_by_name,
-                            ctranslate2_engines)
+                            ctranslate2_engines, shortlisted)
             if args.variants:
                 chosen = {"beam 4, cached", *args.variants.split(";")}
                 if chosen - runs.keys():

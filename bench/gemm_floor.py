@@ -31,11 +31,13 @@ from bench.train_step import matmul_peak
 from keras_transformer.search.contract import graph_function
 
 
-def products_alone(model, batch, beam, source_length, new_tokens):
+def products_alone(model, batch, beam, source_length, new_tokens, candidates=None):
     """A function running the decode's dense products (module docstring) on `model`'s kernels
     once, and returning a scalar tensor that depends on all of them, so none is pruned. The
     model's variables must be in its compute dtype (float32 or bfloat16 weights, not a mixed
-    policy). bench.decode_speed times it beside the decodes."""
+    policy). `candidates`: int32 [k], the output projection's columns of a search over a
+    shortlist (`Transformer.output_kernel(candidates)`); None: the whole vocabulary.
+    bench.decode_speed times it beside the decodes."""
     rows = batch * beam
 
     def projections(attention):
@@ -52,7 +54,7 @@ def products_alone(model, batch, beam, source_length, new_tokens):
                   + x @ layer.encoder_decoder_attention.value_kernel
                   for layer in model.decoder_layers]
         # Made once per decode, as search.steps.cached_step makes it.
-        output_kernel = model.output_kernel()
+        output_kernel = model.output_kernel(candidates)
 
         def step(index, h):
             for layer in model.decoder_layers:
