@@ -161,7 +161,9 @@ def main(argv=None):
                     if translator.bounds.max_search_positions else "")
     if args.format == "ctranslate2":
         print(f"exported {checkpoints(members)} to {path} in {seconds:.1f} s: a CTranslate2 "
-              f"model, {args.quantization or 'float32'} weights; kt-translate --engine "
+              f"model, {args.quantization or 'float32'} weights"
+              f"{', with the shortlist as its vmap' if translator.shortlist else ''}; "
+              f"kt-translate --engine "
               f"ctranslate2 --ctranslate2_dir {args.output} translates with it")
         return 0
     print(f"exported {checkpoints(members)} to {path} in {seconds:.1f} s; "

@@ -117,6 +117,10 @@ def test_kt_shortlist_then_kt_translate_shortlist_decode_as_the_python_api(
     assert "has no shortlist.vmap; make one with kt-shortlist --model_dir" in missing.stderr
     built = run_main(shortlist_command.main, "--model_dir", run, "--max_pairs", "1000")
     assert built.returncode == 0, built.stderr
+    refused = run_main(translate.main, "--model_dir", run, "--shortlist", "--jit_compile",
+                       "--input", tmp_path / "in.txt")
+    assert refused.returncode == 2
+    assert "--shortlist and --jit_compile do not go together" in refused.stderr
     assert "from 1,000 train pairs" in built.stderr and "of the references' pieces" in built.stderr
     command = run_main(translate.main, "--model_dir", run, "--shortlist", "--input",
                        tmp_path / "in.txt", "--scores", "--dtype", "float32")
@@ -142,6 +146,7 @@ def test_kt_shortlist_then_kt_translate_shortlist_decode_as_the_python_api(
     converted = run_main(export_command.main, "--model_dir", run, "--shortlist", "--format",
                          "ctranslate2", "--output", tmp_path / "ct2")
     assert converted.returncode == 0, converted.stderr
+    assert "with the shortlist as its vmap" in converted.stdout
     assert (tmp_path / "ct2" / "1" / "vmap.txt").read_text(encoding="utf-8") == (
         run / "shortlist.vmap").read_text(encoding="utf-8")
     engine = Ctranslate2Translator(tmp_path / "ct2")
