@@ -8,7 +8,7 @@ and each search computes over the union of its batch's candidates (`beam_decode`
 
 import tensorflow as tf
 
-from keras_transformer.token_ids import EOS_ID, PAD_ID
+from keras_transformer.search.candidates import with_special_ids
 
 
 class CandidateTable(tf.Module):
@@ -31,10 +31,10 @@ class CandidateTable(tf.Module):
         self.always = tf.Variable(shortlist.always, trainable=False, name="always")
 
     def of(self, source_ids, forced=None):
-        """int32 [k], ascending: the candidates of a search of `source_ids` (int [batch,
-        length], 0-padded): each source id's, the ids always kept, end of sentence, and
-        `forced` (int32 [n], what the search's constraints may write)."""
+        """int32 [k], ascending from padding and end of sentence (`with_special_ids`, the rule
+        the searches read candidates by): the candidates of a search of `source_ids` (int
+        [batch, length], 0-padded): each source id's, the ids always kept, and `forced` (int32
+        [n], what the search's constraints may write)."""
         ids = [tf.reshape(tf.gather(self.table, tf.cast(source_ids, tf.int32)), [-1]),
-               self.always, tf.constant([EOS_ID])]
-        ids = tf.concat(ids + ([] if forced is None else [tf.cast(forced, tf.int32)]), axis=0)
-        return tf.sort(tf.unique(tf.boolean_mask(ids, ids > PAD_ID)).y)
+               self.always] + ([] if forced is None else [tf.cast(forced, tf.int32)])
+        return with_special_ids(tf.concat(ids, axis=0))
