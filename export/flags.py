@@ -144,10 +144,6 @@ def translator_from_flags(args, max_batch_size, max_search_positions=None):
     calibration = model_dir.load_calibration(args.model_dir) if len(members) == 1 else None
     shortlist = (model_dir.load_shortlist(args.model_dir, members[0].vocabulary)
                  if getattr(args, "shortlist", False) else None)
-    if shortlist and decoding.jit_compile:
-        raise model_dir.ConfigError("--shortlist and --jit_compile do not go together: the "
-                                    "candidates change size with every batch, and XLA would "
-                                    "compile each size")
     return Translator.from_loaded(members, decoding, max_batch_size=max_batch_size,
                                   max_search_positions=max_search_positions,
                                   calibration=calibration, shortlist=shortlist), members

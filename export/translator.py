@@ -11,6 +11,7 @@ import tensorflow as tf
 from keras_transformer import model_dir
 from keras_transformer.data import treebank
 from keras_transformer.data.vocab import append_end_of_sentence
+from keras_transformer.errors import UserError
 from keras_transformer.export.candidates import CandidateTable
 from keras_transformer.export.constrained import IDS, ConstrainedSearches
 from keras_transformer.export.length_batches import search_in_batches
@@ -130,8 +131,9 @@ class Translator(ConstrainedSearches, SampledSearches, tf.Module):
                            if self.decoding.jit_compile else None)
         self.shortlist = shortlist and CandidateTable(shortlist, vocabulary.vocab_size)
         if self.shortlist and self.xla_shapes:
-            raise ValueError("a shortlist and jit_compile do not go together: the candidates "
-                             "change size with every batch, and XLA would compile each size")
+            raise UserError("a shortlist (--shortlist) and jit_compile (--jit_compile) do not "
+                            "go together: the candidates change size with every batch, and XLA "
+                            "would compile each size")
 
     @classmethod
     def from_model_dir(cls, path, decoding=None, *, checkpoints=None, ensemble=(),

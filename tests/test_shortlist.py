@@ -120,7 +120,7 @@ def test_kt_shortlist_then_kt_translate_shortlist_decode_as_the_python_api(
     refused = run_main(translate.main, "--model_dir", run, "--shortlist", "--jit_compile",
                        "--input", tmp_path / "in.txt")
     assert refused.returncode == 2
-    assert "--shortlist and --jit_compile do not go together" in refused.stderr
+    assert "(--shortlist) and jit_compile (--jit_compile) do not go together" in refused.stderr
     assert "from 1,000 train pairs" in built.stderr and "of the references' pieces" in built.stderr
     command = run_main(translate.main, "--model_dir", run, "--shortlist", "--input",
                        tmp_path / "in.txt", "--scores", "--dtype", "float32")
