@@ -13,7 +13,7 @@ from conftest import bundled_lines
 
 from keras_transformer import data
 from keras_transformer.demo import demo
-from keras_transformer.model_dir import config
+from keras_transformer.model_dir import config, config_file
 
 DEMO_STEPS = 60
 
@@ -92,9 +92,24 @@ def test_demo_defaults_apply_to_new_runs_only_and_yield_to_given_flags(tmp_path)
     argv = demo.train_argv(args, ["--hparams=transformer_tiny"])
     assert argv[:4] == ["--model_dir", str(tmp_path / "new"), "--max_minutes", "5.0"]
     assert "transformer_small" not in argv and "--batch_tokens" in argv
+    assert argv[-2:] == ["--hparams_override", "dropout=0"]  # a new run's dropout
+    assert "dropout=0" not in demo.train_argv(args, ["--hparams_override=warmup_steps=30"])
+    assert "dropout=0" not in demo.train_argv(argparse.Namespace(
+        model_dir=args.model_dir, minutes=60.0), [])  # a long run keeps the preset's
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "config.json").write_text('{"format_version": 1}')
     args.model_dir = str(tmp_path / "old")  # a resumed run keeps its saved flags
+    assert demo.train_argv(args, []) == ["--model_dir", args.model_dir, "--max_minutes", "5.0"]
+    # A run the demo started without dropout trains on with the preset's, once.
+    def saved_with(override):
+        config_file.save(config.RunConfig(model=config.ModelConfig(
+            hparams_name="transformer_small", hparams_override=override)), args.model_dir)
+
+    saved_with("dropout=0")
+    assert demo.train_argv(args, [])[4:] == ["--hparams_override", "dropout=0.1"]
+    assert demo.train_argv(args, ["--hparams_override", "dropout=0.3"])[4:] == [
+        "--hparams_override", "dropout=0.3"]
+    saved_with("dropout=0,dropout=0.1")
     assert demo.train_argv(args, []) == ["--model_dir", args.model_dir, "--max_minutes", "5.0"]
 
 
