@@ -12,6 +12,7 @@ import statistics
 import sys
 
 from keras_transformer import cli
+from keras_transformer.runtime import precision_probe
 
 RESULTS = pathlib.Path(__file__).parent / "RESULTS.md"
 
@@ -37,9 +38,13 @@ def machine():
                f", {'native' if native else 'no native'} bfloat16)")
     except (OSError, KeyError, ValueError):
         pass
-    return (f"{cpu}, {os.cpu_count()} cores; Python {platform.python_version()}, TensorFlow "
-            f"{tf.__version__}, Keras {keras.__version__}, tensorflow-text "
-            f"{tensorflow_text.__version__}")
+    # The CPU's flags say what it has, these what oneDNN may use of it: a capped ISA stands in
+    # for another machine kind (bfloat16 0.36x float32 on the Zen 4 under AVX512_CORE_VNNI).
+    settings = [f"{name}={os.environ[name]}" for name in precision_probe.KERNEL_SETTINGS
+                if name in os.environ]
+    return (f"{cpu}{', ' + ', '.join(settings) if settings else ''}, {os.cpu_count()} cores; "
+            f"Python {platform.python_version()}, TensorFlow {tf.__version__}, Keras "
+            f"{keras.__version__}, tensorflow-text {tensorflow_text.__version__}")
 
 
 def summary(values):
