@@ -93,8 +93,8 @@ class Translator(ConstrainedSearches, SampledSearches, tf.Module):
             pieces always kept, and what its constraints force (`processors.forced_ids`); a
             candidate's log-probability is the model's softmax restricted to them and
             renormalized. Scoring given translations (`score_ids`, `check_ids`) stays over
-            the whole vocabulary. Not with jit_compile (the candidates change size with every
-            batch, and XLA compiles a program for each size).
+            the whole vocabulary. Not with jit_compile (refused, a UserError: the candidates
+            change size with every batch, and XLA compiles a program for each size).
         **settings: `DecodingConfig` fields as keywords (beam_size=, alpha=, ...): a
             convenience that sets them in `decoding`.
     """
