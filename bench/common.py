@@ -40,8 +40,7 @@ def machine():
         pass
     # The CPU's flags say what it has, these what oneDNN may use of it: a capped ISA stands in
     # for another machine kind (bfloat16 0.36x float32 on the Zen 4 under AVX512_CORE_VNNI).
-    settings = [f"{name}={os.environ[name]}" for name in precision_probe.KERNEL_SETTINGS
-                if name in os.environ]
+    settings = precision_probe.kernel_settings()
     return (f"{cpu}{', ' + ', '.join(settings) if settings else ''}, {os.cpu_count()} cores; "
             f"Python {platform.python_version()}, TensorFlow {tf.__version__}, Keras "
             f"{keras.__version__}, tensorflow-text {tensorflow_text.__version__}")

@@ -144,6 +144,11 @@ def cache_path():
     return pathlib.Path(root) / "keras_transformer" / CACHE_FILE
 
 
+def kernel_settings():
+    """["NAME=value"] of the KERNEL_SETTINGS variables set in this process, in their order."""
+    return [f"{name}={os.environ[name]}" for name in KERNEL_SETTINGS if name in os.environ]
+
+
 def machine_key(cpuinfo, cores, shape, forward_only=False):
     """What a measurement holds for: the CPU's model name, a digest of its flags (a hypervisor
     can hide AMX from the same model), the cores, TensorFlow's version, the shape (and whether
@@ -151,8 +156,7 @@ def machine_key(cpuinfo, cores, shape, forward_only=False):
     model = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.MULTILINE)
     flags = re.search(r"^flags\s*:\s*(.+)$", cpuinfo, re.MULTILINE)
     digest = hashlib.sha256((flags.group(1) if flags else "").encode()).hexdigest()[:12]
-    settings = "".join(f" | {name}={os.environ[name]}" for name in KERNEL_SETTINGS
-                       if name in os.environ)
+    settings = "".join(f" | {setting}" for setting in kernel_settings())
     return (f"{model.group(1).strip() if model else 'unknown CPU'} | flags {digest} | {cores} "
             f"cores | TensorFlow {tf.__version__} | {'x'.join(map(str, shape))}"
             f"{' forward only' if forward_only else ''}{settings}")
